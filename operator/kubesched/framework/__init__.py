@@ -1,0 +1,1 @@
+"""The scheduling framework: pure types, plugin protocols and the runtime. No I/O."""

@@ -1,0 +1,91 @@
+"""The port the scheduler talks to a cluster through, and the read-only object store.
+
+Two adapters implement :class:`ClusterPort`: ``kubesched.cluster.memory`` (simulator,
+tests) and ``kubesched.cluster.kube`` (a real API server). Methods raise
+:class:`ClusterError` subclasses; the scheduler decides what a failure means.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from kubesched.framework.types import Pod
+
+__all__ = [
+    "ClusterError",
+    "ClusterPort",
+    "Conflict",
+    "NotFound",
+    "ObjectStore",
+    "PodCondition",
+]
+
+
+class ClusterError(Exception):
+    """A write the cluster refused or could not take."""
+
+    retryable = True
+
+
+class NotFound(ClusterError):
+    """The object is gone (e.g. the pod was deleted between cycle and bind)."""
+
+    retryable = False
+
+
+class Conflict(ClusterError):
+    """The object changed under us (e.g. the pod is already bound)."""
+
+    retryable = False
+
+
+@dataclass(frozen=True, slots=True)
+class PodCondition:
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+
+
+class ClusterPort(Protocol):
+    async def bind(self, pod: Pod, node_name: str) -> None:
+        """Create the pods/binding subresource."""
+        ...
+
+    async def record_event(
+        self,
+        regarding: Pod,
+        *,
+        event_type: str,
+        reason: str,
+        action: str,
+        message: str,
+        reporting_controller: str,
+        related: Pod | None = None,
+    ) -> None:
+        """An events.k8s.io Event about ``regarding`` (``Scheduled``, ``FailedScheduling``...)."""
+        ...
+
+    async def patch_pod_status(
+        self,
+        pod: Pod,
+        *,
+        condition: PodCondition | None = None,
+        nominated_node_name: str | None = None,
+    ) -> None:
+        """Set a pod condition and/or ``status.nominatedNodeName`` ("" clears it)."""
+        ...
+
+    async def delete_pod(self, pod: Pod, *, condition: PodCondition | None = None) -> None:
+        """Delete a victim, after setting ``condition`` (``DisruptionTarget``) on it."""
+        ...
+
+
+class ObjectStore(Protocol):
+    """Watched objects other than pods and nodes, as plain dicts (read-only)."""
+
+    def get(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None: ...
+
+    def list(self, kind: str, namespace: str | None = None) -> Iterable[Mapping[str, Any]]: ...

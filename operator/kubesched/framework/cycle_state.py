@@ -1,0 +1,46 @@
+"""CycleState: data plugins share within one scheduling cycle of one pod."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["CycleState"]
+
+
+class CycleState:
+    """A per-cycle key/value store.
+
+    Values that have a ``clone()`` method are cloned by :meth:`clone` (preemption runs
+    what-if filters on a copy); other values are shared and must be treated as read-only.
+    """
+
+    __slots__ = ("_data", "skip_filter_plugins", "skip_score_plugins")
+
+    def __init__(self) -> None:
+        self._data: dict[str, Any] = {}
+        self.skip_filter_plugins: set[str] = set()
+        """Plugins whose PreFilter returned Skip: their Filter is not run this cycle."""
+        self.skip_score_plugins: set[str] = set()
+        """Plugins whose PreScore returned Skip: their Score is not run this cycle."""
+
+    def read(self, key: str) -> Any:
+        """The value under ``key``; ``KeyError`` if a plugin did not write it."""
+        return self._data[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._data.get(key, default)
+
+    def write(self, key: str, value: Any) -> None:
+        self._data[key] = value
+
+    def delete(self, key: str) -> None:
+        self._data.pop(key, None)
+
+    def clone(self) -> CycleState:
+        c = CycleState()
+        for k, v in self._data.items():
+            cl = getattr(v, "clone", None)
+            c._data[k] = cl() if callable(cl) else v
+        c.skip_filter_plugins = set(self.skip_filter_plugins)
+        c.skip_score_plugins = set(self.skip_score_plugins)
+        return c

@@ -1,0 +1,409 @@
+"""The extension points: one small Protocol each, as in kube-scheduler's framework.
+
+A plugin is any object with a ``name`` and the methods of the extension points it
+implements. The profile compiler checks membership by these protocols, so a plugin
+configured at a point it does not implement is refused with a clear message.
+
+Filter and Score plugins that are pure functions of node resources or labels may also
+implement the *vector* variants (:class:`VectorFilterPlugin`, :class:`VectorScorePlugin`):
+they compute the same answer for every node at once over the snapshot's arrays. The
+scalar method stays the source of truth for messages and per-node checks (preemption,
+nominated pods); tests pin the two to agree.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.nodeinfo import NodeInfo, QueuedPodInfo
+from kubesched.framework.status import Status
+from kubesched.framework.types import Pod
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from kubesched.framework.cluster_port import ClusterPort, ObjectStore
+    from kubesched.framework.snapshot import Snapshot
+
+__all__ = [
+    "MAX_NODE_SCORE",
+    "ActionType",
+    "BindPlugin",
+    "ClusterEvent",
+    "EnqueueExtensions",
+    "EventResource",
+    "FilterPlugin",
+    "Handle",
+    "Plugin",
+    "PermitPlugin",
+    "PostBindPlugin",
+    "PostFilterPlugin",
+    "PostFilterResult",
+    "PreBindPlugin",
+    "PreEnqueuePlugin",
+    "PreFilterExtensions",
+    "PreFilterPlugin",
+    "PreFilterResult",
+    "PreScorePlugin",
+    "QueueSortPlugin",
+    "ReservePlugin",
+    "ScorePlugin",
+    "VectorFilterPlugin",
+    "VectorScorePlugin",
+    "WaitingPod",
+]
+
+MAX_NODE_SCORE = 100
+MIN_NODE_SCORE = 0
+
+
+# -- cluster events (what requeues unschedulable pods) -------------------------------------
+class EventResource(str, enum.Enum):
+    POD = "Pod"
+    """A pod, assigned or not (kube-scheduler narrows with AssignedPod/UnscheduledPod)."""
+    ASSIGNED_POD = "AssignedPod"
+    UNSCHEDULED_POD = "UnscheduledPod"
+    NODE = "Node"
+    PVC = "PersistentVolumeClaim"
+    PV = "PersistentVolume"
+    STORAGE_CLASS = "StorageClass"
+    CSI_NODE = "CSINode"
+    CSI_DRIVER = "CSIDriver"
+    VOLUME_ATTACHMENT = "VolumeAttachment"
+    POD_GROUP = "PodGroup"
+    WILDCARD = "*"
+
+
+class ActionType(enum.IntFlag):
+    ADD = 1
+    DELETE = 2
+    UPDATE_NODE_ALLOCATABLE = 4
+    UPDATE_NODE_LABEL = 8
+    UPDATE_NODE_TAINT = 16
+    UPDATE_NODE_CONDITION = 32
+    UPDATE_NODE_ANNOTATION = 64
+    UPDATE_POD_LABEL = 128
+    UPDATE_POD_SCALE_DOWN = 256
+    UPDATE_POD_TOLERATIONS = 512
+    UPDATE_POD_SCHEDULING_GATES_ELIMINATED = 1024
+    UPDATE_POD_GENERATED_RESOURCE_CLAIM = 2048
+    UPDATE_OTHER = 4096
+    """Any other update (objects without finer update kinds)."""
+
+    UPDATE = (
+        UPDATE_NODE_ALLOCATABLE
+        | UPDATE_NODE_LABEL
+        | UPDATE_NODE_TAINT
+        | UPDATE_NODE_CONDITION
+        | UPDATE_NODE_ANNOTATION
+        | UPDATE_POD_LABEL
+        | UPDATE_POD_SCALE_DOWN
+        | UPDATE_POD_TOLERATIONS
+        | UPDATE_POD_SCHEDULING_GATES_ELIMINATED
+        | UPDATE_POD_GENERATED_RESOURCE_CLAIM
+        | UPDATE_OTHER
+    )
+    ALL = ADD | DELETE | UPDATE
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterEvent:
+    resource: EventResource
+    action: ActionType
+    label: str = ""
+
+    def matches(self, registered: ClusterEvent) -> bool:
+        """Whether an incoming event (self) is covered by a registered interest."""
+        r = registered.resource
+        if r is not EventResource.WILDCARD and r != self.resource:
+            # A registration for Pod covers assigned and unscheduled pods alike.
+            if not (
+                r is EventResource.POD
+                and self.resource in (EventResource.ASSIGNED_POD, EventResource.UNSCHEDULED_POD)
+            ):
+                return False
+        return bool(self.action & registered.action)
+
+
+# A hint callback: (pod being requeued, old object, new object) -> True to requeue.
+QueueingHintFn = Any
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterEventWithHint:
+    event: ClusterEvent
+    hint: QueueingHintFn | None = None
+
+
+# -- results ----------------------------------------------------------------------------------
+@dataclass(slots=True)
+class PreFilterResult:
+    """Narrows the nodes Filter considers; ``None`` node_names means all nodes."""
+
+    node_names: set[str] | None = None
+
+    def merge(self, other: PreFilterResult | None) -> PreFilterResult:
+        if other is None or other.node_names is None:
+            return self
+        if self.node_names is None:
+            return PreFilterResult(set(other.node_names))
+        return PreFilterResult(self.node_names & other.node_names)
+
+
+@dataclass(slots=True)
+class PostFilterResult:
+    nominated_node_name: str = ""
+    """Where the pod should go once victims are gone (empty: nothing nominated)."""
+
+
+# -- waiting pods (Permit) ------------------------------------------------------------------
+class WaitingPod(Protocol):
+    @property
+    def pod(self) -> Pod: ...
+
+    @property
+    def node_name(self) -> str: ...
+
+    def pending_plugins(self) -> list[str]: ...
+
+    def allow(self, plugin: str) -> None: ...
+
+    def reject(self, plugin: str, message: str) -> None: ...
+
+
+# -- the handle given to plugin factories -----------------------------------------------------
+class Handle(Protocol):
+    """What a plugin may use of the scheduler around it."""
+
+    @property
+    def snapshot(self) -> Snapshot:
+        """The snapshot of the current scheduling cycle."""
+        ...
+
+    @property
+    def cluster(self) -> ClusterPort:
+        """Writes to the cluster (bind, events, status, deletes)."""
+        ...
+
+    @property
+    def store(self) -> ObjectStore:
+        """Read-only access to watched objects other than pods and nodes."""
+        ...
+
+    @property
+    def profile_name(self) -> str: ...
+
+    def now(self) -> float:
+        """The event loop's clock (virtual in tests)."""
+        ...
+
+    def get_waiting_pod(self, uid: str) -> WaitingPod | None: ...
+
+    def iterate_waiting_pods(self) -> Iterable[WaitingPod]: ...
+
+    def reject_waiting_pod(self, uid: str, plugin: str, message: str) -> bool: ...
+
+    def activate(self, pods: Iterable[Pod]) -> None:
+        """Move these pods (if queued and not gated) to activeQ now."""
+        ...
+
+    def nominated_pods_for_node(self, node_name: str) -> list[Pod]: ...
+
+    def run_filter_plugins_with_nominated_pods(
+        self, state: CycleState, pod: Pod, node_info: NodeInfo
+    ) -> Status | None: ...
+
+    def run_pre_filter_extension_add_pod(
+        self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo
+    ) -> Status | None: ...
+
+    def run_pre_filter_extension_remove_pod(
+        self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo
+    ) -> Status | None: ...
+
+
+# -- extension points -------------------------------------------------------------------------
+class Plugin(Protocol):
+    name: str
+
+
+@runtime_checkable
+class PreEnqueuePlugin(Protocol):
+    name: str
+
+    def pre_enqueue(self, pod: Pod) -> Status | None: ...
+
+
+@runtime_checkable
+class QueueSortPlugin(Protocol):
+    name: str
+
+    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool: ...
+
+    def sort_key(self, qpi: QueuedPodInfo) -> Any:
+        """A key ordering like ``less`` (smaller first); a fast path for the heap."""
+        ...
+
+
+@runtime_checkable
+class EnqueueExtensions(Protocol):
+    def events_to_register(self) -> list[ClusterEventWithHint]: ...
+
+
+@runtime_checkable
+class PreFilterExtensions(Protocol):
+    def add_pod(
+        self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo
+    ) -> Status | None: ...
+
+    def remove_pod(
+        self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo
+    ) -> Status | None: ...
+
+
+@runtime_checkable
+class PreFilterPlugin(Protocol):
+    name: str
+
+    def pre_filter(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None]: ...
+
+    def pre_filter_extensions(self) -> PreFilterExtensions | None: ...
+
+
+@runtime_checkable
+class FilterPlugin(Protocol):
+    name: str
+
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None: ...
+
+
+@runtime_checkable
+class VectorFilterPlugin(Protocol):
+    name: str
+
+    def filter_mask(
+        self, state: CycleState, pod: Pod, snapshot: Snapshot
+    ) -> npt.NDArray[np.bool_] | None:
+        """True where ``filter`` would pass, for every node of the snapshot in order.
+        ``None``: the plugin cannot say for this pod; the framework calls ``filter``."""
+        ...
+
+
+@runtime_checkable
+class PostFilterPlugin(Protocol):
+    name: str
+
+    def post_filter(
+        self, state: CycleState, pod: Pod, statuses: dict[str, Status]
+    ) -> tuple[PostFilterResult | None, Status | None]: ...
+
+
+@runtime_checkable
+class PreScorePlugin(Protocol):
+    name: str
+
+    def pre_score(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+    ) -> Status | None: ...
+
+
+@runtime_checkable
+class ScorePlugin(Protocol):
+    name: str
+
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[int, Status | None]: ...
+
+    def normalize_score(
+        self, state: CycleState, pod: Pod, scores: npt.NDArray[np.int64]
+    ) -> Status | None:
+        """Rescale ``scores`` (one per feasible node, in place) to 0..100.
+        Plugins whose raw scores are already 0..100 return None without change."""
+        ...
+
+
+@runtime_checkable
+class VectorScorePlugin(Protocol):
+    name: str
+
+    def score_vector(
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, rows: npt.NDArray[np.intp]
+    ) -> npt.NDArray[np.int64] | None:
+        """Scores for the snapshot rows ``rows``, equal to ``score`` on each node.
+        ``None``: fall back to ``score``."""
+        ...
+
+
+@runtime_checkable
+class ReservePlugin(Protocol):
+    name: str
+
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None: ...
+
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None: ...
+
+
+@runtime_checkable
+class PermitPlugin(Protocol):
+    name: str
+
+    def permit(
+        self, state: CycleState, pod: Pod, node_name: str
+    ) -> tuple[Status | None, float]:
+        """Success (None), Wait with a timeout in seconds, or a rejection."""
+        ...
+
+
+@runtime_checkable
+class PreBindPlugin(Protocol):
+    name: str
+
+    async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None: ...
+
+
+@runtime_checkable
+class BindPlugin(Protocol):
+    name: str
+
+    async def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None: ...
+
+
+@runtime_checkable
+class PostBindPlugin(Protocol):
+    name: str
+
+    def post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None: ...
+
+
+EXTENSION_POINTS: dict[str, type] = {
+    "preEnqueue": PreEnqueuePlugin,
+    "queueSort": QueueSortPlugin,
+    "preFilter": PreFilterPlugin,
+    "filter": FilterPlugin,
+    "postFilter": PostFilterPlugin,
+    "preScore": PreScorePlugin,
+    "score": ScorePlugin,
+    "reserve": ReservePlugin,
+    "permit": PermitPlugin,
+    "preBind": PreBindPlugin,
+    "bind": BindPlugin,
+    "postBind": PostBindPlugin,
+}
+"""Extension point names as in KubeSchedulerConfiguration, with their protocols."""
+
+
+@dataclass(slots=True)
+class Diagnosis:
+    """Why a pod found no node: per-node statuses and the plugins that rejected it."""
+
+    node_to_status: dict[str, Status] = field(default_factory=dict)
+    unschedulable_plugins: set[str] = field(default_factory=set)
+    pending_plugins: set[str] = field(default_factory=set)
+    pre_filter_msg: str = ""
+    post_filter_msg: str = ""

@@ -1,0 +1,144 @@
+"""NodeInfo: a node with the aggregates of the pods on it (requested resources, host
+ports, pods with affinity, images), and QueuedPodInfo, a pod's bookkeeping in the queue.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kubesched.framework.resources import Resource
+from kubesched.framework.types import Node, Pod
+
+__all__ = ["ImageState", "NodeInfo", "QueuedPodInfo"]
+
+
+@dataclass(slots=True)
+class ImageState:
+    size: int
+    num_nodes: int
+
+
+class NodeInfo:
+    """A node and the pods assigned (or assumed) to it.
+
+    ``generation`` grows on every change; the snapshot uses it to refresh only what
+    changed since the last cycle.
+    """
+
+    __slots__ = (
+        "generation",
+        "image_states",
+        "index",
+        "name",
+        "node",
+        "non_zero_requested",
+        "pods",
+        "pods_with_affinity",
+        "pods_with_required_anti_affinity",
+        "pvc_ref_counts",
+        "requested",
+        "used_ports",
+    )
+
+    def __init__(self, node: Node | None = None, name: str = "") -> None:
+        self.node = node
+        self.name = node.name if node is not None else name
+        self.pods: list[Pod] = []
+        self.pods_with_affinity: list[Pod] = []
+        self.pods_with_required_anti_affinity: list[Pod] = []
+        self.requested = Resource()
+        self.non_zero_requested = Resource()
+        self.used_ports: dict[tuple[str, str, int], int] = {}
+        self.pvc_ref_counts: dict[str, int] = {}
+        self.image_states: dict[str, ImageState] = {}
+        self.generation = 0
+        self.index = -1
+
+    @property
+    def allocatable(self) -> Resource:
+        return self.node.allocatable if self.node is not None else Resource()
+
+    def add_pod(self, pod: Pod) -> None:
+        self.pods.append(pod)
+        if pod.has_affinity():
+            self.pods_with_affinity.append(pod)
+        if pod.has_required_anti_affinity():
+            self.pods_with_required_anti_affinity.append(pod)
+        self._account(pod, 1)
+
+    def remove_pod(self, pod: Pod) -> bool:
+        for i, p in enumerate(self.pods):
+            if p.uid == pod.uid:
+                del self.pods[i]
+                break
+        else:
+            return False
+        self.pods_with_affinity = [p for p in self.pods_with_affinity if p.uid != pod.uid]
+        self.pods_with_required_anti_affinity = [
+            p for p in self.pods_with_required_anti_affinity if p.uid != pod.uid
+        ]
+        # Use the pod as it was added (same uid): its requests are what was counted.
+        self._account(p, -1)
+        return True
+
+    def _account(self, pod: Pod, sign: int) -> None:
+        self.requested.add(pod.requests, sign)
+        self.requested.allowed_pods += sign
+        self.non_zero_requested.milli_cpu += sign * pod.non_zero_cpu
+        self.non_zero_requested.memory += sign * pod.non_zero_memory
+        for port in pod.host_ports:
+            n = self.used_ports.get(port, 0) + sign
+            if n > 0:
+                self.used_ports[port] = n
+            else:
+                self.used_ports.pop(port, None)
+        for vol in pod.spec.get("volumes") or ():
+            claim = (vol.get("persistentVolumeClaim") or {}).get("claimName")
+            if claim:
+                k = f"{pod.namespace}/{claim}"
+                n = self.pvc_ref_counts.get(k, 0) + sign
+                if n > 0:
+                    self.pvc_ref_counts[k] = n
+                else:
+                    self.pvc_ref_counts.pop(k, None)
+        self.generation += 1
+
+    def clone(self) -> NodeInfo:
+        """A copy whose pod list and aggregates can change without touching this one."""
+        c = NodeInfo(self.node, self.name)
+        c.pods = list(self.pods)
+        c.pods_with_affinity = list(self.pods_with_affinity)
+        c.pods_with_required_anti_affinity = list(self.pods_with_required_anti_affinity)
+        c.requested = self.requested.copy()
+        c.non_zero_requested = self.non_zero_requested.copy()
+        c.used_ports = dict(self.used_ports)
+        c.pvc_ref_counts = dict(self.pvc_ref_counts)
+        c.image_states = self.image_states
+        c.generation = self.generation
+        c.index = self.index
+        return c
+
+    def __repr__(self) -> str:
+        return f"<NodeInfo {self.name} pods={len(self.pods)} requested={self.requested}>"
+
+
+@dataclass(slots=True, eq=False)
+class QueuedPodInfo:
+    """A pod in the scheduling queue and what the queue knows about its attempts."""
+
+    pod: Pod
+    timestamp: float
+    """When the pod was (last) added to the queue; PrioritySort's FIFO tie-break."""
+    seq: int = 0
+    """Arrival order, a stable tie-break where timestamps are equal."""
+    attempts: int = 0
+    initial_attempt_timestamp: float | None = None
+    unschedulable_plugins: set[str] = field(default_factory=set)
+    """Plugins that rejected the pod in its last attempt: their events requeue it."""
+    pending_plugins: set[str] = field(default_factory=set)
+    gated: bool = False
+    """Held by a PreEnqueue plugin (``gating_plugin``)."""
+    gating_plugin: str = ""
+    last_failure: float = 0.0
+    message: str = ""
+    """The last failure message (what ``simulate`` and ``explain`` show)."""

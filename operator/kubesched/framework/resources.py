@@ -1,0 +1,213 @@
+"""Resource lists and the pod request arithmetic kube-scheduler uses.
+
+CPU is in millicores, every other resource in whole units. Requests follow
+``k8s.io/component-helpers/resource.PodRequests``: the sum of app containers, sidecars
+(init containers with ``restartPolicy: Always``) added to it, regular init containers
+as a running maximum that includes the sidecars started before them, pod overhead on
+top. Pod-level ``spec.resources.requests`` (cpu, memory) override the aggregate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kubesched.framework.quantity import QuantityError, milli_value, value
+
+__all__ = [
+    "CPU",
+    "DEFAULT_MEMORY_REQUEST",
+    "DEFAULT_MILLI_CPU_REQUEST",
+    "EPHEMERAL_STORAGE",
+    "MEMORY",
+    "PODS",
+    "Resource",
+    "is_scalar_resource",
+    "parse_resource_list",
+    "pod_requests",
+]
+
+CPU = "cpu"
+MEMORY = "memory"
+EPHEMERAL_STORAGE = "ephemeral-storage"
+PODS = "pods"
+
+# Used for scoring only, for containers that do not state a request
+# (kube-scheduler's DefaultMilliCPURequest / DefaultMemoryRequest).
+DEFAULT_MILLI_CPU_REQUEST = 100
+DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
+
+
+def is_scalar_resource(name: str) -> bool:
+    """Extended resources, hugepages and attachable volumes: everything but the four basics."""
+    return name not in (CPU, MEMORY, EPHEMERAL_STORAGE, PODS)
+
+
+class Resource:
+    """A resource list in scheduler units."""
+
+    __slots__ = ("allowed_pods", "ephemeral_storage", "memory", "milli_cpu", "scalar")
+
+    def __init__(
+        self,
+        milli_cpu: int = 0,
+        memory: int = 0,
+        ephemeral_storage: int = 0,
+        allowed_pods: int = 0,
+        scalar: dict[str, int] | None = None,
+    ) -> None:
+        self.milli_cpu = milli_cpu
+        self.memory = memory
+        self.ephemeral_storage = ephemeral_storage
+        self.allowed_pods = allowed_pods
+        self.scalar: dict[str, int] = scalar if scalar is not None else {}
+
+    def copy(self) -> Resource:
+        return Resource(
+            self.milli_cpu, self.memory, self.ephemeral_storage, self.allowed_pods, dict(self.scalar)
+        )
+
+    def get(self, name: str) -> int:
+        if name == CPU:
+            return self.milli_cpu
+        if name == MEMORY:
+            return self.memory
+        if name == EPHEMERAL_STORAGE:
+            return self.ephemeral_storage
+        if name == PODS:
+            return self.allowed_pods
+        return self.scalar.get(name, 0)
+
+    def set(self, name: str, amount: int) -> None:
+        if name == CPU:
+            self.milli_cpu = amount
+        elif name == MEMORY:
+            self.memory = amount
+        elif name == EPHEMERAL_STORAGE:
+            self.ephemeral_storage = amount
+        elif name == PODS:
+            self.allowed_pods = amount
+        else:
+            self.scalar[name] = amount
+
+    def add(self, other: Resource, sign: int = 1) -> None:
+        self.milli_cpu += sign * other.milli_cpu
+        self.memory += sign * other.memory
+        self.ephemeral_storage += sign * other.ephemeral_storage
+        self.allowed_pods += sign * other.allowed_pods
+        if other.scalar:
+            s = self.scalar
+            for k, v in other.scalar.items():
+                s[k] = s.get(k, 0) + sign * v
+
+    def set_max(self, other: Resource) -> None:
+        self.milli_cpu = max(self.milli_cpu, other.milli_cpu)
+        self.memory = max(self.memory, other.memory)
+        self.ephemeral_storage = max(self.ephemeral_storage, other.ephemeral_storage)
+        self.allowed_pods = max(self.allowed_pods, other.allowed_pods)
+        for k, v in other.scalar.items():
+            if v > self.scalar.get(k, 0):
+                self.scalar[k] = v
+
+    def names(self) -> Iterable[str]:
+        yield CPU
+        yield MEMORY
+        yield EPHEMERAL_STORAGE
+        yield from self.scalar
+
+    def is_zero(self) -> bool:
+        return not (
+            self.milli_cpu
+            or self.memory
+            or self.ephemeral_storage
+            or any(self.scalar.values())
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Resource):
+            return NotImplemented
+        return (
+            self.milli_cpu == other.milli_cpu
+            and self.memory == other.memory
+            and self.ephemeral_storage == other.ephemeral_storage
+            and self.allowed_pods == other.allowed_pods
+            and {k: v for k, v in self.scalar.items() if v}
+            == {k: v for k, v in other.scalar.items() if v}
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"Resource(cpu={self.milli_cpu}m, memory={self.memory}, "
+            f"ephemeral={self.ephemeral_storage}, pods={self.allowed_pods}, {self.scalar})"
+        )
+
+
+def parse_resource_list(rl: Mapping[str, Any] | None, *, field: str = "") -> Resource:
+    """Parse ``{"cpu": "500m", "memory": "1Gi", ...}``; errors name the field."""
+    r = Resource()
+    if not rl:
+        return r
+    for name, q in rl.items():
+        try:
+            amount = milli_value(q) if name == CPU else value(q)
+        except QuantityError as e:
+            where = f"{field}.{name}" if field else name
+            raise QuantityError(f"{where}: {e}") from None
+        r.set(name, amount)
+    return r
+
+
+def _container_requests(
+    c: Mapping[str, Any], field: str, non_zero: bool
+) -> Resource:
+    res = c.get("resources") or {}
+    req = res.get("requests")
+    lim = res.get("limits")
+    # The API server defaults a missing request to the limit; scenarios skip that
+    # defaulting, so it is done here.
+    if lim:
+        merged = dict(lim)
+        if req:
+            merged.update(req)
+        req = merged
+    r = parse_resource_list(req, field=f"{field}.resources.requests")
+    if non_zero:
+        if not req or CPU not in req:
+            r.milli_cpu = DEFAULT_MILLI_CPU_REQUEST
+        if not req or MEMORY not in req:
+            r.memory = DEFAULT_MEMORY_REQUEST
+    return r
+
+
+def pod_requests(spec: Mapping[str, Any], *, non_zero: bool = False) -> Resource:
+    """The pod's effective requests (see module docstring).
+
+    ``non_zero`` substitutes kube-scheduler's defaults for containers that state no
+    cpu/memory request: the figure the scoring plugins use.
+    """
+    total = Resource()
+    for i, c in enumerate(spec.get("containers") or ()):
+        total.add(_container_requests(c, f"spec.containers[{i}]", non_zero))
+    sidecars = Resource()
+    init_max = Resource()
+    for i, c in enumerate(spec.get("initContainers") or ()):
+        creq = _container_requests(c, f"spec.initContainers[{i}]", non_zero)
+        if c.get("restartPolicy") == "Always":
+            total.add(creq)
+            sidecars.add(creq)
+            creq = sidecars.copy()
+        else:
+            creq.add(sidecars)
+        init_max.set_max(creq)
+    total.set_max(init_max)
+    pod_level = (spec.get("resources") or {}).get("requests")
+    if pod_level:
+        pl = parse_resource_list(pod_level, field="spec.resources.requests")
+        if CPU in pod_level:
+            total.milli_cpu = pl.milli_cpu
+        if MEMORY in pod_level:
+            total.memory = pl.memory
+    overhead = spec.get("overhead")
+    if overhead:
+        total.add(parse_resource_list(overhead, field="spec.overhead"))
+    return total

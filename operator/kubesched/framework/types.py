@@ -1,0 +1,288 @@
+"""Light internal views of pods and nodes, built once per watch event from plain dicts.
+
+Typed client models cost about a millisecond per object; these views parse only what
+the scheduler reads on its hot path and keep the raw dict for everything else.
+Malformed objects raise :class:`ObjectError` with the field path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kubesched.framework.quantity import QuantityError, value
+from kubesched.framework.resources import (
+    CPU,
+    MEMORY,
+    PODS,
+    Resource,
+    parse_resource_list,
+    pod_requests,
+)
+
+__all__ = [
+    "DEFAULT_SCHEDULER_NAME",
+    "Node",
+    "ObjectError",
+    "Pod",
+    "Taint",
+    "Toleration",
+]
+
+DEFAULT_SCHEDULER_NAME = "default-scheduler"
+
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+class ObjectError(ValueError):
+    """A Kubernetes object that cannot be used; the message names the field."""
+
+
+def _mapping(obj: Any, field: str) -> Mapping[str, Any]:
+    if obj is None:
+        return {}
+    if not isinstance(obj, Mapping):
+        raise ObjectError(f"{field}: expected an object, got {type(obj).__name__}")
+    return obj
+
+
+def _str_map(obj: Any, field: str) -> dict[str, str]:
+    m = _mapping(obj, field)
+    for k, v in m.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise ObjectError(f"{field}: keys and values must be strings, got {k!r}: {v!r}")
+    return dict(m)
+
+
+class Taint:
+    __slots__ = ("effect", "key", "value")
+
+    def __init__(self, key: str, value: str = "", effect: str = "NoSchedule") -> None:
+        self.key = key
+        self.value = value
+        self.effect = effect
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], field: str = "taint") -> Taint:
+        key = d.get("key")
+        if not isinstance(key, str) or not key:
+            raise ObjectError(f"{field}.key: required")
+        effect = d.get("effect")
+        if effect not in TAINT_EFFECTS:
+            raise ObjectError(f"{field}.effect: must be one of {', '.join(TAINT_EFFECTS)}")
+        return cls(key, str(d.get("value") or ""), effect)
+
+    def __repr__(self) -> str:
+        return f"{self.key}={self.value}:{self.effect}"
+
+
+class Toleration:
+    __slots__ = ("effect", "key", "operator", "value")
+
+    def __init__(
+        self, key: str = "", operator: str = "Equal", value: str = "", effect: str = ""
+    ) -> None:
+        self.key = key
+        self.operator = operator or "Equal"
+        self.value = value
+        self.effect = effect
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], field: str = "toleration") -> Toleration:
+        op = d.get("operator") or "Equal"
+        if op not in ("Equal", "Exists"):
+            raise ObjectError(f"{field}.operator: must be Equal or Exists, got {op!r}")
+        return cls(str(d.get("key") or ""), op, str(d.get("value") or ""), str(d.get("effect") or ""))
+
+    def tolerates(self, taint: Taint) -> bool:
+        """kube's ``Toleration.ToleratesTaint``: an empty effect or key matches all."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator == "Exists":
+            return True
+        return self.value == taint.value
+
+
+def tolerates_any(tolerations: list[Toleration], taint: Taint) -> bool:
+    return any(t.tolerates(taint) for t in tolerations)
+
+
+class Pod:
+    """The scheduler's view of a Pod."""
+
+    __slots__ = (
+        "affinity",
+        "annotations",
+        "creation_timestamp",
+        "deletion_timestamp",
+        "host_ports",
+        "images",
+        "key",
+        "labels",
+        "name",
+        "namespace",
+        "node_name",
+        "node_selector",
+        "nominated_node_name",
+        "non_zero_cpu",
+        "non_zero_memory",
+        "phase",
+        "preemption_policy",
+        "priority",
+        "raw",
+        "requests",
+        "resource_version",
+        "scheduler_name",
+        "scheduling_gates",
+        "spec",
+        "tolerations",
+        "uid",
+    )
+
+    def __init__(self, raw: Mapping[str, Any]) -> None:
+        meta = _mapping(raw.get("metadata"), "metadata")
+        spec = _mapping(raw.get("spec"), "spec")
+        status = _mapping(raw.get("status"), "status")
+        self.raw = raw
+        self.spec = spec
+        name = meta.get("name")
+        if not isinstance(name, str) or not name:
+            raise ObjectError("metadata.name: required")
+        self.name: str = name
+        self.namespace: str = str(meta.get("namespace") or "default")
+        self.key = f"{self.namespace}/{self.name}"
+        self.uid: str = str(meta.get("uid") or self.key)
+        self.resource_version: str = str(meta.get("resourceVersion") or "")
+        self.labels = _str_map(meta.get("labels"), "metadata.labels")
+        self.annotations = _mapping(meta.get("annotations"), "metadata.annotations")
+        self.creation_timestamp: str = str(meta.get("creationTimestamp") or "")
+        self.deletion_timestamp: str | None = meta.get("deletionTimestamp")
+        prio = spec.get("priority", 0)
+        if prio is None:
+            prio = 0
+        if not isinstance(prio, int) or isinstance(prio, bool):
+            raise ObjectError(f"spec.priority: must be an integer, got {prio!r}")
+        self.priority: int = prio
+        self.preemption_policy: str = str(spec.get("preemptionPolicy") or "PreemptLowerPriority")
+        self.scheduler_name: str = str(spec.get("schedulerName") or DEFAULT_SCHEDULER_NAME)
+        self.node_name: str = str(spec.get("nodeName") or "")
+        self.nominated_node_name: str = str(status.get("nominatedNodeName") or "")
+        self.phase: str = str(status.get("phase") or "Pending")
+        containers = spec.get("containers")
+        if containers is not None and not isinstance(containers, list):
+            raise ObjectError("spec.containers: expected a list")
+        try:
+            self.requests: Resource = pod_requests(spec)
+            nz = pod_requests(spec, non_zero=True)
+        except QuantityError as e:
+            raise ObjectError(str(e)) from None
+        except (AttributeError, TypeError) as e:
+            raise ObjectError(f"spec: malformed containers ({e})") from None
+        self.non_zero_cpu = nz.milli_cpu
+        self.non_zero_memory = nz.memory
+        self.node_selector = _str_map(spec.get("nodeSelector"), "spec.nodeSelector")
+        self.affinity = _mapping(spec.get("affinity"), "spec.affinity")
+        self.tolerations = [
+            Toleration.from_dict(_mapping(t, f"spec.tolerations[{i}]"), f"spec.tolerations[{i}]")
+            for i, t in enumerate(spec.get("tolerations") or ())
+        ]
+        ports: list[tuple[str, str, int]] = []
+        images: list[str] = []
+        for i, c in enumerate(containers or ()):
+            c = _mapping(c, f"spec.containers[{i}]")
+            img = c.get("image")
+            if isinstance(img, str) and img:
+                images.append(img)
+            for j, p in enumerate(c.get("ports") or ()):
+                hp = _mapping(p, f"spec.containers[{i}].ports[{j}]").get("hostPort")
+                if hp:
+                    if not isinstance(hp, int) or not 0 < hp < 65536:
+                        raise ObjectError(
+                            f"spec.containers[{i}].ports[{j}].hostPort: must be 1-65535"
+                        )
+                    ports.append((str(p.get("hostIP") or "0.0.0.0"), str(p.get("protocol") or "TCP"), hp))
+        self.host_ports = ports
+        self.images = images
+        gates = spec.get("schedulingGates") or ()
+        self.scheduling_gates: list[str] = [
+            str(_mapping(g, f"spec.schedulingGates[{i}]").get("name") or "")
+            for i, g in enumerate(gates)
+        ]
+
+    def is_terminal(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    def has_affinity(self) -> bool:
+        a = self.affinity
+        return bool(a.get("podAffinity") or a.get("podAntiAffinity"))
+
+    def has_required_anti_affinity(self) -> bool:
+        anti = self.affinity.get("podAntiAffinity") or {}
+        return bool(anti.get("requiredDuringSchedulingIgnoredDuringExecution"))
+
+    def __repr__(self) -> str:
+        return f"<Pod {self.key}>"
+
+
+class Node:
+    """The scheduler's view of a Node."""
+
+    __slots__ = (
+        "allocatable",
+        "images",
+        "labels",
+        "name",
+        "raw",
+        "resource_version",
+        "taints",
+        "uid",
+        "unschedulable",
+    )
+
+    def __init__(self, raw: Mapping[str, Any]) -> None:
+        meta = _mapping(raw.get("metadata"), "metadata")
+        spec = _mapping(raw.get("spec"), "spec")
+        status = _mapping(raw.get("status"), "status")
+        self.raw = raw
+        name = meta.get("name")
+        if not isinstance(name, str) or not name:
+            raise ObjectError("metadata.name: required")
+        self.name: str = name
+        self.uid: str = str(meta.get("uid") or name)
+        self.resource_version: str = str(meta.get("resourceVersion") or "")
+        self.labels = _str_map(meta.get("labels"), "metadata.labels")
+        self.unschedulable = bool(spec.get("unschedulable"))
+        self.taints = [
+            Taint.from_dict(_mapping(t, f"spec.taints[{i}]"), f"spec.taints[{i}]")
+            for i, t in enumerate(spec.get("taints") or ())
+        ]
+        try:
+            alloc = parse_resource_list(
+                _mapping(status.get("allocatable"), "status.allocatable"),
+                field="status.allocatable",
+            )
+        except QuantityError as e:
+            raise ObjectError(str(e)) from None
+        self.allocatable = alloc
+        images: list[tuple[list[str], int]] = []
+        for i, img in enumerate(status.get("images") or ()):
+            img = _mapping(img, f"status.images[{i}]")
+            names = [n for n in (img.get("names") or ()) if isinstance(n, str)]
+            try:
+                size = value(img.get("sizeBytes") or 0)
+            except QuantityError as e:
+                raise ObjectError(f"status.images[{i}].sizeBytes: {e}") from None
+            images.append((names, size))
+        self.images = images
+
+    def __repr__(self) -> str:
+        return f"<Node {self.name}>"
+
+
+def resource_summary(r: Resource) -> dict[str, int]:
+    """A compact dict for logs and explain output."""
+    out = {CPU: r.milli_cpu, MEMORY: r.memory, PODS: r.allowed_pods}
+    out.update(r.scalar)
+    return out

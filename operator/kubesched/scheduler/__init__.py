@@ -1,0 +1,1 @@
+"""kubesched.scheduler: the scheduling loop and its event handlers."""
