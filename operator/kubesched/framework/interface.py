@@ -39,8 +39,8 @@ __all__ = [
     "EventResource",
     "FilterPlugin",
     "Handle",
-    "Plugin",
     "PermitPlugin",
+    "Plugin",
     "PostBindPlugin",
     "PostFilterPlugin",
     "PostFilterResult",
@@ -63,7 +63,7 @@ MIN_NODE_SCORE = 0
 
 
 # -- cluster events (what requeues unschedulable pods) -------------------------------------
-class EventResource(str, enum.Enum):
+class EventResource(enum.StrEnum):
     POD = "Pod"
     """A pod, assigned or not (kube-scheduler narrows with AssignedPod/UnscheduledPod)."""
     ASSIGNED_POD = "AssignedPod"
@@ -120,14 +120,16 @@ class ClusterEvent:
     def matches(self, registered: ClusterEvent) -> bool:
         """Whether an incoming event (self) is covered by a registered interest."""
         r = registered.resource
-        if r is not EventResource.WILDCARD and r != self.resource:
-            # A registration for Pod covers assigned and unscheduled pods alike.
-            if not (
+        # A registration for Pod covers assigned and unscheduled pods alike.
+        covered = (
+            r is EventResource.WILDCARD
+            or r == self.resource
+            or (
                 r is EventResource.POD
                 and self.resource in (EventResource.ASSIGNED_POD, EventResource.UNSCHEDULED_POD)
-            ):
-                return False
-        return bool(self.action & registered.action)
+            )
+        )
+        return covered and bool(self.action & registered.action)
 
 
 # A hint callback: (pod being requeued, old object, new object) -> True to requeue.
@@ -318,7 +320,9 @@ class PreScorePlugin(Protocol):
 class ScorePlugin(Protocol):
     name: str
 
-    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[int, Status | None]: ...
+    def score(
+        self, state: CycleState, pod: Pod, node_info: NodeInfo
+    ) -> tuple[int, Status | None]: ...
 
     def normalize_score(
         self, state: CycleState, pod: Pod, scores: npt.NDArray[np.int64]
@@ -353,9 +357,7 @@ class ReservePlugin(Protocol):
 class PermitPlugin(Protocol):
     name: str
 
-    def permit(
-        self, state: CycleState, pod: Pod, node_name: str
-    ) -> tuple[Status | None, float]:
+    def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status | None, float]:
         """Success (None), Wait with a timeout in seconds, or a rejection."""
         ...
 

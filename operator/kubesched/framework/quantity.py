@@ -10,7 +10,7 @@ import re
 from fractions import Fraction
 from functools import lru_cache
 
-__all__ = ["QuantityError", "parse_quantity", "milli_value", "value"]
+__all__ = ["QuantityError", "milli_value", "parse_quantity", "value"]
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {
@@ -25,7 +25,9 @@ _DECIMAL = {
     "P": Fraction(10**15),
     "E": Fraction(10**18),
 }
-_RE = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(?:([eE][+-]?[0-9]+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)$")
+_RE = re.compile(
+    r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(?:([eE][+-]?[0-9]+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)$"
+)
 # Kubernetes caps quantities at 2^63-1 in their int64 form; anything larger is refused.
 _MAX = 2**63 - 1
 
@@ -46,8 +48,10 @@ def parse_quantity(text: str | int | float) -> Fraction:
     s = str(text).strip()
     m = _RE.match(s)
     if not m:
-        raise QuantityError(f"quantities must match the regular expression "
-                            f"'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$': {text!r}")
+        raise QuantityError(
+            f"quantities must match the regular expression "
+            f"'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$': {text!r}"
+        )
     number, exponent, suffix = m.group(1), m.group(2), m.group(3) or ""
     base = Fraction(number)
     if exponent:

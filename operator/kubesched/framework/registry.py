@@ -69,8 +69,12 @@ class Registry:
         name = getattr(module, "NAME", None)
         factory = getattr(module, "new", None)
         if not isinstance(name, str) or not callable(factory):
-            raise TypeError(f"{module.__name__}: a plugin module exports NAME and new(args, handle)")
-        self.register(name, factory, getattr(module, "Args", NoArgs), source=source or module.__name__)
+            raise TypeError(
+                f"{module.__name__}: a plugin module exports NAME and new(args, handle)"
+            )
+        self.register(
+            name, factory, getattr(module, "Args", NoArgs), source=source or module.__name__
+        )
 
     def load_entry_points(self) -> list[str]:
         """Register out-of-tree plugins; returns their names."""

@@ -64,7 +64,11 @@ class Resource:
 
     def copy(self) -> Resource:
         return Resource(
-            self.milli_cpu, self.memory, self.ephemeral_storage, self.allowed_pods, dict(self.scalar)
+            self.milli_cpu,
+            self.memory,
+            self.ephemeral_storage,
+            self.allowed_pods,
+            dict(self.scalar),
         )
 
     def get(self, name: str) -> int:
@@ -117,10 +121,7 @@ class Resource:
 
     def is_zero(self) -> bool:
         return not (
-            self.milli_cpu
-            or self.memory
-            or self.ephemeral_storage
-            or any(self.scalar.values())
+            self.milli_cpu or self.memory or self.ephemeral_storage or any(self.scalar.values())
         )
 
     def __eq__(self, other: object) -> bool:
@@ -157,9 +158,7 @@ def parse_resource_list(rl: Mapping[str, Any] | None, *, field: str = "") -> Res
     return r
 
 
-def _container_requests(
-    c: Mapping[str, Any], field: str, non_zero: bool
-) -> Resource:
+def _container_requests(c: Mapping[str, Any], field: str, non_zero: bool) -> Resource:
     res = c.get("resources") or {}
     req = res.get("requests")
     lim = res.get("limits")

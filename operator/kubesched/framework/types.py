@@ -92,7 +92,9 @@ class Toleration:
         op = d.get("operator") or "Equal"
         if op not in ("Equal", "Exists"):
             raise ObjectError(f"{field}.operator: must be Equal or Exists, got {op!r}")
-        return cls(str(d.get("key") or ""), op, str(d.get("value") or ""), str(d.get("effect") or ""))
+        return cls(
+            str(d.get("key") or ""), op, str(d.get("value") or ""), str(d.get("effect") or "")
+        )
 
     def tolerates(self, taint: Taint) -> bool:
         """kube's ``Toleration.ToleratesTaint``: an empty effect or key matches all."""
@@ -202,7 +204,9 @@ class Pod:
                         raise ObjectError(
                             f"spec.containers[{i}].ports[{j}].hostPort: must be 1-65535"
                         )
-                    ports.append((str(p.get("hostIP") or "0.0.0.0"), str(p.get("protocol") or "TCP"), hp))
+                    ports.append(
+                        (str(p.get("hostIP") or "0.0.0.0"), str(p.get("protocol") or "TCP"), hp)
+                    )
         self.host_ports = ports
         self.images = images
         gates = spec.get("schedulingGates") or ()
@@ -210,6 +214,14 @@ class Pod:
             str(_mapping(g, f"spec.schedulingGates[{i}]").get("name") or "")
             for i, g in enumerate(gates)
         ]
+
+    def assigned_to(self, node_name: str) -> Pod:
+        """A copy of this view placed on ``node_name`` (what the cache assumes)."""
+        c = object.__new__(Pod)
+        for slot in Pod.__slots__:
+            object.__setattr__(c, slot, getattr(self, slot))
+        c.node_name = node_name
+        return c
 
     def is_terminal(self) -> bool:
         return self.phase in ("Succeeded", "Failed")

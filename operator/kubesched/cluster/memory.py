@@ -1,0 +1,263 @@
+"""An in-memory cluster: the simulator's and the tests' implementation of the port.
+
+Objects are plain dicts keyed by kind and ``namespace/name``. Writes behave like the
+API server's for what the scheduler does: binding a pod that is gone is ``NotFound``,
+binding a pod that is already bound is ``Conflict``; every change is delivered to
+subscribers as a watch event (ADDED / MODIFIED / DELETED) after it is stored.
+Failures can be injected per call for tests.
+"""
+
+from __future__ import annotations
+
+import builtins
+import copy
+import itertools
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubesched.framework.cluster_port import ClusterError, Conflict, NotFound, PodCondition
+from kubesched.framework.types import Pod
+
+__all__ = ["MemoryCluster", "RecordedEvent"]
+
+Subscriber = Callable[[str, str, Mapping[str, Any], "Mapping[str, Any] | None"], None]
+
+CLUSTER_SCOPED = {
+    "Node",
+    "Namespace",
+    "PriorityClass",
+    "PersistentVolume",
+    "StorageClass",
+    "CSINode",
+    "CSIDriver",
+    "SchedulingProfile",
+}
+
+
+@dataclass(slots=True)
+class RecordedEvent:
+    namespace: str
+    name: str
+    type: str
+    reason: str
+    action: str
+    message: str
+    reporting_controller: str
+
+
+@dataclass(slots=True)
+class _Fault:
+    error: ClusterError
+    times: int
+
+
+@dataclass
+class MemoryCluster:
+    objects: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    events: list[RecordedEvent] = field(default_factory=list)
+    bindings: list[tuple[str, str]] = field(default_factory=list)
+    """(pod key, node) for every successful bind, in order: double binds show up here."""
+    _subscribers: list[Subscriber] = field(default_factory=list)
+    _faults: dict[str, _Fault] = field(default_factory=dict)
+    _rv: Iterable[int] = field(default_factory=lambda: itertools.count(1))
+
+    # -- store ------------------------------------------------------------------------------------
+    @staticmethod
+    def key_of(obj: Mapping[str, Any]) -> tuple[str, str]:
+        kind = str(obj.get("kind") or "")
+        meta = obj.get("metadata") or {}
+        name = str(meta.get("name") or "")
+        if kind in CLUSTER_SCOPED:
+            return kind, name
+        return kind, f"{meta.get('namespace') or 'default'}/{name}"
+
+    def subscribe(self, fn: Subscriber, *, replay: bool = True) -> None:
+        """Receive watch events; ``replay`` sends ADDED for what exists (a list)."""
+        self._subscribers.append(fn)
+        if replay:
+            for kind in ("Namespace", "PriorityClass", "Node", "Pod"):
+                for obj in list(self.objects.get(kind, {}).values()):
+                    fn(kind, "ADDED", obj, None)
+            for kind, objs in self.objects.items():
+                if kind in ("Namespace", "PriorityClass", "Node", "Pod"):
+                    continue
+                for obj in list(objs.values()):
+                    fn(kind, "ADDED", obj, None)
+
+    def _notify(
+        self, kind: str, event: str, obj: Mapping[str, Any], old: Mapping[str, Any] | None
+    ) -> None:
+        for fn in list(self._subscribers):
+            fn(kind, event, obj, old)
+
+    def _stamp(self, obj: dict[str, Any]) -> None:
+        meta = obj.setdefault("metadata", {})
+        meta["resourceVersion"] = str(next(self._rv))  # type: ignore[call-overload]
+
+    def apply(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """Create or replace an object (like ``kubectl apply``)."""
+        new = dict(obj)
+        kind, key = self.key_of(new)
+        self._stamp(new)
+        store = self.objects.setdefault(kind, {})
+        old = store.get(key)
+        store[key] = new
+        self._notify(kind, "MODIFIED" if old is not None else "ADDED", new, old)
+        return new
+
+    def delete(self, kind: str, key: str) -> None:
+        old = self.objects.get(kind, {}).pop(key, None)
+        if old is None:
+            raise NotFound(f"{kind} {key} not found")
+        self._notify(kind, "DELETED", old, None)
+
+    def get(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        key = name if kind in CLUSTER_SCOPED else f"{namespace or 'default'}/{name}"
+        return self.objects.get(kind, {}).get(key)
+
+    def list(self, kind: str, namespace: str | None = None) -> builtins.list[Mapping[str, Any]]:
+        objs = self.objects.get(kind, {})
+        if namespace is None or kind in CLUSTER_SCOPED:
+            return list(objs.values())
+        prefix = f"{namespace}/"
+        return [o for k, o in objs.items() if k.startswith(prefix)]
+
+    def pod(self, key: str) -> Mapping[str, Any] | None:
+        return self.objects.get("Pod", {}).get(key)
+
+    # -- fault injection -----------------------------------------------------------------------------
+    def fail_next(self, operation: str, error: ClusterError, times: int = 1) -> None:
+        """Make the next ``times`` calls of ``operation`` (bind, record_event,
+        patch_pod_status, delete_pod) raise ``error``."""
+        self._faults[operation] = _Fault(error, times)
+
+    def _maybe_fail(self, operation: str) -> None:
+        f = self._faults.get(operation)
+        if f is None:
+            return
+        f.times -= 1
+        if f.times <= 0:
+            del self._faults[operation]
+        raise f.error
+
+    def _replace_pod(self, key: str, change: Callable[[dict[str, Any]], None]) -> None:
+        store = self.objects.setdefault("Pod", {})
+        old = store.get(key)
+        if old is None:
+            raise NotFound(f"pods {key!r} not found")
+        new = {
+            **old,
+            "metadata": dict(old.get("metadata") or {}),
+            "spec": dict(old.get("spec") or {}),
+            "status": dict(old.get("status") or {}),
+        }
+        change(new)
+        self._stamp(new)
+        store[key] = new
+        self._notify("Pod", "MODIFIED", new, old)
+
+    # -- ClusterPort ---------------------------------------------------------------------------------
+    async def bind(self, pod: Pod, node_name: str) -> None:
+        self._maybe_fail("bind")
+        current = self.pod(pod.key)
+        if current is None or (current.get("metadata") or {}).get("uid", pod.uid) != pod.uid:
+            raise NotFound(f"pods {pod.key!r} not found")
+        if (current.get("spec") or {}).get("nodeName"):
+            raise Conflict(
+                f"pod {pod.key} is already assigned to node {current['spec']['nodeName']!r}"
+            )
+        if node_name not in self.objects.get("Node", {}):
+            raise NotFound(f"nodes {node_name!r} not found")
+
+        def assign(new: dict[str, Any]) -> None:
+            new["spec"]["nodeName"] = node_name
+            conds = [
+                c for c in new["status"].get("conditions") or () if c.get("type") != "PodScheduled"
+            ]
+            conds.append({"type": "PodScheduled", "status": "True"})
+            new["status"]["conditions"] = conds
+
+        self._replace_pod(pod.key, assign)
+        self.bindings.append((pod.key, node_name))
+
+    async def record_event(
+        self,
+        regarding: Pod,
+        *,
+        event_type: str,
+        reason: str,
+        action: str,
+        message: str,
+        reporting_controller: str,
+        related: Pod | None = None,
+    ) -> None:
+        self._maybe_fail("record_event")
+        self.events.append(
+            RecordedEvent(
+                regarding.namespace,
+                regarding.name,
+                event_type,
+                reason,
+                action,
+                message,
+                reporting_controller,
+            )
+        )
+
+    async def patch_pod_status(
+        self,
+        pod: Pod,
+        *,
+        condition: PodCondition | None = None,
+        nominated_node_name: str | None = None,
+    ) -> None:
+        self._maybe_fail("patch_pod_status")
+
+        def patch(new: dict[str, Any]) -> None:
+            st = new["status"]
+            if condition is not None:
+                conds = [c for c in st.get("conditions") or () if c.get("type") != condition.type]
+                conds.append(
+                    {
+                        "type": condition.type,
+                        "status": condition.status,
+                        "reason": condition.reason,
+                        "message": condition.message,
+                    }
+                )
+                st["conditions"] = conds
+            if nominated_node_name is not None:
+                if nominated_node_name:
+                    st["nominatedNodeName"] = nominated_node_name
+                else:
+                    st.pop("nominatedNodeName", None)
+
+        self._replace_pod(pod.key, patch)
+
+    async def delete_pod(self, pod: Pod, *, condition: PodCondition | None = None) -> None:
+        self._maybe_fail("delete_pod")
+        if condition is not None:
+            await self.patch_pod_status(pod, condition=condition)
+        self.delete("Pod", pod.key)
+
+    # -- reads for tests and the simulator --------------------------------------------------------------
+    def events_for(self, key: str) -> builtins.list[RecordedEvent]:
+        ns, _, name = key.partition("/")
+        return [e for e in self.events if e.namespace == ns and e.name == name]
+
+    def node_of(self, key: str) -> str | None:
+        p = self.pod(key)
+        if p is None:
+            return None
+        return (p.get("spec") or {}).get("nodeName") or None
+
+    def condition(self, key: str, type_: str) -> dict[str, Any] | None:
+        p = self.pod(key)
+        for c in ((p or {}).get("status") or {}).get("conditions") or ():
+            if c.get("type") == type_:
+                return dict(c)
+        return None
+
+    def snapshot_copy(self) -> dict[str, dict[str, dict[str, Any]]]:
+        return copy.deepcopy(self.objects)

@@ -1,0 +1,494 @@
+"""The Framework: one compiled profile's plugin chain and the code that runs it.
+
+It runs each extension point in configured order with kube-scheduler's rules (skip
+sets from PreFilter/PreScore, first failing Filter wins, weighted normalized scores,
+Reserve rolled back by Unreserve in reverse order, Permit waits with per-plugin
+timeouts). It is also the :class:`Handle` its plugins receive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from kubesched.framework.cluster_port import ClusterPort, ObjectStore
+from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.interface import (
+    MAX_NODE_SCORE,
+    ClusterEventWithHint,
+    PreFilterResult,
+)
+from kubesched.framework.nodeinfo import NodeInfo
+from kubesched.framework.snapshot import Snapshot
+from kubesched.framework.status import Code, Status
+from kubesched.framework.types import Pod
+from kubesched.framework.waiting import WaitingPodImpl
+
+__all__ = ["Framework", "FrameworkServices", "PluginChain"]
+
+
+@dataclass(slots=True)
+class PluginChain:
+    """Resolved plugins per extension point, in order (what a profile compiles into)."""
+
+    queue_sort: Any = None
+    pre_enqueue: list[Any] = field(default_factory=list)
+    pre_filter: list[Any] = field(default_factory=list)
+    filter: list[Any] = field(default_factory=list)
+    post_filter: list[Any] = field(default_factory=list)
+    pre_score: list[Any] = field(default_factory=list)
+    score: list[tuple[Any, int]] = field(default_factory=list)
+    reserve: list[Any] = field(default_factory=list)
+    permit: list[Any] = field(default_factory=list)
+    pre_bind: list[Any] = field(default_factory=list)
+    bind: list[Any] = field(default_factory=list)
+    post_bind: list[Any] = field(default_factory=list)
+
+    def names(self) -> dict[str, list[str]]:
+        """Extension point -> plugin names (weights as ``name:weight`` for score)."""
+        out: dict[str, list[str]] = {}
+        if self.queue_sort is not None:
+            out["queueSort"] = [self.queue_sort.name]
+        for point in (
+            "pre_enqueue",
+            "pre_filter",
+            "filter",
+            "post_filter",
+            "pre_score",
+            "reserve",
+            "permit",
+            "pre_bind",
+            "bind",
+            "post_bind",
+        ):
+            plugins = getattr(self, point)
+            if plugins:
+                camel = point.split("_")[0] + "".join(w.title() for w in point.split("_")[1:])
+                out[camel] = [p.name for p in plugins]
+        if self.score:
+            out["score"] = [f"{p.name}:{w}" for p, w in self.score]
+        return out
+
+
+class FrameworkServices:
+    """What the scheduler gives a framework: the cluster, the store, the snapshot and
+    callbacks into the queue and nominator. Defaults make a framework usable alone
+    (tests, `validate`)."""
+
+    def __init__(
+        self,
+        *,
+        cluster: ClusterPort | None = None,
+        store: ObjectStore | None = None,
+        snapshot: Callable[[], Snapshot] | None = None,
+        activate: Callable[[Iterable[Pod]], None] | None = None,
+        nominated_pods_for_node: Callable[[str], list[Pod]] | None = None,
+        nominated_nodes: Callable[[], list[str]] | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.store = store
+        self.snapshot = snapshot or (lambda: Snapshot())
+        self.activate = activate or (lambda pods: None)
+        self.nominated_pods_for_node = nominated_pods_for_node or (lambda name: [])
+        self.nominated_nodes = nominated_nodes or (lambda: [])
+        self.clock = clock or (lambda: asyncio.get_running_loop().time())
+
+
+class Framework:
+    """A compiled profile. Plugins are created by :meth:`kubesched.profiles` code and
+    attached with :meth:`set_chain`; the framework is their handle."""
+
+    def __init__(
+        self,
+        profile_name: str,
+        services: FrameworkServices | None = None,
+        *,
+        percentage_of_nodes_to_score: int | None = None,
+    ) -> None:
+        self.profile_name_ = profile_name
+        self.services = services or FrameworkServices()
+        self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
+        self.chain = PluginChain()
+        self.events: dict[str, list[ClusterEventWithHint]] = {}
+        self.waiting_pods: dict[str, WaitingPodImpl] = {}
+        self._vector_filter: dict[str, bool] = {}
+        self._vector_score: dict[str, bool] = {}
+
+    def set_chain(self, chain: PluginChain, events: dict[str, list[ClusterEventWithHint]]) -> None:
+        self.chain = chain
+        self.events = events
+        self._vector_filter = {p.name: hasattr(p, "filter_mask") for p in chain.filter}
+        self._vector_score = {p.name: hasattr(p, "score_vector") for p, _ in chain.score}
+
+    # -- Handle -------------------------------------------------------------------------------
+    @property
+    def snapshot(self) -> Snapshot:
+        return self.services.snapshot()
+
+    @property
+    def cluster(self) -> ClusterPort:
+        if self.services.cluster is None:
+            raise RuntimeError("this framework is not connected to a cluster")
+        return self.services.cluster
+
+    @property
+    def store(self) -> ObjectStore:
+        if self.services.store is None:
+            raise RuntimeError("this framework has no object store")
+        return self.services.store
+
+    @property
+    def profile_name(self) -> str:
+        return self.profile_name_
+
+    def now(self) -> float:
+        return self.services.clock()
+
+    def get_waiting_pod(self, uid: str) -> WaitingPodImpl | None:
+        return self.waiting_pods.get(uid)
+
+    def iterate_waiting_pods(self) -> list[WaitingPodImpl]:
+        return list(self.waiting_pods.values())
+
+    def reject_waiting_pod(self, uid: str, plugin: str = "", message: str = "removed") -> bool:
+        wp = self.waiting_pods.get(uid)
+        if wp is None:
+            return False
+        wp.reject(plugin, message)
+        return True
+
+    def activate(self, pods: Iterable[Pod]) -> None:
+        self.services.activate(pods)
+
+    def nominated_pods_for_node(self, node_name: str) -> list[Pod]:
+        return self.services.nominated_pods_for_node(node_name)
+
+    # -- PreFilter / Filter -------------------------------------------------------------------
+    def has_filter_plugins(self) -> bool:
+        return bool(self.chain.filter)
+
+    def run_pre_filter(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None, list[str]]:
+        """Returns (merged result, first failure, plugins that narrowed the node set)."""
+        result: PreFilterResult | None = None
+        narrowing: list[str] = []
+        skip = state.skip_filter_plugins
+        for p in self.chain.pre_filter:
+            try:
+                r, s = p.pre_filter(state, pod, nodes)
+            except Exception as e:  # a plugin bug must not crash the loop
+                return None, Status.as_error(e, plugin=p.name), narrowing
+            if s is not None:
+                if s.code == Code.SKIP:
+                    skip.add(p.name)
+                    continue
+                if s.code != Code.SUCCESS:
+                    return None, s.with_plugin(p.name), narrowing
+            if r is not None and r.node_names is not None:
+                narrowing.append(p.name)
+                result = r if result is None else result.merge(r)
+                if not result.node_names:
+                    return (
+                        result,
+                        Status.unresolvable(
+                            f"node(s) didn't satisfy plugin(s) {_plugins_list(narrowing)} simultaneously"
+                            if len(narrowing) > 1
+                            else f"node(s) didn't satisfy plugin(s) {_plugins_list(narrowing)}",
+                            plugin=p.name,
+                        ),
+                        narrowing,
+                    )
+        return result, None, narrowing
+
+    def run_filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+        """All Filter plugins on one node; the first failure is returned."""
+        skip = state.skip_filter_plugins
+        for p in self.chain.filter:
+            if skip and p.name in skip:
+                continue
+            try:
+                s: Status | None = p.filter(state, pod, node_info)
+            except Exception as e:
+                return Status.as_error(e, plugin=p.name)
+            if s is not None and s.code != Code.SUCCESS:
+                return s.with_plugin(p.name)
+        return None
+
+    def filter_masks(
+        self, state: CycleState, pod: Pod, snapshot: Snapshot
+    ) -> tuple[npt.NDArray[np.bool_] | None, list[Any], dict[str, npt.NDArray[np.bool_]]]:
+        """Vector filters over every node: (AND of masks or None, scalar-only plugins,
+        per-plugin masks for diagnosis)."""
+        combined: npt.NDArray[np.bool_] | None = None
+        scalar: list[Any] = []
+        masks: dict[str, npt.NDArray[np.bool_]] = {}
+        skip = state.skip_filter_plugins
+        for p in self.chain.filter:
+            if skip and p.name in skip:
+                continue
+            m = p.filter_mask(state, pod, snapshot) if self._vector_filter[p.name] else None
+            if m is None:
+                scalar.append(p)
+                continue
+            masks[p.name] = m
+            combined = m.copy() if combined is None else np.logical_and(combined, m, out=combined)
+        return combined, scalar, masks
+
+    def run_scalar_filters(
+        self, plugins: list[Any], state: CycleState, pod: Pod, node_info: NodeInfo
+    ) -> Status | None:
+        for p in plugins:
+            try:
+                s: Status | None = p.filter(state, pod, node_info)
+            except Exception as e:
+                return Status.as_error(e, plugin=p.name)
+            if s is not None and s.code != Code.SUCCESS:
+                return s.with_plugin(p.name)
+        return None
+
+    def run_filter_plugins_with_nominated_pods(
+        self, state: CycleState, pod: Pod, node_info: NodeInfo
+    ) -> Status | None:
+        """kube-scheduler's two passes: with nominated pods of equal or higher priority
+        added to the node (they will land there), then without them (they may not)."""
+        status: Status | None = None
+        pods_added = False
+        for i in range(2):
+            state_to_use, info_to_use = state, node_info
+            if i == 0:
+                pods_added, state_to_use, info_to_use = self._add_nominated_pods(
+                    state, pod, node_info
+                )
+            elif not pods_added or status is not None:
+                break
+            status = self.run_filter(state_to_use, pod, info_to_use)
+            if status is not None and not status.is_rejected():
+                return status
+        return status
+
+    def _add_nominated_pods(
+        self, state: CycleState, pod: Pod, node_info: NodeInfo
+    ) -> tuple[bool, CycleState, NodeInfo]:
+        nominated = [
+            p
+            for p in self.nominated_pods_for_node(node_info.name)
+            if p.priority >= pod.priority and p.uid != pod.uid
+        ]
+        if not nominated:
+            return False, state, node_info
+        state_out = state.clone()
+        info_out = node_info.clone()
+        for p in nominated:
+            info_out.add_pod(p)
+            s = self.run_pre_filter_extension_add_pod(state_out, pod, p, info_out)
+            if s is not None:
+                return False, state, node_info
+        return True, state_out, info_out
+
+    def run_pre_filter_extension_add_pod(
+        self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo
+    ) -> Status | None:
+        for p in self.chain.pre_filter:
+            if p.name in state.skip_filter_plugins:
+                continue
+            ext = p.pre_filter_extensions()
+            if ext is None:
+                continue
+            s: Status | None = ext.add_pod(state, pod, pod_to_add, node_info)
+            if s is not None and s.code != Code.SUCCESS:
+                return s.with_plugin(p.name)
+        return None
+
+    def run_pre_filter_extension_remove_pod(
+        self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo
+    ) -> Status | None:
+        for p in self.chain.pre_filter:
+            if p.name in state.skip_filter_plugins:
+                continue
+            ext = p.pre_filter_extensions()
+            if ext is None:
+                continue
+            s: Status | None = ext.remove_pod(state, pod, pod_to_remove, node_info)
+            if s is not None and s.code != Code.SUCCESS:
+                return s.with_plugin(p.name)
+        return None
+
+    def run_post_filter(
+        self, state: CycleState, pod: Pod, statuses: dict[str, Status]
+    ) -> tuple[Any, Status | None]:
+        """Runs PostFilter plugins until one succeeds (or says UnschedulableAndUnresolvable)."""
+        reasons: list[str] = []
+        for p in self.chain.post_filter:
+            try:
+                r, s = p.post_filter(state, pod, statuses)
+            except Exception as e:
+                return None, Status.as_error(e, plugin=p.name)
+            if s is None or s.code == Code.SUCCESS:
+                return r, None
+            if s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                return r, s.with_plugin(p.name)
+            if s.code != Code.UNSCHEDULABLE:
+                return None, s.with_plugin(p.name)
+            reasons.extend(s.reasons)
+        return None, Status.unschedulable(*reasons) if reasons else Status.unschedulable()
+
+    # -- PreScore / Score ------------------------------------------------------------------------
+    def run_pre_score(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+    ) -> Status | None:
+        for p in self.chain.pre_score:
+            try:
+                s: Status | None = p.pre_score(state, pod, nodes)
+            except Exception as e:
+                return Status.as_error(e, plugin=p.name)
+            if s is None:
+                continue
+            if s.code == Code.SKIP:
+                state.skip_score_plugins.add(p.name)
+            elif s.code != Code.SUCCESS:
+                return s.with_plugin(p.name)
+        return None
+
+    def run_score(
+        self,
+        state: CycleState,
+        pod: Pod,
+        snapshot: Snapshot,
+        rows: npt.NDArray[np.intp],
+    ) -> tuple[npt.NDArray[np.int64], dict[str, npt.NDArray[np.int64]], Status | None]:
+        """Weighted, normalized total per feasible row and per-plugin weighted scores."""
+        total = np.zeros(len(rows), dtype=np.int64)
+        per_plugin: dict[str, npt.NDArray[np.int64]] = {}
+        infos = snapshot.node_infos
+        skip = state.skip_score_plugins
+        for p, weight in self.chain.score:
+            if skip and p.name in skip:
+                continue
+            try:
+                scores = (
+                    p.score_vector(state, pod, snapshot, rows)
+                    if self._vector_score[p.name]
+                    else None
+                )
+                if scores is None:
+                    out = np.empty(len(rows), dtype=np.int64)
+                    for j, r in enumerate(rows):
+                        v, s = p.score(state, pod, infos[r])
+                        if s is not None and s.code != Code.SUCCESS:
+                            return total, per_plugin, s.with_plugin(p.name)
+                        out[j] = v
+                    scores = out
+                else:
+                    scores = np.asarray(scores, dtype=np.int64)
+                normalize = getattr(p, "normalize_score", None)
+                if normalize is not None:
+                    s = normalize(state, pod, scores)
+                    if s is not None and s.code != Code.SUCCESS:
+                        return total, per_plugin, s.with_plugin(p.name)
+            except Exception as e:
+                return total, per_plugin, Status.as_error(e, plugin=p.name)
+            if len(scores) and (scores.max() > MAX_NODE_SCORE or scores.min() < 0):
+                return (
+                    total,
+                    per_plugin,
+                    Status.as_error(
+                        f"plugin {p.name} returned an invalid score {int(scores.max())}: "
+                        f"scores must be in [0, {MAX_NODE_SCORE}]",
+                        plugin=p.name,
+                    ),
+                )
+            weighted = scores * weight
+            per_plugin[p.name] = weighted
+            total += weighted
+        return total, per_plugin, None
+
+    # -- Reserve / Permit ---------------------------------------------------------------------------
+    def run_reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        for p in self.chain.reserve:
+            try:
+                s: Status | None = p.reserve(state, pod, node_name)
+            except Exception as e:
+                return Status.as_error(e, plugin=p.name)
+            if s is not None and s.code != Code.SUCCESS:
+                return s.with_plugin(p.name)
+        return None
+
+    def run_unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        for p in reversed(self.chain.reserve):
+            with contextlib.suppress(Exception):
+                p.unreserve(state, pod, node_name)
+
+    def run_permit(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        """Success (None), a rejection, or Wait (the pod is then a waiting pod)."""
+        timeouts: dict[str, float] = {}
+        for p in self.chain.permit:
+            try:
+                res: tuple[Status | None, float] = p.permit(state, pod, node_name)
+                s, timeout = res
+            except Exception as e:
+                return Status.as_error(e, plugin=p.name)
+            if s is None or s.code == Code.SUCCESS:
+                continue
+            if s.code == Code.WAIT:
+                timeouts[p.name] = max(0.0, float(timeout))
+                continue
+            return s.with_plugin(p.name)
+        if timeouts:
+            self.waiting_pods[pod.uid] = WaitingPodImpl(
+                pod, node_name, timeouts, self._forget_waiting
+            )
+            return Status.wait(f"waiting on permit plugin(s) {_plugins_list(list(timeouts))}")
+        return None
+
+    def _forget_waiting(self, uid: str) -> None:
+        self.waiting_pods.pop(uid, None)
+
+    async def wait_on_permit(self, pod: Pod) -> Status | None:
+        wp = self.waiting_pods.get(pod.uid)
+        if wp is None:
+            return None
+        try:
+            return await wp.wait()
+        finally:
+            self.waiting_pods.pop(pod.uid, None)
+
+    # -- binding cycle ------------------------------------------------------------------------------
+    async def run_pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        for p in self.chain.pre_bind:
+            try:
+                s: Status | None = await p.pre_bind(state, pod, node_name)
+            except Exception as e:
+                return Status.as_error(e, plugin=p.name)
+            if s is not None and s.code not in (Code.SUCCESS, Code.SKIP):
+                return s.with_plugin(p.name)
+        return None
+
+    async def run_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        if not self.chain.bind:
+            return Status.as_error("no bind plugin is enabled")
+        for p in self.chain.bind:
+            try:
+                s: Status | None = await p.bind(state, pod, node_name)
+            except Exception as e:
+                return Status.as_error(e, plugin=p.name)
+            if s is not None and s.code == Code.SKIP:
+                continue
+            return None if s is None or s.code == Code.SUCCESS else s.with_plugin(p.name)
+        return Status.as_error("every bind plugin skipped the pod")
+
+    def run_post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        for p in self.chain.post_bind:
+            with contextlib.suppress(Exception):
+                p.post_bind(state, pod, node_name)
+
+
+def _plugins_list(names: list[str]) -> str:
+    return "[" + ", ".join(names) + "]"

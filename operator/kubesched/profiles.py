@@ -1,0 +1,236 @@
+"""Compiling a profile spec into a live Framework, with kube-scheduler's semantics.
+
+1. The spec's plugin sets are merged onto the default plugins (v1 ``mergePlugins``):
+   a default re-enabled by the user is replaced in place (keeping its position),
+   ``disabled`` removes defaults (``*`` removes all), other user plugins are appended.
+2. ``multiPoint`` plugins are expanded to every extension point they implement, except
+   where disabled; a plugin also enabled at a specific point is taken from there
+   (override), and order is: overrides, multiPoint, other specific plugins.
+3. Score weights: the specific ``score`` weight wins over multiPoint's; 0 or unset is 1.
+
+Errors raise :class:`ProfileError` with a reason (``InvalidPlugin``, ``InvalidArgs``)
+and a message that names the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pydantic
+
+from kubesched.api.profile import PluginRef, Plugins, PluginSet, ProfileSpec
+from kubesched.framework.interface import EXTENSION_POINTS, ClusterEventWithHint, EnqueueExtensions
+from kubesched.framework.registry import Registry
+from kubesched.framework.runtime import Framework, FrameworkServices, PluginChain
+from kubesched.plugins import DEFAULT_PLUGINS, in_tree_registry
+
+__all__ = ["CompiledProfile", "ProfileError", "compile_profile", "default_profile_spec"]
+
+# KubeSchedulerConfiguration name -> (Plugins attribute, PluginChain attribute)
+_POINTS: dict[str, tuple[str, str]] = {
+    "preEnqueue": ("pre_enqueue", "pre_enqueue"),
+    "queueSort": ("queue_sort", "queue_sort"),
+    "preFilter": ("pre_filter", "pre_filter"),
+    "filter": ("filter", "filter"),
+    "postFilter": ("post_filter", "post_filter"),
+    "preScore": ("pre_score", "pre_score"),
+    "score": ("score", "score"),
+    "reserve": ("reserve", "reserve"),
+    "permit": ("permit", "permit"),
+    "preBind": ("pre_bind", "pre_bind"),
+    "bind": ("bind", "bind"),
+    "postBind": ("post_bind", "post_bind"),
+}
+
+
+class ProfileError(ValueError):
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+@dataclass(slots=True)
+class CompiledProfile:
+    spec: ProfileSpec
+    framework: Framework
+
+    @property
+    def scheduler_name(self) -> str:
+        return self.spec.scheduler_name
+
+
+def default_profile_spec(scheduler_name: str = "kubesched") -> ProfileSpec:
+    return ProfileSpec(scheduler_name=scheduler_name)
+
+
+def _default_plugins() -> Plugins:
+    return Plugins(
+        multi_point=PluginSet(enabled=[PluginRef(name=n, weight=w) for n, w in DEFAULT_PLUGINS])
+    )
+
+
+def _merge_set(default: PluginSet, custom: PluginSet) -> PluginSet:
+    disabled = [PluginRef(name=p.name) for p in custom.disabled] + [
+        PluginRef(name=p.name) for p in default.disabled
+    ]
+    disabled_names = {p.name for p in disabled}
+    custom_index = {p.name: i for i, p in enumerate(custom.enabled)}
+    replaced: set[int] = set()
+    enabled: list[PluginRef] = []
+    if "*" not in disabled_names:
+        for p in default.enabled:
+            if p.name in disabled_names:
+                continue
+            i = custom_index.get(p.name)
+            if i is not None:
+                p = custom.enabled[i]
+                replaced.add(i)
+            enabled.append(p)
+    enabled += [p for i, p in enumerate(custom.enabled) if i not in replaced]
+    return PluginSet(enabled=enabled, disabled=disabled)
+
+
+def merge_with_defaults(plugins: Plugins) -> Plugins:
+    defaults = _default_plugins()
+    merged: dict[str, PluginSet] = {}
+    for field in Plugins.model_fields:
+        merged[field] = _merge_set(getattr(defaults, field), getattr(plugins, field))
+    return Plugins(**merged)
+
+
+def compile_profile(
+    spec: ProfileSpec,
+    services: FrameworkServices | None = None,
+    registry: Registry | None = None,
+) -> CompiledProfile:
+    registry = registry or in_tree_registry()
+    plugins = merge_with_defaults(spec.plugins)
+    fwk = Framework(
+        spec.scheduler_name,
+        services,
+        percentage_of_nodes_to_score=spec.percentage_of_nodes_to_score,
+    )
+
+    # Every plugin named in an enabled list is instantiated once, with its args.
+    args_by_name: dict[str, tuple[int, dict[str, Any]]] = {}
+    for i, pc in enumerate(spec.plugin_config):
+        if pc.name in args_by_name:
+            raise ProfileError(
+                "InvalidArgs", f"pluginConfig[{i}].name: duplicate config for {pc.name!r}"
+            )
+        if pc.name not in registry:
+            raise ProfileError(
+                "InvalidPlugin", f"pluginConfig[{i}].name: unknown plugin {pc.name!r}"
+            )
+        args_by_name[pc.name] = (i, pc.args)
+
+    instances: dict[str, Any] = {}
+
+    def instance(name: str, where: str) -> Any:
+        if name in instances:
+            return instances[name]
+        plug_spec = registry.get(name)
+        if plug_spec is None:
+            known = ", ".join(registry.names())
+            raise ProfileError(
+                "InvalidPlugin", f"{where}: unknown plugin {name!r} (known: {known})"
+            )
+        idx, raw = args_by_name.get(name, (-1, {}))
+        try:
+            args = plug_spec.parse_args(raw)
+        except pydantic.ValidationError as e:
+            err = e.errors()[0]
+            loc = ".".join(str(x) for x in err["loc"])
+            field = f"pluginConfig[{idx}].args" if idx >= 0 else f"args of {name}"
+            raise ProfileError(
+                "InvalidArgs", f"{field}{'.' + loc if loc else ''}: {err['msg']}"
+            ) from None
+        try:
+            obj = plug_spec.factory(args, fwk)
+        except (ValueError, TypeError) as e:
+            raise ProfileError("InvalidArgs", f"{name}: {e}") from None
+        instances[name] = obj
+        return obj
+
+    mp = plugins.multi_point
+    mp_weights = {p.name: p.weight for p in mp.enabled}
+    for j, p in enumerate(mp.enabled):
+        instance(p.name, f"plugins.multiPoint.enabled[{j}].name")
+    resolved: dict[str, list[Any]] = {}
+    weights: dict[str, int | None] = {}
+    for point, (attr, _) in _POINTS.items():
+        pset: PluginSet = getattr(plugins, attr)
+        proto = EXTENSION_POINTS[point]
+        explicit: list[str] = []
+        for j, p in enumerate(pset.enabled):
+            obj = instance(p.name, f"plugins.{point}.enabled[{j}].name")
+            if not isinstance(obj, proto):
+                raise ProfileError(
+                    "InvalidPlugin",
+                    f"plugins.{point}.enabled[{j}]: plugin {p.name!r} does not implement {point}",
+                )
+            if p.name in explicit:
+                raise ProfileError(
+                    "InvalidPlugin",
+                    f"plugins.{point}.enabled[{j}]: plugin {p.name!r} is enabled twice",
+                )
+            explicit.append(p.name)
+            if point == "score":
+                weights[p.name] = p.weight
+        disabled = {p.name for p in pset.disabled}
+        overrides: list[str] = []
+        from_mp: list[str] = []
+        if "*" not in disabled:
+            for p in mp.enabled:
+                if not isinstance(instances[p.name], proto) or p.name in disabled:
+                    continue
+                if p.name in explicit:
+                    overrides.append(p.name)
+                    continue
+                if p.name in from_mp:
+                    raise ProfileError(
+                        "InvalidPlugin", f"plugins.multiPoint: plugin {p.name!r} is enabled twice"
+                    )
+                from_mp.append(p.name)
+        order = (
+            [n for n in explicit if n in overrides]
+            + from_mp
+            + [n for n in explicit if n not in overrides]
+        )
+        resolved[point] = [instances[n] for n in order]
+
+    chain = PluginChain()
+    qs = resolved["queueSort"]
+    if len(qs) != 1:
+        raise ProfileError(
+            "InvalidPlugin",
+            f"plugins.queueSort: exactly one queueSort plugin must be enabled, got "
+            f"[{', '.join(p.name for p in qs)}]",
+        )
+    if not resolved["bind"]:
+        raise ProfileError("InvalidPlugin", "plugins.bind: at least one bind plugin is needed")
+    chain.queue_sort = qs[0]
+    for point, (_, chain_attr) in _POINTS.items():
+        if point in ("queueSort", "score"):
+            continue
+        setattr(chain, chain_attr, resolved[point])
+    chain.score = [
+        (p, (weights.get(p.name) if p.name in weights else mp_weights.get(p.name)) or 1)
+        for p in resolved["score"]
+    ]
+    events: dict[str, list[ClusterEventWithHint]] = {}
+    for name, obj in instances.items():
+        if isinstance(obj, EnqueueExtensions):
+            events[name] = list(obj.events_to_register())
+    fwk.set_chain(chain, events)
+    return CompiledProfile(spec, fwk)
+
+
+def compile_all(
+    specs: Sequence[ProfileSpec], services_for: Any, registry: Registry | None = None
+) -> list[CompiledProfile]:
+    """Compile several profiles; ``services_for(name)`` gives each its services."""
+    return [compile_profile(s, services_for(s.scheduler_name), registry) for s in specs]

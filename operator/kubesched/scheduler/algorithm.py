@@ -1,0 +1,281 @@
+"""Placing one pod: PreFilter, Filter over a rotating window of nodes, PreScore, Score,
+and the choice of host. Pure computation on the snapshot; no awaits.
+
+Filter follows kube-scheduler's ``findNodesThatFitPod``: the scan starts at a rotating
+offset and stops once ``num_feasible_nodes_to_find`` nodes fit. Vector filters compute
+one mask over all nodes; scalar filters then run only on nodes the mask admits, in
+scan order, until enough nodes are found. Which nodes are feasible and which ones the
+scan examined are exactly what a node-by-node scan would give.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.interface import Diagnosis
+from kubesched.framework.runtime import Framework
+from kubesched.framework.snapshot import Snapshot
+from kubesched.framework.status import Code, Status
+from kubesched.framework.types import Pod
+
+__all__ = [
+    "MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND",
+    "MIN_FEASIBLE_NODES_TO_FIND",
+    "FitError",
+    "ScheduleResult",
+    "num_feasible_nodes_to_find",
+]
+
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+NO_NODE_AVAILABLE_MSG = "0/{} nodes are available"
+
+
+def num_feasible_nodes_to_find(percentage: int | None, num_all_nodes: int) -> int:
+    """kube-scheduler's adaptive count: all nodes under 100; else the configured
+    percentage, or ``max(5, 50 - nodes/125)`` percent when unset/0; never under 100."""
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return num_all_nodes
+    pct = percentage or 0
+    if pct == 0:
+        pct = 50 - num_all_nodes // 125
+        if pct < MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND:
+            pct = MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND
+    if pct >= 100:
+        return num_all_nodes
+    n = num_all_nodes * pct // 100
+    return max(n, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+class FitError(Exception):
+    """No node fits; ``str()`` is kube-scheduler's message."""
+
+    def __init__(self, pod: Pod, num_all_nodes: int, diagnosis: Diagnosis) -> None:
+        super().__init__()
+        self.pod = pod
+        self.num_all_nodes = num_all_nodes
+        self.diagnosis = diagnosis
+
+    def __str__(self) -> str:
+        d = self.diagnosis
+        msg = NO_NODE_AVAILABLE_MSG.format(self.num_all_nodes) + ":"
+        if d.pre_filter_msg:
+            msg += f" {d.pre_filter_msg}."
+        else:
+            counts: dict[str, int] = {}
+            for st in d.node_to_status.values():
+                for r in st.reasons:
+                    counts[r] = counts.get(r, 0) + 1
+            parts = sorted(f"{v} {k}" for k, v in counts.items())
+            if parts:
+                msg += " " + ", ".join(parts) + "."
+        if d.post_filter_msg:
+            msg += f" {d.post_filter_msg}."
+        return msg
+
+
+@dataclass(slots=True)
+class ScheduleResult:
+    node_name: str
+    evaluated_nodes: int
+    feasible_nodes: int
+    scores: dict[str, int] = field(default_factory=dict)
+    """node -> total weighted score (only filled when ``explain`` asks)."""
+
+
+class Algorithm:
+    """Holds the rotating start offset across cycles (one per scheduler, as in kube)."""
+
+    def __init__(self, rng: random.Random | None = None) -> None:
+        self.next_start_node_index = 0
+        self.rng = rng or random.Random()
+
+    def schedule_pod(
+        self, fwk: Framework, state: CycleState, pod: Pod, snap: Snapshot
+    ) -> ScheduleResult:
+        n_all = len(snap)
+        if n_all == 0:
+            raise FitError(pod, 0, Diagnosis(pre_filter_msg="no nodes available to schedule pods"))
+        rows, diagnosis = self._find_nodes_that_fit(fwk, state, pod, snap)
+        if len(rows) == 0:
+            raise FitError(pod, n_all, diagnosis)
+        evaluated = len(rows) + len(diagnosis.node_to_status)
+        if len(rows) == 1:
+            return ScheduleResult(snap.node_infos[int(rows[0])].name, evaluated, 1)
+        infos = snap.node_infos
+        feasible = [infos[int(r)] for r in rows]
+        s = fwk.run_pre_score(state, pod, feasible)
+        if s is not None:
+            raise _StatusError(s)
+        total, _, s = fwk.run_score(state, pod, snap, rows)
+        if s is not None:
+            raise _StatusError(s)
+        best = int(total.max())
+        ties = np.flatnonzero(total == best)
+        pick = int(ties[0]) if len(ties) == 1 else int(ties[self.rng.randrange(len(ties))])
+        return ScheduleResult(feasible[pick].name, evaluated, len(rows))
+
+    # -- Filter ------------------------------------------------------------------------------------
+    def _find_nodes_that_fit(
+        self, fwk: Framework, state: CycleState, pod: Pod, snap: Snapshot
+    ) -> tuple[npt.NDArray[np.intp], Diagnosis]:
+        diagnosis = Diagnosis()
+        n_all = len(snap)
+        pre_res, s, narrowing = fwk.run_pre_filter(state, pod, snap.node_infos)
+        if s is not None:
+            if s.code == Code.ERROR:
+                raise _StatusError(s)
+            msg = s.message()
+            diagnosis.pre_filter_msg = msg
+            for ni in snap.node_infos:
+                diagnosis.node_to_status[ni.name] = s
+            _record_rejector(diagnosis, s)
+            return np.empty(0, dtype=np.intp), diagnosis
+
+        # A nominated node (from an earlier preemption) is tried first.
+        if pod.nominated_node_name:
+            nom = snap.get(pod.nominated_node_name)
+            if nom is not None and (
+                pre_res is None or pre_res.node_names is None or nom.name in pre_res.node_names
+            ):
+                st = fwk.run_filter_plugins_with_nominated_pods(state, pod, nom)
+                if st is None:
+                    return np.array([nom.index], dtype=np.intp), diagnosis
+                if st.code == Code.ERROR:
+                    raise _StatusError(st)
+
+        if pre_res is not None and pre_res.node_names is not None:
+            allowed = sorted(snap.by_name[n].index for n in pre_res.node_names if n in snap.by_name)
+            candidates = np.array(allowed, dtype=np.intp)
+            absent = Status.unresolvable(
+                f"node(s) didn't satisfy plugin(s) [{', '.join(narrowing)}]"
+            )
+            in_set = set(pre_res.node_names)
+            for ni in snap.node_infos:
+                if ni.name not in in_set:
+                    diagnosis.node_to_status[ni.name] = absent
+        else:
+            candidates = np.arange(n_all, dtype=np.intp)
+        n = len(candidates)
+        if n == 0:
+            return candidates, diagnosis
+        if not fwk.has_filter_plugins():
+            self.next_start_node_index = (self.next_start_node_index + n) % n_all
+            return candidates, diagnosis
+
+        to_find = num_feasible_nodes_to_find(fwk.percentage_of_nodes_to_score, n)
+        start = self.next_start_node_index % n
+        order = np.concatenate((candidates[start:], candidates[:start])) if start else candidates
+
+        combined, scalar, masks = fwk.filter_masks(state, pod, snap)
+        nominated_rows: set[int] = set()
+        nominator_nodes = _nominated_nodes(fwk, snap, pod)
+        if nominator_nodes:
+            nominated_rows = {snap.by_name[nm].index for nm in nominator_nodes}
+        if combined is None:
+            passing_positions = np.arange(n, dtype=np.intp)
+        else:
+            passing_positions = np.flatnonzero(combined[order])
+
+        feasible: list[int] = []
+        last_pos = -1
+        if not scalar and not nominated_rows:
+            take = passing_positions[:to_find]
+            feasible_arr = order[take]
+            last_pos = int(take[-1]) if len(take) == to_find else n - 1
+        else:
+            infos = snap.node_infos
+            for pos in passing_positions:
+                row = int(order[pos])
+                ni = infos[row]
+                if row in nominated_rows:
+                    st = fwk.run_filter_plugins_with_nominated_pods(state, pod, ni)
+                elif scalar:
+                    st = fwk.run_scalar_filters(scalar, state, pod, ni)
+                else:
+                    st = None
+                if st is None:
+                    feasible.append(row)
+                    if len(feasible) == to_find:
+                        last_pos = int(pos)
+                        break
+                elif st.code == Code.ERROR:
+                    raise _StatusError(st)
+            else:
+                last_pos = n - 1
+            feasible_arr = np.array(feasible, dtype=np.intp)
+        processed = last_pos + 1
+        self.next_start_node_index = (self.next_start_node_index + processed) % n_all
+
+        if len(feasible_arr) == 0:
+            # Every candidate was examined; say why each failed, in plugin order.
+            self._diagnose(fwk, state, pod, snap, order, masks, nominated_rows, diagnosis)
+        return feasible_arr, diagnosis
+
+    def _diagnose(
+        self,
+        fwk: Framework,
+        state: CycleState,
+        pod: Pod,
+        snap: Snapshot,
+        order: npt.NDArray[np.intp],
+        masks: dict[str, npt.NDArray[np.bool_]],
+        nominated_rows: set[int],
+        diagnosis: Diagnosis,
+    ) -> None:
+        infos = snap.node_infos
+        skip = state.skip_filter_plugins
+        plugins = [p for p in fwk.chain.filter if p.name not in skip]
+        for row in order:
+            ni = infos[int(row)]
+            st: Status | None = None
+            if int(row) in nominated_rows:
+                st = fwk.run_filter_plugins_with_nominated_pods(state, pod, ni)
+            else:
+                for p in plugins:
+                    m = masks.get(p.name)
+                    if m is not None and m[row]:
+                        continue
+                    st = fwk.run_scalar_filters([p], state, pod, ni)
+                    if st is not None:
+                        break
+            if st is None:
+                # The mask said no but the plugin said yes: a vector/scalar mismatch.
+                st = Status.as_error(f"filter mask and filter disagree on node {ni.name}")
+            diagnosis.node_to_status[ni.name] = st
+            _record_rejector(diagnosis, st)
+
+
+class _StatusError(Exception):
+    def __init__(self, status: Status) -> None:
+        super().__init__(status.message())
+        self.status = status
+
+
+def _record_rejector(diagnosis: Diagnosis, st: Status) -> None:
+    if st.plugin:
+        if st.code == Code.PENDING:
+            diagnosis.pending_plugins.add(st.plugin)
+        else:
+            diagnosis.unschedulable_plugins.add(st.plugin)
+
+
+def _nominated_nodes(fwk: Framework, snap: Snapshot, pod: Pod) -> list[str]:
+    """Nodes holding nominated pods that this pod must leave room for."""
+    services = fwk.services
+    out = []
+    for nm in services.nominated_nodes():
+        if nm in snap.by_name and any(
+            p.priority >= pod.priority and p.uid != pod.uid
+            for p in services.nominated_pods_for_node(nm)
+        ):
+            out.append(nm)
+    return out
+
+
+StatusError = _StatusError

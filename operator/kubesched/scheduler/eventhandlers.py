@@ -1,0 +1,223 @@
+"""Cluster events -> cache, queue and nominator (kube-scheduler's eventhandlers.go).
+
+Both cluster adapters call these with plain dicts; a malformed object is reported
+through ``on_bad_object`` and skipped, never raised into the watch loop.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kubesched.framework.interface import ActionType, ClusterEvent, EventResource
+from kubesched.framework.types import Node, ObjectError, Pod
+from kubesched.scheduler.scheduler import Scheduler
+
+__all__ = ["EventHandlers", "node_update_action"]
+
+log = logging.getLogger("kubesched.events")
+
+Obj = Mapping[str, Any]
+
+# Kinds whose changes requeue pods, by the resource name plugins register for.
+OTHER_KINDS = {
+    "PersistentVolumeClaim": EventResource.PVC,
+    "PersistentVolume": EventResource.PV,
+    "StorageClass": EventResource.STORAGE_CLASS,
+    "CSINode": EventResource.CSI_NODE,
+    "CSIDriver": EventResource.CSI_DRIVER,
+    "VolumeAttachment": EventResource.VOLUME_ATTACHMENT,
+    "PodGroup": EventResource.POD_GROUP,
+}
+
+
+def node_update_action(old: Node, new: Node) -> ActionType:
+    """Which kinds of node update happened (kube's nodeSchedulingPropertiesChange)."""
+    a = ActionType(0)
+    if old.allocatable != new.allocatable:
+        a |= ActionType.UPDATE_NODE_ALLOCATABLE
+    if old.labels != new.labels:
+        a |= ActionType.UPDATE_NODE_LABEL
+    if old.unschedulable != new.unschedulable or [repr(t) for t in old.taints] != [
+        repr(t) for t in new.taints
+    ]:
+        a |= ActionType.UPDATE_NODE_TAINT
+    if (old.raw.get("status") or {}).get("conditions") != (new.raw.get("status") or {}).get(
+        "conditions"
+    ):
+        a |= ActionType.UPDATE_NODE_CONDITION
+    if (old.raw.get("metadata") or {}).get("annotations") != (new.raw.get("metadata") or {}).get(
+        "annotations"
+    ):
+        a |= ActionType.UPDATE_NODE_ANNOTATION
+    return a
+
+
+def pod_update_action(old: Pod, new: Pod) -> ActionType:
+    a = ActionType(0)
+    if old.labels != new.labels:
+        a |= ActionType.UPDATE_POD_LABEL
+    if old.requests.milli_cpu > new.requests.milli_cpu or old.requests.memory > new.requests.memory:
+        a |= ActionType.UPDATE_POD_SCALE_DOWN
+    if [(t.key, t.operator, t.value, t.effect) for t in old.tolerations] != [
+        (t.key, t.operator, t.value, t.effect) for t in new.tolerations
+    ]:
+        a |= ActionType.UPDATE_POD_TOLERATIONS
+    if old.scheduling_gates and not new.scheduling_gates:
+        a |= ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED
+    return a or ActionType.UPDATE_OTHER
+
+
+class EventHandlers:
+    def __init__(
+        self,
+        sched: Scheduler,
+        on_bad_object: Callable[[str, Obj, str], None] | None = None,
+    ) -> None:
+        self.sched = sched
+        self.on_bad_object = on_bad_object or (
+            lambda kind, obj, msg: log.warning("skipping malformed %s: %s", kind, msg)
+        )
+        self._pods: dict[str, Pod] = {}
+        self._nodes: dict[str, Node] = {}
+
+    # -- dispatch -------------------------------------------------------------------------------
+    def on_event(self, kind: str, event_type: str, obj: Obj, old: Obj | None = None) -> None:
+        """``event_type`` is ADDED, MODIFIED or DELETED (watch vocabulary)."""
+        try:
+            if kind == "Pod":
+                self._pod_event(event_type, obj)
+            elif kind == "Node":
+                self._node_event(event_type, obj)
+            elif kind in OTHER_KINDS:
+                self._other_event(kind, event_type, obj, old)
+        except ObjectError as e:
+            meta = obj.get("metadata") or {}
+            ns = meta.get("namespace")
+            name = f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
+            self.on_bad_object(kind, obj, f"{kind} {name}: {e}")
+
+    # -- pods -------------------------------------------------------------------------------------
+    def _pod_event(self, event_type: str, raw: Obj) -> None:
+        if event_type == "DELETED":
+            uid = str((raw.get("metadata") or {}).get("uid") or "")
+            old = self._pods.pop(uid, None) if uid else None
+            if old is None:
+                old = Pod(raw)
+                self._pods.pop(old.uid, None)
+            self._pod_deleted(old)
+            return
+        pod = Pod(raw)
+        old = self._pods.get(pod.uid)
+        if pod.is_terminal():
+            # Finished pods hold no resources (kube-scheduler filters them out of its watch).
+            if old is not None:
+                del self._pods[pod.uid]
+                self._pod_deleted(old)
+            return
+        self._pods[pod.uid] = pod
+        if old is None:
+            self._pod_added(pod)
+        else:
+            self._pod_updated(old, pod)
+
+    def _pod_added(self, pod: Pod) -> None:
+        s = self.sched
+        if pod.node_name:
+            s.cache.add_pod(pod)
+            s.queues.move_all_to_active_or_backoff(
+                ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ADD), None, pod
+            )
+            return
+        if s.responsible_for(pod):
+            s.unscheduled[pod.uid] = pod
+            if pod.nominated_node_name:
+                s.nominator.add(pod)
+            q = s.queues.queue(pod.scheduler_name)
+            if q is not None:
+                q.add(pod)
+
+    def _pod_updated(self, old: Pod, new: Pod) -> None:
+        s = self.sched
+        if new.node_name:
+            if not old.node_name:
+                # Bound (by us or someone else): out of the queue, into the cache.
+                s.unscheduled.pop(new.uid, None)
+                s.nominator.delete(new)
+                q = s.queues.queue(old.scheduler_name)
+                if q is not None:
+                    q.delete(old)
+                s.cache.add_pod(new)
+                s.queues.move_all_to_active_or_backoff(
+                    ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ADD), None, new
+                )
+            else:
+                s.cache.update_pod(old, new)
+                s.queues.move_all_to_active_or_backoff(
+                    ClusterEvent(EventResource.ASSIGNED_POD, pod_update_action(old, new)), old, new
+                )
+            return
+        if s.responsible_for(new):
+            s.unscheduled[new.uid] = new
+            s.nominator.update(old, new)
+            q = s.queues.queue(new.scheduler_name)
+            if q is not None:
+                q.update(old, new)
+        elif s.responsible_for(old):
+            # schedulerName cannot change in a real cluster; the simulator may do it.
+            self._pod_deleted(old)
+
+    def _pod_deleted(self, pod: Pod) -> None:
+        s = self.sched
+        if pod.node_name and not s.unscheduled.get(pod.uid):
+            s.cache.remove_pod(pod)
+            s.queues.move_all_to_active_or_backoff(
+                ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), pod, None
+            )
+            return
+        s.unscheduled.pop(pod.uid, None)
+        s.nominator.delete(pod)
+        q = s.queues.queue(pod.scheduler_name)
+        if q is not None:
+            q.delete(pod)
+        fwk = s.framework_for(pod)
+        if fwk is not None:
+            fwk.reject_waiting_pod(pod.uid, "", "pod was deleted while waiting at permit")
+        if s.cache.is_assumed(pod.uid):
+            s.cache.remove_pod(pod)
+        s.stats.outcomes.pop(pod.uid, None)
+
+    # -- nodes ------------------------------------------------------------------------------------
+    def _node_event(self, event_type: str, raw: Obj) -> None:
+        s = self.sched
+        if event_type == "DELETED":
+            name = str((raw.get("metadata") or {}).get("name") or "")
+            self._nodes.pop(name, None)
+            s.cache.remove_node(name)
+            return
+        node = Node(raw)
+        old = self._nodes.get(node.name)
+        self._nodes[node.name] = node
+        if old is None:
+            s.cache.add_node(node)
+            s.queues.move_all_to_active_or_backoff(
+                ClusterEvent(EventResource.NODE, ActionType.ADD), None, node
+            )
+            return
+        s.cache.update_node(old, node)
+        action = node_update_action(old, node)
+        if action:
+            s.queues.move_all_to_active_or_backoff(
+                ClusterEvent(EventResource.NODE, action), old, node
+            )
+
+    # -- everything else ---------------------------------------------------------------------------
+    def _other_event(self, kind: str, event_type: str, obj: Obj, old: Obj | None) -> None:
+        action = {
+            "ADDED": ActionType.ADD,
+            "DELETED": ActionType.DELETE,
+        }.get(event_type, ActionType.UPDATE_OTHER)
+        self.sched.queues.move_all_to_active_or_backoff(
+            ClusterEvent(OTHER_KINDS[kind], action), old, obj
+        )

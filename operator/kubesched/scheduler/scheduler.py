@@ -1,0 +1,347 @@
+"""The scheduling loop: serial scheduling cycles, concurrent binding cycles.
+
+``schedule_one`` is synchronous from pop to Permit (the snapshot cannot change under
+it); the binding cycle (WaitOnPermit, PreBind, Bind, PostBind) runs as an asyncio task
+so a slow API server never stalls the next cycle. Failures anywhere run Unreserve,
+forget the assumed pod and requeue it, as kube-scheduler does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Coroutine, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubesched.api.profile import ProfileSpec
+from kubesched.backend.cache import Cache
+from kubesched.backend.nominator import Nominator
+from kubesched.backend.queue import QueueSet, SchedulingQueue
+from kubesched.framework.cluster_port import ClusterPort, NotFound, ObjectStore, PodCondition
+from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.interface import ActionType, ClusterEvent, EventResource
+from kubesched.framework.nodeinfo import QueuedPodInfo
+from kubesched.framework.runtime import Framework, FrameworkServices
+from kubesched.framework.status import Code, Status
+from kubesched.framework.types import Pod
+from kubesched.profiles import CompiledProfile, compile_profile, default_profile_spec
+from kubesched.scheduler.algorithm import Algorithm, FitError, StatusError
+
+__all__ = ["PodOutcome", "Scheduler"]
+
+log = logging.getLogger("kubesched.scheduler")
+
+ASSIGNED_POD_DELETE = ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE)
+
+
+@dataclass(slots=True)
+class PodOutcome:
+    """The last thing that happened to a pod this scheduler served."""
+
+    node: str | None = None
+    status: str = "Pending"  # Scheduled | Unschedulable | Waiting | Pending
+    message: str = ""
+    attempts: int = 0
+
+
+@dataclass(slots=True)
+class Stats:
+    scheduled: int = 0
+    unschedulable: int = 0
+    errors: int = 0
+    first_cycle: float | None = None
+    last_bind: float | None = None
+    outcomes: dict[str, PodOutcome] = field(default_factory=dict)
+
+
+class Scheduler:
+    def __init__(
+        self,
+        cluster: ClusterPort,
+        store: ObjectStore | None = None,
+        *,
+        profiles: Sequence[ProfileSpec] | None = None,
+        seed: int | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.store = store
+        self.cache = Cache()
+        self.nominator = Nominator()
+        self.queues = QueueSet()
+        self.algorithm = Algorithm(random.Random(seed))
+        self.profiles: dict[str, CompiledProfile] = {}
+        self.stats = Stats()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.unscheduled: dict[str, Pod] = {}
+        """Pods this scheduler serves that exist and are not assigned (latest versions)."""
+        self._wake = asyncio.Event()
+        for spec in profiles or [default_profile_spec()]:
+            self.set_profile(compile_profile(spec, self.services()))
+
+    # -- profiles --------------------------------------------------------------------------------
+    def services(self) -> FrameworkServices:
+        return FrameworkServices(
+            cluster=self.cluster,
+            store=self.store,
+            snapshot=lambda: self.cache.snapshot,
+            activate=self._activate,
+            nominated_pods_for_node=self.nominator.nominated_pods_for_node,
+            nominated_nodes=self.nominator.nodes,
+        )
+
+    def set_profile(self, profile: CompiledProfile) -> None:
+        """Install or swap a profile between cycles. Its queue keeps the pods it holds."""
+        fwk = profile.framework
+        chain = fwk.chain
+        spec = profile.spec
+        name = spec.scheduler_name
+        old = self.queues.queue(name)
+        q = SchedulingQueue(
+            sort_key=getattr(chain.queue_sort, "sort_key", None),
+            less=chain.queue_sort.less,
+            pre_enqueue=chain.pre_enqueue,
+            events=fwk.events,
+            initial_backoff=spec.backoff.initial_seconds,
+            max_backoff=spec.backoff.max_seconds,
+            max_unschedulable_duration=spec.backoff.max_unschedulable_seconds,
+        )
+        if old is not None:
+            self.queues.remove_queue(name)
+            for qpi, _ in old.pending_pods():
+                q.add(qpi.pod)
+            old.close()
+        self.queues.add_queue(name, q)
+        self.profiles[name] = profile
+
+    def framework_for(self, pod: Pod) -> Framework | None:
+        p = self.profiles.get(pod.scheduler_name)
+        return p.framework if p is not None else None
+
+    def responsible_for(self, pod: Pod) -> bool:
+        return pod.scheduler_name in self.profiles
+
+    def _activate(self, pods: Iterable[Pod]) -> None:
+        pods = list(pods)
+        for q in self.queues.queues().values():
+            q.activate(pods)
+
+    # -- the loop ----------------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Schedule until cancelled."""
+        qtask = asyncio.create_task(self.queues.run())
+        try:
+            while True:
+                name, qpi = await self.queues.pop()
+                self.schedule_one(name, qpi)
+                await asyncio.sleep(0)
+        finally:
+            qtask.cancel()
+            await asyncio.gather(qtask, return_exceptions=True)
+
+    async def run_until_idle(self) -> None:
+        """Schedule until nothing is left to do: no pod active or backing off, no binding
+        or write in flight, no pod waiting at Permit (the simulator's driver)."""
+        qtask = asyncio.create_task(self.queues.run())
+        try:
+            while True:
+                item = self.queues.pop_nowait()
+                if item is not None:
+                    self.schedule_one(*item)
+                    await asyncio.sleep(0)
+                    continue
+                if self.idle():
+                    return
+                pop = asyncio.ensure_future(self.queues.pop())
+                self._wake.clear()
+                wake = asyncio.ensure_future(self._wake.wait())
+                await asyncio.wait({pop, wake}, return_when=asyncio.FIRST_COMPLETED)
+                wake.cancel()
+                if pop.done():
+                    self.schedule_one(*pop.result())
+                else:
+                    pop.cancel()
+                    await asyncio.gather(pop, return_exceptions=True)
+        finally:
+            qtask.cancel()
+            await asyncio.gather(qtask, return_exceptions=True)
+
+    def idle(self) -> bool:
+        return not self._tasks and all(q.idle() for q in self.queues.queues().values())
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        t = asyncio.create_task(coro)
+        self._tasks.add(t)
+        t.add_done_callback(self._task_done)
+
+    def _task_done(self, t: asyncio.Task[Any]) -> None:
+        self._tasks.discard(t)
+        if not t.cancelled() and t.exception() is not None:
+            log.error("background task failed", exc_info=t.exception())
+        self._wake.set()
+
+    async def drain(self) -> None:
+        """Wait for binding cycles and writes in flight."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    # -- one scheduling cycle ------------------------------------------------------------------------
+    def schedule_one(self, profile_name: str, qpi: QueuedPodInfo) -> None:
+        queue = self.queues.queue(profile_name)
+        prof = self.profiles.get(profile_name)
+        pod = qpi.pod
+        if queue is None or prof is None:
+            return
+        fwk = prof.framework
+        try:
+            if pod.deletion_timestamp or self.cache.is_assumed(pod.uid):
+                return
+            if self.stats.first_cycle is None:
+                self.stats.first_cycle = time.perf_counter()
+            cycle = queue.scheduling_cycle()
+            state = CycleState()
+            snap = self.cache.update_snapshot()
+            try:
+                result = self.algorithm.schedule_pod(fwk, state, pod, snap)
+            except FitError as e:
+                self._post_filter_and_fail(fwk, state, qpi, e, cycle)
+                return
+            except StatusError as e:
+                self._fail(fwk, qpi, e.status, cycle)
+                return
+            assumed = pod.assigned_to(result.node_name)
+            self.cache.assume_pod(assumed)
+            s = fwk.run_reserve(state, assumed, result.node_name)
+            if s is None:
+                s = fwk.run_permit(state, assumed, result.node_name)
+            if s is not None and not s.is_wait():
+                fwk.run_unreserve(state, assumed, result.node_name)
+                self.cache.forget_pod(assumed)
+                self._fail(fwk, qpi, s, cycle)
+                return
+            if s is not None:
+                self.stats.outcomes[pod.uid] = PodOutcome(
+                    result.node_name, "Waiting", s.message(), qpi.attempts
+                )
+            self._spawn(self._binding_cycle(fwk, state, qpi, assumed, cycle))
+        finally:
+            queue.done(pod.uid)
+
+    def _post_filter_and_fail(
+        self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, err: FitError, cycle: int
+    ) -> None:
+        diag = err.diagnosis
+        nominated = ""
+        if fwk.chain.post_filter and not diag.pre_filter_msg.startswith("no nodes"):
+            res, s = fwk.run_post_filter(state, qpi.pod, diag.node_to_status)
+            if s is not None and s.code == Code.ERROR:
+                self._fail(fwk, qpi, s, cycle)
+                return
+            if s is not None and s.message():
+                diag.post_filter_msg = s.message()
+            if res is not None and res.nominated_node_name:
+                nominated = str(res.nominated_node_name)
+        qpi.unschedulable_plugins = set(diag.unschedulable_plugins)
+        qpi.pending_plugins = set(diag.pending_plugins)
+        code = (
+            Code.PENDING
+            if diag.pending_plugins and not diag.unschedulable_plugins
+            else Code.UNSCHEDULABLE
+        )
+        self._fail(fwk, qpi, Status(code, str(err)), cycle, nominated_node=nominated)
+
+    def _fail(
+        self,
+        fwk: Framework,
+        qpi: QueuedPodInfo,
+        status: Status,
+        cycle: int,
+        *,
+        nominated_node: str = "",
+    ) -> None:
+        """kube-scheduler's handleSchedulingFailure: requeue, event, condition."""
+        pod = qpi.pod
+        rejected = status.is_rejected()
+        reason = "Unschedulable" if rejected else "SchedulerError"
+        msg = status.message()
+        if rejected:
+            self.stats.unschedulable += 1
+            if status.plugin and status.code != Code.PENDING:
+                qpi.unschedulable_plugins.add(status.plugin)
+            elif status.plugin:
+                qpi.pending_plugins.add(status.plugin)
+        else:
+            self.stats.errors += 1
+            qpi.unschedulable_plugins = set()
+            qpi.pending_plugins = set()
+            log.warning("error scheduling pod %s: %s", pod.key, msg)
+        qpi.message = msg
+        self.stats.outcomes[pod.uid] = PodOutcome(None, "Unschedulable", msg, qpi.attempts)
+        queue = self.queues.queue(pod.scheduler_name)
+        latest = self.unscheduled.get(pod.uid)
+        if queue is not None and latest is not None:
+            # Requeue the latest version of the pod (it may have changed meanwhile).
+            qpi.pod = latest
+            queue.add_unschedulable(qpi, scheduling_cycle=cycle)
+        if nominated_node:
+            self.nominator.add(pod, nominated_node)
+        self._spawn(self._report_failure(fwk, pod, reason, msg, nominated_node))
+
+    async def _report_failure(
+        self, fwk: Framework, pod: Pod, reason: str, msg: str, nominated_node: str
+    ) -> None:
+        try:
+            await self.cluster.record_event(
+                pod,
+                event_type="Warning",
+                reason="FailedScheduling",
+                action="Scheduling",
+                message=msg,
+                reporting_controller=fwk.profile_name,
+            )
+            await self.cluster.patch_pod_status(
+                pod,
+                condition=PodCondition("PodScheduled", "False", reason, msg),
+                nominated_node_name=nominated_node or None,
+            )
+        except NotFound:
+            pass
+
+    # -- binding cycle ----------------------------------------------------------------------------------
+    async def _binding_cycle(
+        self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, assumed: Pod, cycle: int
+    ) -> None:
+        node = assumed.node_name
+        s = await fwk.wait_on_permit(assumed)
+        if s is None:
+            s = await fwk.run_pre_bind(state, assumed, node)
+        if s is None:
+            s = await fwk.run_bind(state, assumed, node)
+        if s is not None:
+            fwk.run_unreserve(state, assumed, node)
+            self.cache.forget_pod(assumed)
+            self.queues.move_all_to_active_or_backoff(ASSIGNED_POD_DELETE, assumed, None)
+            if s.error is not None and isinstance(s.error, NotFound):
+                # The pod is gone: nothing to requeue.
+                self.stats.outcomes.pop(assumed.uid, None)
+                return
+            self._fail(fwk, qpi, s, cycle)
+            return
+        self.cache.finish_binding(assumed)
+        self.nominator.delete(assumed)
+        self.stats.scheduled += 1
+        self.stats.last_bind = time.perf_counter()
+        self.stats.outcomes[assumed.uid] = PodOutcome(node, "Scheduled", "", qpi.attempts)
+        fwk.run_post_bind(state, assumed, node)
+        with contextlib.suppress(NotFound):
+            await self.cluster.record_event(
+                assumed,
+                event_type="Normal",
+                reason="Scheduled",
+                action="Binding",
+                message=f"Successfully assigned {assumed.key} to {node}",
+                reporting_controller=fwk.profile_name,
+            )
