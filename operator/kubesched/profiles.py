@@ -21,7 +21,14 @@ from typing import Any
 import pydantic
 
 from kubesched.api.profile import PluginRef, Plugins, PluginSet, ProfileSpec
-from kubesched.framework.interface import EXTENSION_POINTS, ClusterEventWithHint, EnqueueExtensions
+from kubesched.framework.interface import (
+    EXTENSION_POINTS,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    EnqueueExtensions,
+    EventResource,
+)
 from kubesched.framework.registry import Registry
 from kubesched.framework.runtime import Framework, FrameworkServices, PluginChain
 from kubesched.plugins import DEFAULT_PLUGINS, in_tree_registry
@@ -225,6 +232,12 @@ def compile_profile(
     for name, obj in instances.items():
         if isinstance(obj, EnqueueExtensions):
             events[name] = list(obj.events_to_register())
+        else:
+            # Like kube-scheduler: a plugin that does not say which events can make its
+            # pods schedulable is assumed to care about all of them.
+            events[name] = [
+                ClusterEventWithHint(ClusterEvent(EventResource.WILDCARD, ActionType.ALL))
+            ]
     fwk.set_chain(chain, events)
     return CompiledProfile(spec, fwk)
 

@@ -25,6 +25,7 @@ from kubesched.framework.cluster_port import ClusterPort, NotFound, ObjectStore,
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import ActionType, ClusterEvent, EventResource
 from kubesched.framework.nodeinfo import QueuedPodInfo
+from kubesched.framework.registry import Registry
 from kubesched.framework.runtime import Framework, FrameworkServices
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import Pod
@@ -65,6 +66,7 @@ class Scheduler:
         store: ObjectStore | None = None,
         *,
         profiles: Sequence[ProfileSpec] | None = None,
+        registry: Registry | None = None,
         seed: int | None = None,
     ) -> None:
         self.cluster = cluster
@@ -79,8 +81,9 @@ class Scheduler:
         self.unscheduled: dict[str, Pod] = {}
         """Pods this scheduler serves that exist and are not assigned (latest versions)."""
         self._wake = asyncio.Event()
+        self.registry = registry
         for spec in profiles or [default_profile_spec()]:
-            self.set_profile(compile_profile(spec, self.services()))
+            self.set_profile(compile_profile(spec, self.services(), registry))
 
     # -- profiles --------------------------------------------------------------------------------
     def services(self) -> FrameworkServices:

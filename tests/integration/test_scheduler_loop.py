@@ -1,0 +1,183 @@
+"""The scheduling loop on the in-memory cluster, in virtual time (looptime)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Any
+
+import pytest
+
+from kubesched.api.profile import PluginRef, Plugins, PluginSet, ProfileSpec
+from kubesched.framework.cluster_port import ClusterError, NotFound
+from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.registry import Registry
+from kubesched.framework.status import Status
+from kubesched.framework.types import Pod
+from kubesched.plugins import in_tree_registry
+from tests.builders import make_node, make_pod
+from tests.integration.harness import Harness, running
+
+pytestmark = pytest.mark.looptime
+
+
+class GatePermit:
+    """Holds pods labelled ``hold=yes`` at Permit for ``timeout`` seconds."""
+
+    name = "TestPermit"
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self.unreserved: list[str] = []
+
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        return None
+
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        self.unreserved.append(pod.key)
+
+    def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status | None, float]:
+        if pod.labels.get("hold") == "yes":
+            return Status.wait("held"), self.timeout
+        return None, 0.0
+
+
+def permit_harness(timeout: float) -> tuple[Harness, GatePermit]:
+    plugin = GatePermit(timeout)
+    registry: Registry = in_tree_registry()
+    registry.register("TestPermit", lambda args, handle: plugin)
+    enabled = PluginSet(enabled=[PluginRef(name="TestPermit")])
+    spec = ProfileSpec(plugins=Plugins(permit=enabled, reserve=enabled))
+    return Harness(profiles=[spec], registry=registry), plugin
+
+
+async def test_pods_are_bound_with_a_scheduled_event() -> None:
+    h = Harness()
+    h.apply(make_node("n1").obj(), make_pod("web").req(cpu="1").obj())
+    async with running(h):
+        await h.wait_for(lambda: h.node_of("default/web") == "n1")
+        await h.wait_for(lambda: "Scheduled" in h.reasons("default/web"))
+    ev = h.cluster.events_for("default/web")[-1]
+    assert ev.message == "Successfully assigned default/web to n1"
+    assert ev.reporting_controller == "kubesched"
+    assert h.cluster.bindings == [("default/web", "n1")]
+
+
+async def test_unschedulable_pod_gets_condition_and_event_then_binds_when_a_node_is_added() -> None:
+    h = Harness()
+    h.apply(make_node("small").alloc(cpu="1", memory="1Gi").obj())
+    h.apply(make_pod("big").req(cpu="2").obj())
+    async with running(h):
+        await h.wait_for(lambda: h.cluster.condition("default/big", "PodScheduled") is not None)
+        cond = h.cluster.condition("default/big", "PodScheduled")
+        assert cond is not None
+        assert cond["status"] == "False"
+        assert cond["reason"] == "Unschedulable"
+        assert cond["message"] == "0/1 nodes are available: 1 Insufficient cpu."
+        assert "FailedScheduling" in h.reasons("default/big")
+        loop = asyncio.get_running_loop()
+        added_at = loop.time()
+        h.apply(make_node("large").alloc(cpu="8", memory="16Gi").obj())
+        bound_at = await h.wait_for(lambda: h.node_of("default/big") == "large")
+    # Requeued by the node-add event (after its short backoff), not by the 5-minute flush.
+    assert bound_at - added_at < 2.0
+
+
+async def test_pod_waits_at_permit_until_allowed() -> None:
+    h, plugin = permit_harness(timeout=60)
+    h.apply(make_node("n1").obj(), make_pod("w").label("hold", "yes").obj())
+    async with running(h):
+        fwk = h.sched.profiles["kubesched"].framework
+        await h.wait_for(lambda: bool(fwk.iterate_waiting_pods()))
+        await asyncio.sleep(5)
+        assert h.node_of("default/w") is None, "must not bind while waiting at permit"
+        (wp,) = fwk.iterate_waiting_pods()
+        assert wp.pending_plugins() == ["TestPermit"]
+        wp.allow("TestPermit")
+        await h.wait_for(lambda: h.node_of("default/w") == "n1")
+    assert plugin.unreserved == []
+
+
+async def test_permit_timeout_rejects_unreserves_and_requeues() -> None:
+    h, plugin = permit_harness(timeout=3)
+    h.apply(make_node("n1").obj(), make_pod("w").label("hold", "yes").obj())
+    async with running(h):
+        fwk = h.sched.profiles["kubesched"].framework
+        start = await h.wait_for(lambda: bool(fwk.iterate_waiting_pods()))
+        rejected = await h.wait_for(lambda: plugin.unreserved == ["default/w"])
+        assert 2.9 <= rejected - start <= 3.2
+        # The resources are free again: the cache no longer holds the pod on n1.
+        info = h.sched.cache.node_info("n1")
+        assert info is not None and info.pods == []
+        await h.wait_for(lambda: h.cluster.condition("default/w", "PodScheduled") is not None)
+        cond = h.cluster.condition("default/w", "PodScheduled")
+        assert cond is not None and "timeout" in cond["message"]
+        assert h.node_of("default/w") is None
+        # A cluster event brings it back for another attempt (after its backoff).
+        h.apply(make_node("n2").obj())
+        await h.wait_for(lambda: bool(fwk.iterate_waiting_pods()))
+
+
+async def test_failed_bind_forgets_the_assumed_pod_and_retries_with_backoff() -> None:
+    h = Harness()
+    h.apply(make_node("n1").alloc(cpu="1", memory="4Gi").obj())
+    h.cluster.fail_next("bind", ClusterError("apiserver said 500"), times=2)
+    h.apply(make_pod("p").req(cpu="1").obj())
+    attempts: list[float] = []
+    original = h.cluster.bind
+
+    async def counting_bind(pod: Pod, node: str) -> None:
+        attempts.append(asyncio.get_running_loop().time())
+        await original(pod, node)
+
+    h.cluster.bind = counting_bind  # type: ignore[method-assign,assignment]
+    async with running(h):
+        await h.wait_for(lambda: h.node_of("default/p") == "n1", within=60)
+    assert len(attempts) == 3
+    gaps = [round(b - a, 1) for a, b in itertools.pairwise(attempts)]
+    assert gaps == [1.0, 2.0], "backoff doubles from 1 s"
+    assert h.cluster.bindings == [("default/p", "n1")], "bound exactly once"
+    info = h.sched.cache.node_info("n1")
+    assert info is not None and [p.key for p in info.pods] == ["default/p"]
+    errors = [e for e in h.cluster.events_for("default/p") if e.reason == "FailedScheduling"]
+    assert errors and "apiserver said 500" in errors[0].message
+
+
+async def test_pod_deleted_before_bind_is_forgotten_without_requeue() -> None:
+    h = Harness()
+    h.apply(make_node("n1").obj())
+    h.cluster.fail_next("bind", NotFound("pods 'default/gone' not found"))
+    h.apply(make_pod("gone").req(cpu="1").obj())
+    async with running(h):
+        await h.wait_for(lambda: h.sched.stats.outcomes == {} and not h.sched._tasks)
+        h.cluster.delete("Pod", "default/gone")
+        await asyncio.sleep(30)
+    info = h.sched.cache.node_info("n1")
+    assert info is None or info.pods == []
+    q = h.sched.queues.queue("kubesched")
+    assert q is not None and q.get(make_pod("gone").pod().uid) is None
+    assert h.cluster.bindings == []
+
+
+async def test_pods_of_other_schedulers_are_left_alone_but_count_as_load() -> None:
+    h = Harness()
+    other: dict[str, Any] = make_pod("theirs").scheduler("default-scheduler").req(cpu="3").obj()
+    h.apply(make_node("n1").alloc(cpu="4", memory="8Gi").obj(), other)
+    h.apply(make_pod("bound-elsewhere").scheduler("other").req(cpu="3").node("n1").obj())
+    h.apply(make_pod("ours").req(cpu="2").obj())
+    async with running(h):
+        await h.wait_for(lambda: h.cluster.condition("default/ours", "PodScheduled") is not None)
+    assert h.node_of("default/theirs") is None
+    cond = h.cluster.condition("default/ours", "PodScheduled")
+    assert cond is not None and cond["message"] == "0/1 nodes are available: 1 Insufficient cpu."
+
+
+async def test_malformed_pod_is_reported_and_the_loop_keeps_scheduling() -> None:
+    h = Harness()
+    bad = make_pod("bad").obj()
+    bad["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "lots"}}
+    h.apply(make_node("n1").obj(), bad, make_pod("good").obj())
+    async with running(h):
+        await h.wait_for(lambda: h.node_of("default/good") == "n1")
+    assert len(h.bad) == 1
+    assert "Pod default/bad" in h.bad[0] and "spec.containers[0].resources.requests.cpu" in h.bad[0]
