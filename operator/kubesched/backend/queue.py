@@ -1,0 +1,507 @@
+"""The scheduling queue of one profile: activeQ, backoffQ, the unschedulable pool and the
+gated pool, with kube-scheduler's rules for moving pods between them.
+
+- activeQ: pods ready to be tried, in QueueSort order; ``pop_nowait`` takes the head.
+- backoffQ: pods that failed and wait out their backoff (``initial * 2^(attempts-1)``,
+  capped), counted from the last failure; then they go to activeQ.
+- unschedulable pool: pods rejected by plugins. A cluster event that one of the rejecting
+  plugins registered for (and whose queueing hint agrees) moves them to backoffQ, or to
+  activeQ if their backoff is already over; so does staying longer than
+  ``max_unschedulable_duration``.
+- gated pool: pods a PreEnqueue plugin holds back. They were never tried; they go
+  straight to activeQ once every PreEnqueue plugin passes (on an update of the pod, or
+  an event the gating plugin registered for).
+
+A pod between ``pop_nowait`` and ``done``/``add_unschedulable`` is *in flight*. With
+queueing hints (the default, as in kube-scheduler) the queue remembers the cluster events
+seen meanwhile, and a pod that fails goes to backoffQ only if one of those events could
+have helped it; without hints, any move request since its cycle began does.
+
+All methods are synchronous and run on the event loop thread; :meth:`run` is the only
+coroutine. Time comes from ``clock`` (the running loop's clock by default), so tests
+run in virtual time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
+
+from kubesched.backend.queue_events import (
+    EVENT_UNSCHEDULABLE_TIMEOUT,
+    QueueingHints,
+    Strategy,
+    is_pod_updated,
+    pod_update_event,
+)
+from kubesched.backend.queue_heap import PodHeap
+from kubesched.backend.queue_set import QueueClosed, QueueSet
+from kubesched.framework.interface import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    EventResource,
+    PreEnqueuePlugin,
+)
+from kubesched.framework.nodeinfo import QueuedPodInfo
+from kubesched.framework.types import Pod
+
+__all__ = [
+    "ACTIVE",
+    "BACKOFF",
+    "GATED",
+    "UNSCHEDULABLE",
+    "QueueClosed",
+    "QueueSet",
+    "SchedulingQueue",
+]
+
+log = logging.getLogger(__name__)
+
+ACTIVE = "active"
+BACKOFF = "backoff"
+UNSCHEDULABLE = "unschedulable"
+GATED = "gated"
+
+_NO_EVENTS: Mapping[str, Sequence[ClusterEventWithHint]] = MappingProxyType({})
+
+UNSCHEDULABLE_FLUSH_INTERVAL = 30.0
+"""How often the unschedulable pool is checked for pods past the limit (kube: 30 s)."""
+
+
+class _InFlight:
+    """What happened to a pod while it was being scheduled."""
+
+    __slots__ = ("deleted", "latest", "replaced", "requeue", "start")
+
+    def __init__(self, start: int, pod: Pod) -> None:
+        self.start = start
+        """Absolute index of the first event recorded after the pod was popped."""
+        self.latest = pod
+        """The pod's newest version known to the queue."""
+        self.replaced = False
+        """Updated while in flight: ``latest`` is what to requeue."""
+        self.deleted = False
+        self.requeue = False
+        """Updated (relevantly) or activated meanwhile: back off, do not park it."""
+
+
+def _default_sort_key(qpi: QueuedPodInfo) -> tuple[int, float]:
+    # PrioritySort: higher priority first, then earlier timestamp.
+    return (-qpi.pod.priority, qpi.timestamp)
+
+
+def _loop_time() -> float:
+    return asyncio.get_running_loop().time()
+
+
+class SchedulingQueue:
+    """kube-scheduler's PriorityQueue for one profile (see the module docstring).
+
+    ``sort_key`` (smaller first) is used when given, else ``less``; with neither, pods
+    go by priority, then queue timestamp (PrioritySort). ``events`` maps each plugin,
+    PreEnqueue plugins included, to the cluster events it registered. The backoff
+    defaults (1 s doubling to 10 s) and the 5-minute limit in the unschedulable pool are
+    kube-scheduler's. ``queueing_hints=False`` restores kube-scheduler's behaviour
+    without the SchedulerQueueingHints feature: a pod that fails goes to backoffQ after
+    *any* move request received since its cycle began. ``on_change`` is called whenever
+    a pod enters activeQ (also: :meth:`add_listener`).
+    """
+
+    def __init__(
+        self,
+        *,
+        less: Callable[[QueuedPodInfo, QueuedPodInfo], bool] | None = None,
+        sort_key: Callable[[QueuedPodInfo], Any] | None = None,
+        pre_enqueue: Sequence[PreEnqueuePlugin] = (),
+        events: Mapping[str, Sequence[ClusterEventWithHint]] = _NO_EVENTS,
+        initial_backoff: float = 1.0,
+        max_backoff: float = 10.0,
+        max_unschedulable_duration: float = 300.0,
+        clock: Callable[[], float] | None = None,
+        on_change: Callable[[], None] | None = None,
+        queueing_hints: bool = True,
+    ) -> None:
+        if sort_key is None and less is None:
+            sort_key = _default_sort_key
+        self._sort_key = sort_key
+        self._less = less
+        self._pre_enqueue = tuple(pre_enqueue)
+        self._hints = QueueingHints(events)
+        self.initial_backoff = initial_backoff
+        self.max_backoff = max_backoff
+        self.max_unschedulable_duration = max_unschedulable_duration
+        self._clock: Callable[[], float] = clock or _loop_time
+        self._listeners: list[Callable[[], None]] = [on_change] if on_change else []
+        self._use_hints = queueing_hints
+
+        self._arrivals = 0  # QueuedPodInfo.seq
+        self._active = PodHeap(None if sort_key is not None else less)
+        self._backoff = PodHeap()  # keyed by backoff expiry
+        self._unsched: dict[str, QueuedPodInfo] = {}
+        self._gated: dict[str, QueuedPodInfo] = {}
+        self._in_flight: dict[str, _InFlight] = {}
+        self._events: list[tuple[ClusterEvent, object, object]] = []
+        self._events_base = 0  # absolute index of _events[0]
+        self._cycle = 0
+        self._move_request_cycle = -1
+        self._closed = False
+        self._wake = asyncio.Event()
+        self._run_deadline = float("inf")
+
+    # -- listeners ---------------------------------------------------------------------
+    def add_listener(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` whenever a pod becomes poppable (QueueSet wakes pop())."""
+        self._listeners.append(callback)
+
+    def remove_listener(self, callback: Callable[[], None]) -> None:
+        if callback in self._listeners:
+            self._listeners.remove(callback)
+
+    def _notify(self) -> None:
+        for cb in self._listeners:
+            cb()
+
+    # -- adding, updating, deleting ----------------------------------------------------
+    def add(self, pod: Pod) -> None:
+        """A new unscheduled pod: PreEnqueue, then activeQ or the gated pool.
+        A pod the queue already knows (same uid) is updated instead."""
+        existing = self.get(pod.uid)
+        if existing is not None:
+            self.update(existing.pod, pod)
+            return
+        if (flight := self._in_flight.get(pod.uid)) is not None:
+            self.update(flight.latest, pod)
+            return
+        self._arrivals += 1
+        qpi = QueuedPodInfo(pod=pod, timestamp=self._clock(), seq=self._arrivals)
+        if self._move_to_active(qpi):
+            self._notify()
+
+    def update(self, old: Pod | None, new: Pod) -> None:
+        uid = new.uid
+        if new.node_name:
+            # Bound: no longer the queue's business.
+            self.delete(new)
+            return
+        flight = self._in_flight.get(uid)
+        if flight is not None:
+            flight.latest, flight.replaced = new, True
+            if is_pod_updated(old, new):
+                flight.requeue = True
+            return
+        if (qpi := self._gated.get(uid)) is not None:
+            qpi.pod = new
+            del self._gated[uid]
+            if self._move_to_active(qpi):
+                self._notify()
+            return
+        if (qpi := self._active.get(uid) or self._backoff.get(uid)) is not None:
+            qpi.pod = new
+            return
+        if (qpi := self._unsched.get(uid)) is not None:
+            qpi.pod = new
+            if is_pod_updated(old, new):
+                del self._unsched[uid]
+                if self._requeue(qpi, Strategy.AFTER_BACKOFF) == ACTIVE:
+                    self._notify()
+            return
+        self.add(new)
+
+    def delete(self, pod: Pod) -> None:
+        uid = pod.uid
+        if self._active.remove(uid) is not None or self._backoff.remove(uid) is not None:
+            return
+        if self._unsched.pop(uid, None) is None and self._gated.pop(uid, None) is None:
+            flight = self._in_flight.get(uid)
+            if flight is not None:
+                flight.deleted = True
+
+    # -- popping -----------------------------------------------------------------------
+    def pop_nowait(self) -> QueuedPodInfo | None:
+        """The head of activeQ, now in flight; None if activeQ is empty or closed."""
+        if self._closed:
+            return None
+        qpi = self._active.pop()
+        if qpi is None:
+            return None
+        self._cycle += 1
+        qpi.attempts += 1
+        if qpi.initial_attempt_timestamp is None:
+            qpi.initial_attempt_timestamp = self._clock()
+        # A fresh attempt: the rejectors of the last one no longer apply.
+        qpi.unschedulable_plugins.clear()
+        qpi.pending_plugins.clear()
+        start = self._events_base + len(self._events)
+        self._in_flight[qpi.pod.uid] = _InFlight(start, qpi.pod)
+        return qpi
+
+    def done(self, uid: str) -> None:
+        """The pod's scheduling (and binding) ended; idempotent."""
+        if self._in_flight.pop(uid, None) is not None:
+            self._prune_events()
+
+    def scheduling_cycle(self) -> int:
+        return self._cycle
+
+    def add_unschedulable(self, qpi: QueuedPodInfo, *, scheduling_cycle: int) -> None:
+        """Requeue a pod after a failed attempt; also ends its flight (as ``done``).
+
+        No rejecting plugins (an Error): backoffQ. Otherwise the unschedulable pool,
+        unless something seen while it was in flight could have helped it: then
+        backoffQ (activeQ right away if a Pending plugin's event came)."""
+        uid = qpi.pod.uid
+        flight = self._in_flight.pop(uid, None)
+        if self.get(uid) is not None:
+            log.warning("pod %s is already queued; not requeued again", qpi.pod.key)
+            self._prune_events()
+            return
+        if flight is not None and flight.replaced:
+            qpi.pod = flight.latest
+        if flight is not None and flight.deleted:
+            self._prune_events()
+            return
+        now = self._clock()
+        qpi.timestamp = now
+        qpi.last_failure = now
+        strategy = Strategy.SKIP
+        errored = not qpi.unschedulable_plugins and not qpi.pending_plugins
+        if errored or (flight is not None and flight.requeue):
+            strategy = Strategy.AFTER_BACKOFF
+        elif flight is not None and self._use_hints:
+            for event, old, new in self._events[flight.start - self._events_base :]:
+                strategy = max(strategy, self._hints.worth(qpi, event, old, new))
+                if strategy is Strategy.IMMEDIATELY:
+                    break
+        elif self._move_request_cycle >= scheduling_cycle:
+            strategy = Strategy.AFTER_BACKOFF
+        self._prune_events()
+        if self._requeue(qpi, strategy, now) == ACTIVE:
+            self._notify()
+
+    # -- moving on cluster events ------------------------------------------------------
+    def move_all_to_active_or_backoff(
+        self,
+        event: ClusterEvent,
+        old: object = None,
+        new: object = None,
+        *,
+        pre_check: Callable[[Pod], bool] | None = None,
+    ) -> None:
+        """Move the parked pods this event may help (``pre_check`` narrows them first)."""
+        if not self._hints.interested(event):
+            return
+        pods = [*self._unsched.values(), *self._gated.values()]
+        if pre_check is not None:
+            pods = [q for q in pods if pre_check(q.pod)]
+        self._move_pods(pods, event, old, new)
+
+    def assigned_pod_added(self, pod: Pod) -> None:
+        self.move_all_to_active_or_backoff(
+            ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ADD), None, pod
+        )
+
+    def assigned_pod_updated(self, old: Pod, new: Pod) -> None:
+        self.move_all_to_active_or_backoff(pod_update_event(old, new), old, new)
+
+    def activate(self, pods: Iterable[Pod]) -> None:
+        """Move these pods to activeQ now, backoff or not (gated ones re-run PreEnqueue).
+        A pod in flight is requeued with backoff instead of parked, if it fails."""
+        activated = False
+        for pod in pods:
+            uid = pod.uid
+            qpi = self._unsched.pop(uid, None) or self._gated.pop(uid, None)
+            if qpi is None:
+                qpi = self._backoff.remove(uid)
+            if qpi is not None:
+                activated |= self._move_to_active(qpi)
+                continue
+            flight = self._in_flight.get(uid)
+            if flight is not None:
+                flight.requeue = True
+                self._move_request_cycle = self._cycle
+        if activated:
+            self._notify()
+
+    def flush_backoff_completed(self) -> None:
+        now = self._clock()
+        activated = False
+        while (expiry := self._backoff.peek_key()) is not None and expiry <= now:
+            qpi = self._backoff.pop()
+            assert qpi is not None
+            activated |= self._move_to_active(qpi)
+        if activated:
+            self._notify()
+
+    def flush_unschedulable_left_over(self) -> None:
+        now, limit = self._clock(), self.max_unschedulable_duration
+        stale = [q for q in self._unsched.values() if now - q.timestamp > limit]
+        if stale:
+            self._move_pods(stale, EVENT_UNSCHEDULABLE_TIMEOUT, None, None)
+
+    def next_wakeup(self) -> float | None:
+        """When the earliest backoff expires; None if backoffQ is empty."""
+        expiry: float | None = self._backoff.peek_key()
+        return expiry
+
+    async def run(self) -> None:
+        """Flush backoffQ as backoffs expire and the unschedulable pool every 30 s,
+        until cancelled or closed."""
+        next_left_over = self._clock() + UNSCHEDULABLE_FLUSH_INTERVAL
+        try:
+            while not self._closed:
+                self.flush_backoff_completed()
+                now = self._clock()
+                if now >= next_left_over:
+                    self.flush_unschedulable_left_over()
+                    next_left_over = now + UNSCHEDULABLE_FLUSH_INTERVAL
+                wakeup = self.next_wakeup()
+                deadline = next_left_over if wakeup is None else min(wakeup, next_left_over)
+                self._run_deadline = deadline
+                self._wake.clear()
+                try:
+                    async with asyncio.timeout(max(0.0, deadline - now)):
+                        await self._wake.wait()
+                except TimeoutError:
+                    pass
+        finally:
+            self._run_deadline = float("inf")
+
+    # -- reading -----------------------------------------------------------------------
+    def pending_counts(self) -> dict[str, int]:
+        """Pods per queue (the ``scheduler_pending_pods{queue}`` metric)."""
+        return {
+            ACTIVE: len(self._active),
+            BACKOFF: len(self._backoff),
+            UNSCHEDULABLE: len(self._unsched),
+            GATED: len(self._gated),
+        }
+
+    def get(self, uid: str) -> QueuedPodInfo | None:
+        """The queued pod with this uid, in whichever queue (not in flight)."""
+        return (
+            self._active.get(uid)
+            or self._backoff.get(uid)
+            or self._unsched.get(uid)
+            or self._gated.get(uid)
+        )
+
+    def pending_pods(self) -> list[tuple[QueuedPodInfo, str]]:
+        out = [(q, ACTIVE) for q in self._active.values()]
+        out += [(q, BACKOFF) for q in self._backoff.values()]
+        out += [(q, UNSCHEDULABLE) for q in self._unsched.values()]
+        out += [(q, GATED) for q in self._gated.values()]
+        return out
+
+    def in_flight(self) -> list[str]:
+        """Uids of the pods between pop and done."""
+        return list(self._in_flight)
+
+    def has_active(self) -> bool:
+        return bool(self._active) and not self._closed
+
+    def idle(self) -> bool:
+        return not self._active and not self._backoff and not self._in_flight
+
+    def close(self) -> None:
+        self._closed = True
+        self._wake.set()
+        self._notify()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- internals ---------------------------------------------------------------------
+    def backoff_duration(self, qpi: QueuedPodInfo) -> float:
+        exp = min(max(qpi.attempts, 1) - 1, 62)
+        return float(min(self.initial_backoff * 2**exp, self.max_backoff))
+
+    def _backing_off(self, qpi: QueuedPodInfo, now: float) -> bool:
+        return qpi.attempts > 0 and qpi.last_failure + self.backoff_duration(qpi) > now
+
+    def _push_active(self, qpi: QueuedPodInfo) -> None:
+        key = self._sort_key
+        self._active.push(qpi, None if key is None else key(qpi))
+
+    def _push_backoff(self, qpi: QueuedPodInfo) -> None:
+        expiry = qpi.last_failure + self.backoff_duration(qpi)
+        self._backoff.push(qpi, expiry)
+        if expiry < self._run_deadline:
+            self._wake.set()
+
+    def _run_pre_enqueue(self, qpi: QueuedPodInfo) -> bool:
+        """Run PreEnqueue plugins, the one that gated the pod last first."""
+        plugins = self._pre_enqueue
+        if qpi.gating_plugin:
+            plugins = tuple(sorted(plugins, key=lambda p: p.name != qpi.gating_plugin))
+        for pl in plugins:
+            try:
+                status = pl.pre_enqueue(qpi.pod)
+            except Exception as e:  # a broken plugin gates the pod; the loop goes on
+                log.exception("PreEnqueue plugin %s failed on pod %s", pl.name, qpi.pod.key)
+                qpi.gated, qpi.gating_plugin, qpi.message = True, pl.name, str(e)
+                return False
+            if status is not None and not status.is_success():
+                qpi.gated, qpi.gating_plugin, qpi.message = True, pl.name, status.message()
+                return False
+        qpi.gated, qpi.gating_plugin = False, ""
+        return True
+
+    def _move_to_active(self, qpi: QueuedPodInfo) -> bool:
+        """activeQ if PreEnqueue passes, else the gated pool. True: activeQ."""
+        if not self._pre_enqueue or self._run_pre_enqueue(qpi):
+            self._push_active(qpi)
+            return True
+        self._gated[qpi.pod.uid] = qpi
+        return False
+
+    def _requeue(self, qpi: QueuedPodInfo, strategy: Strategy, now: float | None = None) -> str:
+        """Place a pod that is in no queue; returns where it went."""
+        if strategy is Strategy.SKIP:
+            self._unsched[qpi.pod.uid] = qpi
+            return UNSCHEDULABLE
+        now = self._clock() if now is None else now
+        if strategy is Strategy.AFTER_BACKOFF and self._backing_off(qpi, now):
+            self._push_backoff(qpi)
+            return BACKOFF
+        return ACTIVE if self._move_to_active(qpi) else GATED
+
+    def _move_pods(
+        self, pods: list[QueuedPodInfo], event: ClusterEvent, old: object, new: object
+    ) -> None:
+        activated = False
+        now = self._clock()
+        for qpi in pods:
+            uid = qpi.pod.uid
+            if qpi.gated:
+                if self._hints.ungates(qpi, event, old, new):
+                    del self._gated[uid]
+                    activated |= self._move_to_active(qpi)
+                continue
+            strategy = self._hints.worth(qpi, event, old, new)
+            if strategy is not Strategy.SKIP:
+                del self._unsched[uid]
+                activated |= self._requeue(qpi, strategy, now) == ACTIVE
+        self._move_request_cycle = self._cycle
+        if self._in_flight and self._use_hints:
+            self._events.append((event, old, new))
+        if activated:
+            self._notify()
+
+    def _prune_events(self) -> None:
+        """Forget events no in-flight pod can still be asked about."""
+        if not self._events:
+            return
+        if not self._in_flight:
+            self._events_base += len(self._events)
+            self._events.clear()
+            return
+        oldest = min(f.start for f in self._in_flight.values())
+        drop = oldest - self._events_base
+        if drop > 0:
+            del self._events[:drop]
+            self._events_base = oldest

@@ -1,0 +1,166 @@
+"""What a cluster event means to a parked pod: the queueing hints, and pod updates.
+
+:class:`QueueingHints` holds the events each plugin registered (with their hints) and
+answers kube-scheduler's question *is this pod worth requeuing on this event?* for pods
+its rejecting plugins parked, and *may this event ungate it?* for gated ones.
+
+Two questions the queue asks of a pod update: did it change anything that can change a
+scheduling result (:func:`is_pod_updated`; status-only changes cannot), and which kinds
+of change were they (:func:`pod_update_actions`), named as kube-scheduler names them so
+plugins register for the same events they would in kube-scheduler.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kubesched.framework.interface import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    EventResource,
+)
+from kubesched.framework.nodeinfo import QueuedPodInfo
+from kubesched.framework.types import Pod
+
+__all__ = [
+    "EVENT_FORCE_ACTIVATE",
+    "EVENT_UNSCHEDULABLE_TIMEOUT",
+    "QueueingHints",
+    "Strategy",
+    "is_pod_updated",
+    "pod_update_actions",
+    "pod_update_event",
+]
+
+EVENT_UNSCHEDULABLE_TIMEOUT = ClusterEvent(
+    EventResource.WILDCARD, ActionType.ALL, "UnschedulableTimeout"
+)
+"""A pod stayed in the unschedulable pool longer than the limit (moves every pod)."""
+
+EVENT_FORCE_ACTIVATE = ClusterEvent(EventResource.WILDCARD, ActionType.ALL, "ForceActivate")
+"""A plugin activated a pod that was being scheduled at the time."""
+
+log = logging.getLogger(__name__)
+
+
+class Strategy(enum.IntEnum):
+    """Where an event sends a parked pod (ordered: the larger wins)."""
+
+    SKIP = 0
+    """Stay in the unschedulable pool."""
+    AFTER_BACKOFF = 1
+    """backoffQ if the pod's backoff has not expired, else activeQ."""
+    IMMEDIATELY = 2
+    """activeQ now: a Pending plugin's event; waiting was not a failure to back off from."""
+
+
+class QueueingHints:
+    """Plugin name -> the cluster events it registered, each with an optional hint
+    ``hint(pod, old, new) -> bool`` (True: the event may make the pod schedulable)."""
+
+    def __init__(self, events: Mapping[str, Sequence[ClusterEventWithHint]]) -> None:
+        self._regs = {plugin: tuple(regs) for plugin, regs in events.items()}
+        self._interest: dict[ClusterEvent, bool] = {}
+
+    def interested(self, event: ClusterEvent) -> bool:
+        """Whether any plugin registered for this event (wildcard events: always)."""
+        if event.resource is EventResource.WILDCARD:
+            return True
+        hit = self._interest.get(event)
+        if hit is None:
+            hit = any(event.matches(r.event) for regs in self._regs.values() for r in regs)
+            self._interest[event] = hit
+        return hit
+
+    def worth(self, qpi: QueuedPodInfo, event: ClusterEvent, old: object, new: object) -> Strategy:
+        """kube-scheduler's isPodWorthRequeuing: only the plugins that rejected the pod
+        in its last attempt are asked; a pod nothing rejected moves on any event."""
+        pending = qpi.pending_plugins
+        if not qpi.unschedulable_plugins and not pending:
+            return Strategy.AFTER_BACKOFF
+        if event.resource is EventResource.WILDCARD:
+            if event == EVENT_FORCE_ACTIVATE and isinstance(new, Pod) and new.uid != qpi.pod.uid:
+                return Strategy.SKIP
+            return Strategy.AFTER_BACKOFF
+        # Pending plugins first: their Queue means activeQ now, which ends the search.
+        for plugin in (*pending, *qpi.unschedulable_plugins):
+            if self._says_queue(plugin, qpi.pod, event, old, new):
+                return Strategy.IMMEDIATELY if plugin in pending else Strategy.AFTER_BACKOFF
+        return Strategy.SKIP
+
+    def ungates(self, qpi: QueuedPodInfo, event: ClusterEvent, old: object, new: object) -> bool:
+        """Whether the event may let a gated pod pass its gating PreEnqueue plugin."""
+        return self._says_queue(qpi.gating_plugin, qpi.pod, event, old, new)
+
+    def _says_queue(
+        self, plugin: str, pod: Pod, event: ClusterEvent, old: object, new: object
+    ) -> bool:
+        for reg in self._regs.get(plugin, ()):
+            if not event.matches(reg.event):
+                continue
+            if reg.hint is None:
+                return True
+            try:
+                if reg.hint(pod, old, new):
+                    return True
+            except Exception:  # as kube: an erroring hint means Queue, never a stuck pod
+                log.exception("queueing hint of %s failed for pod %s", plugin, pod.key)
+                return True
+        return False
+
+
+# Metadata that changes on every write and never changes a scheduling result.
+_VOLATILE_META = ("resourceVersion", "generation", "managedFields", "finalizers")
+# Status fields that do take part in scheduling (dynamic resource allocation).
+_SCHEDULING_STATUS = ("resourceClaimStatuses", "extendedResourceClaimStatus")
+
+
+def _relevant(raw: Mapping[str, Any]) -> tuple[dict[str, Any], Any, dict[str, Any]]:
+    meta = {k: v for k, v in (raw.get("metadata") or {}).items() if k not in _VOLATILE_META}
+    status = raw.get("status") or {}
+    kept = {k: status[k] for k in _SCHEDULING_STATUS if k in status}
+    return meta, raw.get("spec"), kept
+
+
+def is_pod_updated(old: Pod | None, new: Pod) -> bool:
+    """Whether the update may make the pod schedulable: anything but status and
+    bookkeeping metadata (kube-scheduler's ``isPodUpdated``)."""
+    if old is None:
+        return True
+    if old.raw is new.raw:
+        return False
+    return _relevant(old.raw) != _relevant(new.raw)
+
+
+def _scaled_down(old: Pod, new: Pod) -> bool:
+    o, n = old.requests, new.requests
+    if n.milli_cpu < o.milli_cpu or n.memory < o.memory:
+        return True
+    if n.ephemeral_storage < o.ephemeral_storage:
+        return True
+    return any(n.scalar.get(k, 0) < v for k, v in o.scalar.items())
+
+
+def pod_update_actions(old: Pod, new: Pod) -> ActionType:
+    """The kinds of change from ``old`` to ``new`` as one flag (kube-scheduler's
+    ``PodSchedulingPropertiesChange``); ``UPDATE_OTHER`` when none of the named ones."""
+    actions = ActionType(0)
+    if old.labels != new.labels:
+        actions |= ActionType.UPDATE_POD_LABEL
+    if _scaled_down(old, new):
+        actions |= ActionType.UPDATE_POD_SCALE_DOWN
+    if old.scheduling_gates and not new.scheduling_gates:
+        actions |= ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED
+    if old.spec.get("tolerations") != new.spec.get("tolerations"):
+        actions |= ActionType.UPDATE_POD_TOLERATIONS
+    return actions or ActionType.UPDATE_OTHER
+
+
+def pod_update_event(old: Pod, new: Pod) -> ClusterEvent:
+    """The cluster event of a pod update: AssignedPod or UnscheduledPod by ``new``."""
+    resource = EventResource.ASSIGNED_POD if new.node_name else EventResource.UNSCHEDULED_POD
+    return ClusterEvent(resource, pod_update_actions(old, new))
