@@ -1,0 +1,204 @@
+"""Label selectors and node selectors, compiled once and matched many times.
+
+Semantics follow apimachinery: a ``LabelSelector`` with no requirements matches
+everything, a missing (None) selector matches nothing; ``In``/``NotIn`` with values,
+``Exists``/``DoesNotExist`` without. Node selector terms are ORed; requirements in a
+term are ANDed; a term with no requirements matches nothing; ``Gt``/``Lt`` compare
+integers; ``matchFields`` supports ``metadata.name``.
+Errors raise ``ObjectError`` naming the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kubesched.framework.types import ObjectError
+
+__all__ = [
+    "EVERYTHING",
+    "NOTHING",
+    "LabelSelector",
+    "NodeSelector",
+    "NodeSelectorTerm",
+    "Requirement",
+    "compile_label_selector",
+    "compile_node_selector",
+]
+
+_LABEL_OPS = ("In", "NotIn", "Exists", "DoesNotExist")
+_NODE_OPS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+
+
+class Requirement:
+    __slots__ = ("key", "op", "values")
+
+    def __init__(self, key: str, op: str, values: Sequence[str] = ()) -> None:
+        self.key = key
+        self.op = op
+        self.values = frozenset(values)
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        op = self.op
+        if op == "In":
+            v = labels.get(self.key)
+            return v is not None and v in self.values
+        if op == "NotIn":
+            v = labels.get(self.key)
+            return v is None or v not in self.values
+        if op == "Exists":
+            return self.key in labels
+        if op == "DoesNotExist":
+            return self.key not in labels
+        v = labels.get(self.key)
+        if v is None:
+            return False
+        try:
+            n = int(v)
+        except ValueError:
+            return False
+        (bound,) = self.values
+        return n > int(bound) if op == "Gt" else n < int(bound)
+
+    def __repr__(self) -> str:
+        return f"{self.key} {self.op} {sorted(self.values)}"
+
+
+class LabelSelector:
+    """A compiled ``metav1.LabelSelector``."""
+
+    __slots__ = ("exprs", "match_labels", "nothing")
+
+    def __init__(
+        self,
+        match_labels: Mapping[str, str] | None = None,
+        exprs: Sequence[Requirement] = (),
+        *,
+        nothing: bool = False,
+    ) -> None:
+        self.match_labels = dict(match_labels or {})
+        self.exprs = tuple(exprs)
+        self.nothing = nothing
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        if self.nothing:
+            return False
+        for k, v in self.match_labels.items():
+            if labels.get(k) != v:
+                return False
+        return all(r.matches(labels) for r in self.exprs)
+
+    def is_empty(self) -> bool:
+        """Matches everything."""
+        return not self.nothing and not self.match_labels and not self.exprs
+
+    def keys(self) -> set[str]:
+        return set(self.match_labels) | {r.key for r in self.exprs}
+
+
+EVERYTHING = LabelSelector()
+NOTHING = LabelSelector(nothing=True)
+
+
+def _requirement(d: Any, field: str, ops: tuple[str, ...], *, numeric: bool = False) -> Requirement:
+    if not isinstance(d, Mapping):
+        raise ObjectError(f"{field}: expected an object")
+    key = d.get("key")
+    if not isinstance(key, str) or not key:
+        raise ObjectError(f"{field}.key: required")
+    op = d.get("operator")
+    if op not in ops:
+        raise ObjectError(f"{field}.operator: must be one of {', '.join(ops)}, got {op!r}")
+    values = d.get("values") or []
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise ObjectError(f"{field}.values: must be a list of strings")
+    if op in ("In", "NotIn") and not values:
+        raise ObjectError(f"{field}.values: must be non-empty for operator {op}")
+    if op in ("Exists", "DoesNotExist") and values:
+        raise ObjectError(f"{field}.values: must be empty for operator {op}")
+    if op in ("Gt", "Lt"):
+        if len(values) != 1:
+            raise ObjectError(f"{field}.values: must have exactly one element for operator {op}")
+        try:
+            int(values[0])
+        except ValueError:
+            raise ObjectError(f"{field}.values[0]: must be an integer for operator {op}") from None
+    return Requirement(key, op, values)
+
+
+def compile_label_selector(sel: Any, field: str = "labelSelector") -> LabelSelector:
+    """None -> matches nothing; {} -> matches everything."""
+    if sel is None:
+        return NOTHING
+    if not isinstance(sel, Mapping):
+        raise ObjectError(f"{field}: expected an object")
+    ml = sel.get("matchLabels") or {}
+    if not isinstance(ml, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in ml.items()
+    ):
+        raise ObjectError(f"{field}.matchLabels: keys and values must be strings")
+    exprs = [
+        _requirement(e, f"{field}.matchExpressions[{i}]", _LABEL_OPS)
+        for i, e in enumerate(sel.get("matchExpressions") or ())
+    ]
+    return LabelSelector(ml, exprs)
+
+
+class NodeSelectorTerm:
+    __slots__ = ("fields", "labels")
+
+    def __init__(self, labels: Sequence[Requirement], fields: Sequence[Requirement]) -> None:
+        self.labels = tuple(labels)
+        self.fields = tuple(fields)
+
+    def matches(self, node_labels: Mapping[str, str], node_name: str) -> bool:
+        if not self.labels and not self.fields:
+            return False
+        if not all(r.matches(node_labels) for r in self.labels):
+            return False
+        if self.fields:
+            f = {"metadata.name": node_name}
+            return all(r.matches(f) for r in self.fields)
+        return True
+
+
+def compile_node_selector_term(d: Any, field: str) -> NodeSelectorTerm:
+    if not isinstance(d, Mapping):
+        raise ObjectError(f"{field}: expected an object")
+    labels = [
+        _requirement(e, f"{field}.matchExpressions[{i}]", _NODE_OPS)
+        for i, e in enumerate(d.get("matchExpressions") or ())
+    ]
+    fields = []
+    for i, e in enumerate(d.get("matchFields") or ()):
+        r = _requirement(e, f"{field}.matchFields[{i}]", ("In", "NotIn"))
+        if r.key != "metadata.name":
+            raise ObjectError(f"{field}.matchFields[{i}].key: only metadata.name is supported")
+        fields.append(r)
+    return NodeSelectorTerm(labels, fields)
+
+
+class NodeSelector:
+    """Required node affinity: terms are ORed."""
+
+    __slots__ = ("terms",)
+
+    def __init__(self, terms: Sequence[NodeSelectorTerm]) -> None:
+        self.terms = tuple(terms)
+
+    def matches(self, node_labels: Mapping[str, str], node_name: str) -> bool:
+        return any(t.matches(node_labels, node_name) for t in self.terms)
+
+
+def compile_node_selector(d: Any, field: str) -> NodeSelector:
+    if not isinstance(d, Mapping):
+        raise ObjectError(f"{field}: expected an object")
+    terms = d.get("nodeSelectorTerms")
+    if not isinstance(terms, list):
+        raise ObjectError(f"{field}.nodeSelectorTerms: required")
+    return NodeSelector(
+        [
+            compile_node_selector_term(t, f"{field}.nodeSelectorTerms[{i}]")
+            for i, t in enumerate(terms)
+        ]
+    )
