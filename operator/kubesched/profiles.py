@@ -14,6 +14,7 @@ and a message that names the field.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,7 +34,15 @@ from kubesched.framework.registry import Registry
 from kubesched.framework.runtime import Framework, FrameworkServices, PluginChain
 from kubesched.plugins import DEFAULT_PLUGINS, in_tree_registry
 
-__all__ = ["CompiledProfile", "ProfileError", "compile_profile", "default_profile_spec"]
+__all__ = [
+    "CompiledProfile",
+    "ProfileError",
+    "compile_profile",
+    "default_profile_spec",
+    "default_registry",
+]
+
+log = logging.getLogger("kubesched.profiles")
 
 # KubeSchedulerConfiguration name -> (Plugins attribute, PluginChain attribute)
 _POINTS: dict[str, tuple[str, str]] = {
@@ -67,6 +76,17 @@ class CompiledProfile:
     @property
     def scheduler_name(self) -> str:
         return self.spec.scheduler_name
+
+
+def default_registry() -> Registry:
+    """In-tree plugins plus out-of-tree ones from the ``kubesched.plugins`` entry points.
+    A broken out-of-tree plugin is logged and left out; it cannot stop the scheduler."""
+    registry = in_tree_registry()
+    try:
+        registry.load_entry_points()
+    except Exception:
+        log.exception("loading out-of-tree plugins failed")
+    return registry
 
 
 def default_profile_spec(scheduler_name: str = "kubesched") -> ProfileSpec:
@@ -113,7 +133,7 @@ def compile_profile(
     services: FrameworkServices | None = None,
     registry: Registry | None = None,
 ) -> CompiledProfile:
-    registry = registry or in_tree_registry()
+    registry = registry or default_registry()
     plugins = merge_with_defaults(spec.plugins)
     fwk = Framework(
         spec.scheduler_name,
