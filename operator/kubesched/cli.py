@@ -1,0 +1,225 @@
+"""The ``kubesched`` command line: ``simulate`` and ``version``.
+
+Each subcommand is a ``_add_<name>`` function that registers its parser and handler;
+handlers return the exit code. Bad input (an invalid scenario, a bad flag) prints one
+message to stderr and exits with 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from importlib import resources
+from typing import Any
+
+import orjson
+
+from kubesched import __version__
+from kubesched.framework.types import ObjectError
+from kubesched.simulator.scenario import Document, ScenarioError, prepare, read_documents
+from kubesched.simulator.workloads import WORKLOADS, generate
+
+__all__ = ["main"]
+
+EXIT_OK = 0
+EXIT_BAD_INPUT = 2
+
+
+class BadInput(Exception):
+    """Input the user can fix; the message is printed as is."""
+
+
+def _count(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative: {n}")
+    return n
+
+
+# --- simulate ----------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _demo_path() -> Iterator[str]:
+    with resources.as_file(resources.files("kubesched") / "data" / "demo.yaml") as p:
+        yield str(p)
+
+
+def _load(args: argparse.Namespace) -> list[dict[str, Any]]:
+    if args.workload is None and (args.nodes is not None or args.pods is not None):
+        raise BadInput("--nodes and --pods size a generated workload: add --workload NAME")
+    documents: list[Document] = []
+    for path in args.scenario:
+        documents.extend(read_documents(path))
+    if args.workload is not None:
+        try:
+            objs = generate(args.workload, args.nodes, args.pods)
+        except ValueError as e:
+            raise BadInput(str(e)) from None
+        source = f"workload {args.workload}"
+        documents.extend(Document(source, i, obj) for i, obj in enumerate(objs))
+    if not args.scenario and args.workload is None:
+        with _demo_path() as demo:
+            documents = read_documents(demo)
+    return prepare(documents)
+
+
+def _summary(pods: Sequence[Any], nodes: int, seconds: float) -> dict[str, Any]:
+    scheduled = sum(1 for p in pods if p.status == "Scheduled")
+    unschedulable = sum(1 for p in pods if p.status == "Unschedulable")
+    return {
+        "nodes": nodes,
+        "pods": len(pods),
+        "scheduled": scheduled,
+        "unschedulable": unschedulable,
+        "seconds": seconds,
+        "pods_per_second": scheduled / seconds if seconds > 0 else 0,
+    }
+
+
+def _table(pods: Sequence[Any], summary: dict[str, Any]) -> str:
+    header = ("NAMESPACE", "NAME", "NODE", "STATUS", "MESSAGE")
+    rows = [header] + [(p.namespace, p.name, p.node or "<none>", p.status, p.message) for p in pods]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
+    lines = [
+        "   ".join(cell.ljust(w) for cell, w in zip(r[:-1], widths, strict=True)) + "   " + r[-1]
+        for r in rows
+    ]
+    waiting = summary["pods"] - summary["scheduled"] - summary["unschedulable"]
+    lines.append("")
+    lines.append(
+        f"{summary['scheduled']}/{summary['pods']} pods scheduled, "
+        f"{summary['unschedulable']} unschedulable, {waiting} waiting; "
+        f"{summary['nodes']} nodes; {summary['seconds']:.3f} s "
+        f"({summary['pods_per_second']:.0f} pods/s)"
+    )
+    return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    # Imported here: the engine pulls in the whole scheduler, which `version` never needs.
+    from kubesched.simulator.engine import run_simulation
+
+    objects = _load(args)
+    # asyncio.run, minus its one side effect: with a loop_factory, the Runner leaves the
+    # thread's current event loop alone, so main() can be called in-process (tests,
+    # embedding) without orphaning the caller's loop.
+    with asyncio.Runner(loop_factory=asyncio.new_event_loop) as runner:
+        result = runner.run(run_simulation(objects, seed=args.seed))
+    summary = _summary(result.pods, result.nodes, result.seconds)
+    if args.output == "json":
+        payload = {
+            "pods": [
+                {
+                    "namespace": p.namespace,
+                    "name": p.name,
+                    "node": p.node,
+                    "status": p.status,
+                    "message": p.message,
+                }
+                for p in result.pods
+            ],
+            "summary": summary,
+        }
+        sys.stdout.write(orjson.dumps(payload).decode() + "\n")
+    else:
+        sys.stdout.write(_table(result.pods, summary))
+    sys.stdout.flush()
+    return EXIT_OK
+
+
+def _add_simulate(sub: Any) -> None:
+    p = sub.add_parser(
+        "simulate",
+        help="schedule a scenario on an in-memory cluster",
+        description=(
+            "Run kubesched on an in-memory cluster built from Kubernetes manifests "
+            "(--scenario, repeatable) and/or a generated workload (--workload). "
+            "With neither, a built-in demo cluster and workload are used."
+        ),
+    )
+    p.add_argument(
+        "--scenario",
+        metavar="FILE",
+        action="append",
+        default=[],
+        help="multi-document YAML of Namespace, Node, Pod, PriorityClass, "
+        "PodDisruptionBudget objects; pods with spec.nodeName are existing load",
+    )
+    p.add_argument(
+        "--workload",
+        metavar="NAME",
+        choices=list(WORKLOADS),
+        help=f"a generated workload modelled on scheduler_perf: {', '.join(WORKLOADS)}",
+    )
+    p.add_argument(
+        "--nodes", type=_count, metavar="N", help="workload nodes (default: 500, as scheduler_perf)"
+    )
+    p.add_argument(
+        "--pods", type=_count, metavar="M", help="workload pods (default: 1000, as scheduler_perf)"
+    )
+    p.add_argument("--output", choices=("table", "json"), default="table", help="default: table")
+    p.add_argument(
+        "--seed", type=int, metavar="S", help="seed the random tie-breaking among equal scores"
+    )
+    p.set_defaults(handler=_simulate)
+
+
+# --- version -----------------------------------------------------------------------------
+
+
+def _version(args: argparse.Namespace) -> int:
+    print(f"kubesched {__version__}")
+    return EXIT_OK
+
+
+def _add_version(sub: Any) -> None:
+    p = sub.add_parser("version", help="print the version")
+    p.set_defaults(handler=_version)
+
+
+# --- entry point -------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kubesched",
+        description="A Kubernetes scheduler in Python with kube-scheduler's plugin framework.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _add_simulate(sub)
+    _add_version(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code (the console script exits with it)."""
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help, or a usage error argparse already printed
+        return e.code if isinstance(e.code, int) else EXIT_BAD_INPUT
+    try:
+        code: int = args.handler(args)
+    except (BadInput, ScenarioError, ObjectError) as e:
+        print(f"kubesched {args.command}: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # The reader went away (e.g. `| head`): stop quietly, as other CLIs do.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,474 @@
+"""Scenario files: multi-document YAML of ordinary Kubernetes objects, validated and defaulted.
+
+A scenario is read completely and checked before anything runs: one bad object fails
+the whole load with a :class:`ScenarioError` naming the file, the document (0-based,
+counting every ``---`` section, empty ones too), the object and the field, e.g.::
+
+    scenario.yaml document 2 (Pod default/web-1): spec.containers[0].resources.requests.cpu: ...
+
+Objects are then defaulted the way the API server (and, for nodes, the kubelet) would:
+
+- ``metadata.namespace`` is ``default`` for namespaced kinds and dropped for the others;
+  ``metadata.generateName`` without a name gets a deterministic suffix;
+- ``metadata.uid`` (kept if given), ``metadata.creationTimestamp`` (one second apart, in
+  document order) and ``metadata.resourceVersion`` are set;
+- pods: ``spec.priority`` and ``spec.preemptionPolicy`` come from the PriorityClass named
+  by ``spec.priorityClassName`` (the ``globalDefault`` class when none is named, priority 0
+  when there is none); a ``schedulerName`` that is missing or ``default-scheduler`` means
+  kubesched's default profile and becomes ``kubesched``; ``status.phase`` is ``Pending``
+  (``Running`` for pods already bound through ``spec.nodeName``);
+- nodes: ``status.allocatable`` defaults to ``status.capacity`` and the
+  ``kubernetes.io/hostname`` label to the node's name.
+
+Where the simulator is more lenient than an API server, on purpose:
+PriorityClasses may be defined after the pods that use them (the whole scenario exists
+before the first scheduling cycle); a pod may state ``spec.priority`` without naming a
+class; namespaces need not be declared.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+import yaml
+
+from kubesched.framework.types import DEFAULT_SCHEDULER_NAME, Node, ObjectError, Pod
+
+__all__ = [
+    "BUILTIN_PRIORITY_CLASSES",
+    "SUPPORTED_KINDS",
+    "Document",
+    "KindSpec",
+    "ScenarioError",
+    "load_scenarios",
+    "prepare",
+    "read_documents",
+]
+
+#: The scheduler name kubesched's default profile serves.
+KUBESCHED_SCHEDULER_NAME = "kubesched"
+
+#: The largest priority a user-defined PriorityClass may have (kube's HighestUserDefinablePriority).
+HIGHEST_USER_DEFINABLE_PRIORITY = 1_000_000_000
+
+#: PriorityClasses every cluster has; pods may name them without defining them.
+BUILTIN_PRIORITY_CLASSES: dict[str, int] = {
+    "system-cluster-critical": 2_000_000_000,
+    "system-node-critical": 2_000_001_000,
+}
+
+PREEMPTION_POLICIES = ("PreemptLowerPriority", "Never")
+
+_UID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_DNS, "simulate.kubesched.dev")
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_PERCENT = re.compile(r"^[0-9]+%$")
+
+
+class ScenarioError(ValueError):
+    """A scenario that cannot be simulated; the message names file, document and field."""
+
+
+@dataclass(slots=True)
+class Document:
+    """One object of a scenario and where it came from."""
+
+    source: str
+    """The file as the user named it, or e.g. ``workload SchedulingBasic``."""
+    index: int
+    """0-based position in the YAML stream, counting empty documents too."""
+    obj: Any
+    item: int | None = None
+    """The position in ``items`` when the document was a ``kind: List``."""
+
+    def where(self) -> str:
+        w = f"{self.source} document {self.index}"
+        return w if self.item is None else f"{w} items[{self.item}]"
+
+
+@dataclass(frozen=True, slots=True)
+class KindSpec:
+    """How a supported kind is checked. ``validate`` raises ``ObjectError("field: why")``."""
+
+    api_versions: tuple[str, ...]
+    namespaced: bool
+    validate: Callable[[dict[str, Any]], None]
+
+
+# --- per-kind validation ---------------------------------------------------------------
+
+
+def _validate_namespace(obj: dict[str, Any]) -> None:
+    name = obj["metadata"]["name"]
+    if len(name) > 63 or not _LABEL.match(name):
+        raise ObjectError(
+            f"metadata.name: invalid namespace name {name!r}: a lowercase RFC 1123 label "
+            "(at most 63 characters: a-z, 0-9, '-')"
+        )
+
+
+def _validate_node(obj: dict[str, Any]) -> None:
+    Node(obj)
+
+
+def _validate_pod(obj: dict[str, Any]) -> None:
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping):
+        raise ObjectError("spec: required")
+    containers = spec.get("containers")
+    if not isinstance(containers, list) or not containers:
+        raise ObjectError("spec.containers: required (at least one container)")
+    for i, c in enumerate(containers):
+        if not isinstance(c, Mapping):
+            raise ObjectError(f"spec.containers[{i}]: expected an object")
+        for field in ("name", "image"):
+            if not isinstance(c.get(field), str) or not c.get(field):
+                raise ObjectError(f"spec.containers[{i}].{field}: required")
+    Pod(obj)
+
+
+def _validate_priority_class(obj: dict[str, Any]) -> None:
+    v = obj.get("value")
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise ObjectError(f"value: required, an integer (got {v!r})")
+    name = obj["metadata"]["name"]
+    builtin = BUILTIN_PRIORITY_CLASSES.get(name)
+    if builtin is not None:
+        if v != builtin:
+            raise ObjectError(f"value: the built-in class {name} has value {builtin}, got {v}")
+    elif name.startswith("system-"):
+        raise ObjectError("metadata.name: the prefix 'system-' is reserved")
+    elif v > HIGHEST_USER_DEFINABLE_PRIORITY:
+        raise ObjectError(
+            f"value: at most {HIGHEST_USER_DEFINABLE_PRIORITY} for user-defined classes, got {v}"
+        )
+    gd = obj.get("globalDefault", False)
+    if not isinstance(gd, bool):
+        raise ObjectError(f"globalDefault: must be true or false, got {gd!r}")
+    policy = obj.get("preemptionPolicy", "PreemptLowerPriority")
+    if policy not in PREEMPTION_POLICIES:
+        raise ObjectError(f"preemptionPolicy: must be one of {', '.join(PREEMPTION_POLICIES)}")
+
+
+def _int_or_percent(v: Any, field: str) -> None:
+    if isinstance(v, bool) or not (
+        (isinstance(v, int) and v >= 0) or (isinstance(v, str) and _PERCENT.match(v))
+    ):
+        raise ObjectError(f"{field}: must be a non-negative integer or a percentage, got {v!r}")
+
+
+def _validate_label_selector(sel: Any, field: str) -> None:
+    if sel is None:
+        return
+    if not isinstance(sel, Mapping):
+        raise ObjectError(f"{field}: expected an object")
+    ml = sel.get("matchLabels") or {}
+    if not isinstance(ml, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in ml.items()
+    ):
+        raise ObjectError(f"{field}.matchLabels: keys and values must be strings")
+    for i, e in enumerate(sel.get("matchExpressions") or ()):
+        f = f"{field}.matchExpressions[{i}]"
+        if not isinstance(e, Mapping) or not isinstance(e.get("key"), str):
+            raise ObjectError(f"{f}.key: required")
+        op = e.get("operator")
+        if op not in ("In", "NotIn", "Exists", "DoesNotExist"):
+            raise ObjectError(f"{f}.operator: must be one of In, NotIn, Exists, DoesNotExist")
+        values = e.get("values") or []
+        if not isinstance(values, list) or not all(isinstance(x, str) for x in values):
+            raise ObjectError(f"{f}.values: must be a list of strings")
+        if op in ("In", "NotIn") and not values:
+            raise ObjectError(f"{f}.values: must be non-empty for operator {op}")
+        if op in ("Exists", "DoesNotExist") and values:
+            raise ObjectError(f"{f}.values: must be empty for operator {op}")
+
+
+def _validate_pdb(obj: dict[str, Any]) -> None:
+    spec = obj.get("spec")
+    if spec is None:
+        spec = obj["spec"] = {}
+    if not isinstance(spec, Mapping):
+        raise ObjectError("spec: expected an object")
+    if "minAvailable" in spec and "maxUnavailable" in spec:
+        raise ObjectError("spec: minAvailable and maxUnavailable cannot both be set")
+    for field in ("minAvailable", "maxUnavailable"):
+        if field in spec:
+            _int_or_percent(spec[field], f"spec.{field}")
+    _validate_label_selector(spec.get("selector"), "spec.selector")
+
+
+#: The kinds a scenario may contain. Later issues add PersistentVolumeClaim,
+#: PersistentVolume, StorageClass, CSINode, SchedulingProfile and PodGroup here.
+SUPPORTED_KINDS: dict[str, KindSpec] = {
+    "Namespace": KindSpec(("v1",), namespaced=False, validate=_validate_namespace),
+    "Node": KindSpec(("v1",), namespaced=False, validate=_validate_node),
+    "Pod": KindSpec(("v1",), namespaced=True, validate=_validate_pod),
+    "PriorityClass": KindSpec(
+        ("scheduling.k8s.io/v1",), namespaced=False, validate=_validate_priority_class
+    ),
+    "PodDisruptionBudget": KindSpec(("policy/v1",), namespaced=True, validate=_validate_pdb),
+}
+
+
+# --- reading ---------------------------------------------------------------------------
+
+
+def _to_json_data(obj: Any) -> Any:
+    """Plain JSON data: timestamps YAML parsed become RFC 3339 strings, aliases unshared."""
+    return orjson.loads(orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS))
+
+
+def read_documents(path: str) -> list[Document]:
+    """Parse one scenario file into documents (``kind: List`` expanded, empty ones skipped)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise ScenarioError(f"{path}: cannot read: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise ScenarioError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    docs: list[Document] = []
+    index = 0
+    try:
+        for raw in yaml.safe_load_all(text):
+            if raw is not None:
+                try:
+                    data = _to_json_data(raw)
+                except TypeError as e:
+                    raise ScenarioError(
+                        f"{path} document {index}: not representable as JSON ({e})"
+                    ) from None
+                docs.extend(_expand(path, index, data))
+            index += 1
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        problem = getattr(e, "problem", None) or str(e)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        context, cmark = getattr(e, "context", None), getattr(e, "context_mark", None)
+        if context and cmark is not None and cmark.line != getattr(mark, "line", None):
+            problem += (
+                f" ({context} that starts at line {cmark.line + 1}, column {cmark.column + 1})"
+            )
+        raise ScenarioError(f"{path} document {index}: invalid YAML{at}: {problem}") from None
+    return docs
+
+
+def _expand(path: str, index: int, data: Any) -> Iterable[Document]:
+    if isinstance(data, dict) and data.get("kind") == "List":
+        items = data.get("items")
+        if items is None:
+            return []
+        if not isinstance(items, list):
+            raise ScenarioError(f"{path} document {index} (List): items: expected a list")
+        return [Document(path, index, item, i) for i, item in enumerate(items)]
+    return [Document(path, index, data)]
+
+
+# --- validation and defaulting -----------------------------------------------------------
+
+
+def _ref(kind: str, namespace: str | None, name: str) -> str:
+    return f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
+
+
+@dataclass(slots=True)
+class _Checked:
+    doc: Document
+    obj: dict[str, Any]
+    kind: str
+    namespace: str | None
+    name: str
+
+    def fail(self, message: str) -> ScenarioError:
+        return ScenarioError(
+            f"{self.doc.where()} ({_ref(self.kind, self.namespace, self.name)}): {message}"
+        )
+
+
+def _check_identity(doc: Document, seq: int) -> _Checked:
+    """apiVersion, kind and metadata.name: what every object needs before anything else."""
+    obj = doc.obj
+
+    def fail(message: str, ref: str = "") -> ScenarioError:
+        return ScenarioError(f"{doc.where()}{f' ({ref})' if ref else ''}: {message}")
+
+    if not isinstance(obj, dict):
+        raise fail(f"expected a Kubernetes object (a mapping), got {type(obj).__name__}")
+    api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    if not isinstance(api_version, str) or not api_version:
+        raise fail("apiVersion: required")
+    if not isinstance(kind, str) or not kind:
+        raise fail("kind: required")
+    meta = obj.get("metadata")
+    if meta is None:
+        raise fail("metadata.name: required", kind)
+    if not isinstance(meta, dict):
+        raise fail("metadata: expected an object", kind)
+    name = meta.get("name")
+    if not name and isinstance(meta.get("generateName"), str) and meta["generateName"]:
+        # The API server appends 5 random characters; the simulator stays deterministic.
+        name = meta["name"] = f"{meta['generateName']}{seq:05d}"
+    if not isinstance(name, str) or not name:
+        raise fail("metadata.name: required", kind)
+    spec = SUPPORTED_KINDS.get(kind)
+    if spec is None:
+        supported = ", ".join(SUPPORTED_KINDS)
+        raise fail(f"kind: unsupported kind {kind!r} (supported: {supported})", f"{kind} {name}")
+    if spec.namespaced:
+        ns = meta.get("namespace") or "default"
+        if not isinstance(ns, str):
+            raise fail("metadata.namespace: must be a string", f"{kind} {name}")
+        meta["namespace"] = ns
+        namespace: str | None = ns
+    else:
+        meta.pop("namespace", None)
+        namespace = None
+    checked = _Checked(doc, obj, kind, namespace, name)
+    if api_version not in spec.api_versions:
+        raise checked.fail(
+            f"apiVersion: {kind} is served as {' or '.join(spec.api_versions)}, got {api_version!r}"
+        )
+    if len(name) > 253 or not _SUBDOMAIN.match(name):
+        raise checked.fail(
+            f"metadata.name: invalid name {name!r}: a lowercase RFC 1123 subdomain "
+            "(a-z, 0-9, '-', '.'; starting and ending with a letter or digit)"
+        )
+    return checked
+
+
+@dataclass(frozen=True, slots=True)
+class _PriorityClass:
+    value: int
+    preemption_policy: str
+
+
+def _default_pod(c: _Checked, classes: dict[str, _PriorityClass], global_default: str) -> None:
+    spec = c.obj.get("spec")
+    if not isinstance(spec, dict):
+        return  # the Pod validator reports it
+    pc_name = spec.get("priorityClassName")
+    if pc_name:
+        pc = classes.get(pc_name) if isinstance(pc_name, str) else None
+        if pc is None:
+            raise c.fail(f"spec.priorityClassName: no PriorityClass named {pc_name!r}")
+    elif global_default and "priority" not in spec:
+        pc_name = spec["priorityClassName"] = global_default
+        pc = classes[global_default]
+    else:
+        pc = None
+    if pc is not None:
+        given = spec.get("priority")
+        if given is not None and given != pc.value:
+            raise c.fail(
+                f"spec.priority: {given!r} contradicts PriorityClass {pc_name!r} "
+                f"(value {pc.value}); leave spec.priority out"
+            )
+        spec["priority"] = pc.value
+        policy = spec.get("preemptionPolicy")
+        if policy is not None and policy != pc.preemption_policy:
+            raise c.fail(
+                f"spec.preemptionPolicy: {policy!r} contradicts PriorityClass {pc_name!r} "
+                f"({pc.preemption_policy}); leave spec.preemptionPolicy out"
+            )
+        spec["preemptionPolicy"] = pc.preemption_policy
+    else:
+        spec.setdefault("priority", 0)
+        spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    if spec["preemptionPolicy"] not in PREEMPTION_POLICIES:
+        raise c.fail(f"spec.preemptionPolicy: must be one of {', '.join(PREEMPTION_POLICIES)}")
+    if spec.get("schedulerName") in (None, "", DEFAULT_SCHEDULER_NAME):
+        spec["schedulerName"] = KUBESCHED_SCHEDULER_NAME
+    status = c.obj.get("status")
+    if status is None:
+        status = c.obj["status"] = {}
+    if isinstance(status, dict) and not status.get("phase"):
+        status["phase"] = "Running" if spec.get("nodeName") else "Pending"
+
+
+def _default_node(c: _Checked) -> None:
+    status = c.obj.get("status")
+    if isinstance(status, dict) and "allocatable" not in status and "capacity" in status:
+        cap = status["capacity"]
+        status["allocatable"] = dict(cap) if isinstance(cap, dict) else cap
+    labels = c.obj["metadata"].setdefault("labels", {})
+    if isinstance(labels, dict):
+        labels.setdefault("kubernetes.io/hostname", c.name)
+
+
+def prepare(documents: Sequence[Document], *, now: datetime | None = None) -> list[dict[str, Any]]:
+    """Validate and default every document; return the objects in document order.
+
+    Raises :class:`ScenarioError` for the first problem found; nothing is returned
+    (and nothing was applied anywhere) unless every object is valid. Objects are
+    defaulted in place.
+    """
+    checked: list[_Checked] = []
+    seen: dict[tuple[str, str | None, str], Document] = {}
+    classes = {
+        name: _PriorityClass(value, "PreemptLowerPriority")
+        for name, value in BUILTIN_PRIORITY_CLASSES.items()
+    }
+    global_default = ""
+    nodes: set[str] = set()
+    for seq, doc in enumerate(documents):
+        c = _check_identity(doc, seq)
+        key = (c.kind, c.namespace, c.name)
+        first = seen.get(key)
+        if first is not None:
+            raise c.fail(
+                f"metadata.name: duplicate {_ref(c.kind, c.namespace, c.name)} "
+                f"(first defined in {first.where()})"
+            )
+        seen[key] = doc
+        checked.append(c)
+        if c.kind == "PriorityClass":
+            try:
+                _validate_priority_class(c.obj)
+            except ObjectError as e:
+                raise c.fail(str(e)) from None
+            classes[c.name] = _PriorityClass(
+                c.obj["value"], c.obj.get("preemptionPolicy", "PreemptLowerPriority")
+            )
+            if c.obj.get("globalDefault"):
+                if global_default:
+                    raise c.fail(
+                        f"globalDefault: PriorityClass {global_default!r} is already "
+                        "the global default; only one may be"
+                    )
+                global_default = c.name
+        elif c.kind == "Node":
+            nodes.add(c.name)
+
+    base = (now or datetime.now(UTC)).replace(microsecond=0) - timedelta(seconds=len(checked))
+    for seq, c in enumerate(checked):
+        meta = c.obj["metadata"]
+        meta.setdefault("uid", str(uuid.uuid5(_UID_NAMESPACE, f"{c.kind}/{c.namespace}/{c.name}")))
+        meta["creationTimestamp"] = (base + timedelta(seconds=seq)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        meta["resourceVersion"] = str(seq + 1)
+        if c.kind == "Pod":
+            _default_pod(c, classes, global_default)
+            node_name = (c.obj.get("spec") or {}).get("nodeName")
+            if node_name and node_name not in nodes:
+                raise c.fail(f"spec.nodeName: no Node named {node_name!r} in the scenario")
+        elif c.kind == "Node":
+            _default_node(c)
+        if c.kind != "PriorityClass":
+            try:
+                SUPPORTED_KINDS[c.kind].validate(c.obj)
+            except ObjectError as e:
+                raise c.fail(str(e)) from None
+    return [c.obj for c in checked]
+
+
+def load_scenarios(paths: Sequence[str], *, now: datetime | None = None) -> list[dict[str, Any]]:
+    """Read, validate and default scenario files, in order; see the module docstring."""
+    documents: list[Document] = []
+    for path in paths:
+        documents.extend(read_documents(path))
+    return prepare(documents, now=now)

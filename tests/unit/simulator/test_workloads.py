@@ -1,0 +1,91 @@
+"""Generated workloads: scheduler_perf's templates, valid scenarios, sized as asked."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from kubesched.framework.types import Node, Pod
+from kubesched.simulator.scenario import Document, prepare
+from kubesched.simulator.workloads import WORKLOADS, ZONES, generate
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+def split(name: str, nodes: int, pods: int) -> tuple[list[Node], list[Pod]]:
+    objs = generate(name, nodes, pods)
+    return (
+        [Node(o) for o in objs if o["kind"] == "Node"],
+        [Pod(o) for o in objs if o["kind"] == "Pod"],
+    )
+
+
+def test_scheduling_basic_matches_scheduler_perf_templates() -> None:
+    nodes, pods = split("SchedulingBasic", 6, 9)
+    assert len(nodes) == 6 and len(pods) == 9
+    for n in nodes:
+        assert (n.allocatable.milli_cpu, n.allocatable.memory, n.allocatable.allowed_pods) == (
+            4000,
+            32 * 2**30,
+            110,
+        )
+        assert not n.taints and not n.unschedulable
+    assert Counter(n.labels[ZONE] for n in nodes) == {z: 2 for z in ZONES}
+    for p in pods:
+        assert (p.requests.milli_cpu, p.requests.memory) == (100, 500 * 2**20)
+        assert not p.node_name
+    assert len({p.name for p in pods}) == 9
+
+
+def test_nodes_come_before_pods() -> None:
+    kinds = [o["kind"] for o in generate("SchedulingBasic", 3, 4)]
+    assert kinds == ["Node"] * 3 + ["Pod"] * 4
+
+
+@pytest.mark.parametrize("name", list(WORKLOADS))
+def test_every_workload_is_a_valid_scenario(name: str) -> None:
+    docs = [Document(f"workload {name}", i, o) for i, o in enumerate(generate(name, 5, 10))]
+    objs = prepare(docs)
+    pods = [o for o in objs if o["kind"] == "Pod"]
+    assert len(pods) == 10
+    assert {p["spec"]["schedulerName"] for p in pods} == {"kubesched"}
+
+
+@pytest.mark.parametrize("name", list(WORKLOADS))
+def test_defaults_apply_when_sizes_are_omitted(name: str) -> None:
+    w = WORKLOADS[name]
+    kinds = Counter(o["kind"] for o in generate(name))
+    assert kinds == {"Node": w.default_nodes, "Pod": w.default_pods}
+
+
+def test_node_affinity_pods_require_two_of_three_zones() -> None:
+    nodes, pods = split("SchedulingNodeAffinity", 6, 1)
+    terms = pods[0].affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    (expr,) = terms["nodeSelectorTerms"][0]["matchExpressions"]
+    assert (expr["key"], expr["operator"]) == (ZONE, "In")
+    assert sum(n.labels[ZONE] in expr["values"] for n in nodes) == 4
+
+
+def test_spreading_and_anti_affinity_pods_select_each_other() -> None:
+    _, spread = split("TopologySpreading", 1, 2)
+    (c,) = spread[0].spec["topologySpreadConstraints"]
+    assert c["labelSelector"]["matchLabels"].items() <= spread[1].labels.items()
+    _, anti = split("SchedulingPodAntiAffinity", 1, 2)
+    assert anti[0].has_required_anti_affinity()
+    (term,) = anti[0].affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["labelSelector"]["matchLabels"].items() <= anti[1].labels.items()
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+
+
+@pytest.mark.parametrize(
+    ("name", "nodes", "pods", "message"),
+    [
+        pytest.param("Nope", 1, 1, "unknown workload 'Nope' (known: SchedulingBasic", id="unknown"),
+        pytest.param("SchedulingBasic", -1, 1, "must not be negative", id="negative-nodes"),
+        pytest.param("SchedulingBasic", 1, -5, "must not be negative", id="negative-pods"),
+    ],
+)
+def test_bad_requests_are_refused(name: str, nodes: int, pods: int, message: str) -> None:
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        generate(name, nodes, pods)
