@@ -84,6 +84,10 @@ def _summary(pods: Sequence[Any], nodes: int, seconds: float) -> dict[str, Any]:
     }
 
 
+def _duration(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
 def _table(pods: Sequence[Any], summary: dict[str, Any]) -> str:
     header = ("NAMESPACE", "NAME", "NODE", "STATUS", "MESSAGE")
     rows = [header] + [(p.namespace, p.name, p.node or "<none>", p.status, p.message) for p in pods]
@@ -97,7 +101,7 @@ def _table(pods: Sequence[Any], summary: dict[str, Any]) -> str:
     lines.append(
         f"{summary['scheduled']}/{summary['pods']} pods scheduled, "
         f"{summary['unschedulable']} unschedulable, {waiting} waiting; "
-        f"{summary['nodes']} nodes; {summary['seconds']:.3f} s "
+        f"{summary['nodes']} nodes; {_duration(summary['seconds'])} "
         f"({summary['pods_per_second']:.0f} pods/s)"
     )
     return "\n".join(line.rstrip() for line in lines) + "\n"

@@ -121,6 +121,9 @@ def _validate_pod(obj: dict[str, Any]) -> None:
     spec = obj.get("spec")
     if not isinstance(spec, Mapping):
         raise ObjectError("spec: required")
+    if spec.get("resourceClaims"):
+        # Refused rather than ignored: the placement would silently differ from a cluster's.
+        raise ObjectError("spec.resourceClaims: DynamicResources (DRA) is not supported yet")
     containers = spec.get("containers")
     if not isinstance(containers, list) or not containers:
         raise ObjectError("spec.containers: required (at least one container)")

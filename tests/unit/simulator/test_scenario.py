@@ -181,6 +181,12 @@ ERRORS = [
         id="container-without-image",
     ),
     pytest.param(
+        [POD.replace("spec:\n", "spec:\n  resourceClaims: [{name: gpu, resourceClaimName: g}]\n")],
+        "scenario.yaml document 0 (Pod default/web-1): spec.resourceClaims: DynamicResources "
+        "(DRA) is not supported yet",
+        id="dra-claims-refused",
+    ),
+    pytest.param(
         [
             "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: web}\n"
             "spec: {minAvailable: 1, maxUnavailable: 1}\n"
