@@ -1,1 +1,106 @@
-"""kubesched.plugins"""
+"""The in-tree plugins: one module each, registered by :func:`in_tree_registry`.
+
+:data:`DEFAULT_PLUGINS` is kube-scheduler's default ``multiPoint`` plugin list
+(``getDefaultPlugins`` in pkg/scheduler/apis/config/v1/default_plugins.go, v1.34, with
+the DynamicResourceAllocation feature gate on, as it is by default), restricted to the
+plugins that exist here, in kube-scheduler's order, with its score weights:
+
+    SchedulingGates
+    PrioritySort
+    NodeUnschedulable
+    NodeName
+    TaintToleration                  weight 3
+    NodeAffinity                     weight 2
+    NodePorts
+    NodeResourcesFit                 weight 1
+    VolumeRestrictions
+    NodeVolumeLimits
+    VolumeBinding
+    VolumeZone
+    PodTopologySpread                weight 2
+    InterPodAffinity                 weight 2
+    DynamicResources
+    DefaultPreemption
+    NodeResourcesBalancedAllocation  weight 1
+    ImageLocality                    weight 1
+    DefaultBinder
+
+Plugins without a weight get weight 1 where they score (kube-scheduler's default).
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from kubesched.framework.registry import Registry
+from kubesched.plugins import (
+    default_binder,
+    default_preemption,
+    image_locality,
+    node_affinity,
+    node_name,
+    node_ports,
+    node_resources_balanced_allocation,
+    node_resources_fit,
+    node_unschedulable,
+    priority_sort,
+    scheduling_gates,
+    taint_toleration,
+)
+
+__all__ = ["DEFAULT_PLUGINS", "IN_TREE_MODULES", "KUBE_DEFAULT_PLUGINS", "in_tree_registry"]
+
+IN_TREE_MODULES: tuple[ModuleType, ...] = (
+    scheduling_gates,
+    priority_sort,
+    node_unschedulable,
+    node_name,
+    taint_toleration,
+    node_affinity,
+    node_ports,
+    node_resources_fit,
+    default_preemption,
+    node_resources_balanced_allocation,
+    image_locality,
+    default_binder,
+)
+
+KUBE_DEFAULT_PLUGINS: tuple[tuple[str, int | None], ...] = (
+    ("SchedulingGates", None),
+    ("PrioritySort", None),
+    ("NodeUnschedulable", None),
+    ("NodeName", None),
+    ("TaintToleration", 3),
+    ("NodeAffinity", 2),
+    ("NodePorts", None),
+    ("NodeResourcesFit", 1),
+    ("VolumeRestrictions", None),
+    ("NodeVolumeLimits", None),
+    ("VolumeBinding", None),
+    ("VolumeZone", None),
+    ("PodTopologySpread", 2),
+    ("InterPodAffinity", 2),
+    ("DynamicResources", None),
+    ("DefaultPreemption", None),
+    ("NodeResourcesBalancedAllocation", 1),
+    ("ImageLocality", 1),
+    ("DefaultBinder", None),
+)
+"""kube-scheduler v1.34's default multiPoint list: (name, weight or None if unset)."""
+
+
+def in_tree_registry() -> Registry:
+    """A fresh registry holding every in-tree plugin."""
+    registry = Registry()
+    for module in IN_TREE_MODULES:
+        registry.register_module(module)
+    return registry
+
+
+def _default_plugins() -> tuple[tuple[str, int | None], ...]:
+    registry = in_tree_registry()
+    return tuple((name, weight) for name, weight in KUBE_DEFAULT_PLUGINS if name in registry)
+
+
+DEFAULT_PLUGINS: tuple[tuple[str, int | None], ...] = _default_plugins()
+""":data:`KUBE_DEFAULT_PLUGINS` restricted to the registered in-tree plugins, in order."""

@@ -1,0 +1,40 @@
+"""DefaultBinder: binds the pod by creating its ``pods/binding`` subresource."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.interface import Handle
+from kubesched.framework.status import Status
+from kubesched.framework.types import Pod
+
+__all__ = ["NAME", "Args", "DefaultBinder", "new"]
+
+NAME = "DefaultBinder"
+
+
+class Args(BaseModel):
+    """DefaultBinder takes no arguments."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class DefaultBinder:
+    name = NAME
+
+    def __init__(self, handle: Handle) -> None:
+        self._handle = handle
+
+    async def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        """Any failure of the write (pod gone, already bound, API error) is an Error status;
+        the scheduler unreserves, forgets the assumed pod and retries with backoff."""
+        try:
+            await self._handle.cluster.bind(pod, node_name)
+        except Exception as e:
+            return Status.as_error(e, plugin=NAME)
+        return None
+
+
+def new(args: Args, handle: Handle) -> DefaultBinder:
+    return DefaultBinder(handle)

@@ -1,0 +1,70 @@
+"""NodeName: a pod that names its node (``spec.nodeName``) fits only that node."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.interface import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    EventResource,
+    Handle,
+)
+from kubesched.framework.nodeinfo import NodeInfo
+from kubesched.framework.status import Status
+from kubesched.framework.types import Pod
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from kubesched.framework.snapshot import Snapshot
+
+__all__ = ["ERR_REASON", "NAME", "Args", "NodeName", "new"]
+
+NAME = "NodeName"
+
+ERR_REASON = "node(s) didn't match the requested node name"
+
+
+class Args(BaseModel):
+    """NodeName takes no arguments."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+def fits(pod: Pod, node_info: NodeInfo) -> bool:
+    return not pod.node_name or pod.node_name == node_info.name
+
+
+class NodeName:
+    name = NAME
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        # Only a new node can change the answer (kube-scheduler with queueing hints).
+        return [ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD))]
+
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+        if fits(pod, node_info):
+            return None
+        return Status.unresolvable(ERR_REASON, plugin=NAME)
+
+    def filter_mask(
+        self, state: CycleState, pod: Pod, snapshot: Snapshot
+    ) -> npt.NDArray[np.bool_] | None:
+        n = len(snapshot)
+        if not pod.node_name:
+            return np.ones(n, dtype=bool)
+        mask = np.zeros(n, dtype=bool)
+        ni = snapshot.get(pod.node_name)
+        if ni is not None and 0 <= ni.index < n and snapshot.node_infos[ni.index] is ni:
+            mask[ni.index] = True
+        return mask
+
+
+def new(args: Args, handle: Handle) -> NodeName:
+    return NodeName()

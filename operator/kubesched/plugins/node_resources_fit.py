@@ -1,0 +1,427 @@
+"""NodeResourcesFit: a pod fits a node only if the node's allocatable resources cover the
+pod's requests on top of what is already requested there; among fitting nodes, a
+scoring strategy (LeastAllocated by default, MostAllocated, RequestedToCapacityRatio)
+ranks them by how allocated they would be.
+
+Filter compares plain requests. Scoring counts cpu and memory with kube-scheduler's
+non-zero defaults (a container without a request counts as 100m cpu / 200Mi memory),
+so best-effort pods still spread; a scalar resource the pod does not request is left
+out of the score. kube-scheduler's default profile gives this plugin's score weight 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.helpers import (
+    allocatable_and_requested,
+    allocatable_and_requested_rows,
+    go_div,
+    go_round_div,
+    is_extended_resource_name,
+    pod_resource_request,
+)
+from kubesched.framework.interface import (
+    MAX_NODE_SCORE,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    EventResource,
+    Handle,
+    PreFilterExtensions,
+    PreFilterResult,
+)
+from kubesched.framework.nodeinfo import NodeInfo
+from kubesched.framework.resources import CPU, MEMORY, Resource
+from kubesched.framework.status import Code, Status
+from kubesched.framework.types import Pod
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from kubesched.framework.snapshot import Snapshot
+
+__all__ = [
+    "NAME",
+    "Args",
+    "NodeResourcesFit",
+    "ResourceSpec",
+    "ScoringStrategy",
+    "ScoringStrategyType",
+    "UtilizationShapePoint",
+    "new",
+]
+
+NAME = "NodeResourcesFit"
+
+PRE_FILTER_STATE_KEY = "PreFilter" + NAME
+PRE_SCORE_STATE_KEY = "PreScore" + NAME
+
+REASON_TOO_MANY_PODS = "Too many pods"
+
+MAX_UTILIZATION = 100
+MAX_CUSTOM_PRIORITY_SCORE = 10
+"""Shape scores are given in 0..10 and scaled to 0..MAX_NODE_SCORE."""
+
+# -- args ---------------------------------------------------------------------------------------
+_MODEL_CONFIG = ConfigDict(extra="forbid", populate_by_name=True, use_attribute_docstrings=True)
+
+
+class ScoringStrategyType(StrEnum):
+    LEAST_ALLOCATED = "LeastAllocated"
+    MOST_ALLOCATED = "MostAllocated"
+    REQUESTED_TO_CAPACITY_RATIO = "RequestedToCapacityRatio"
+
+
+class ResourceSpec(BaseModel):
+    model_config = _MODEL_CONFIG
+
+    name: str = Field(min_length=1)
+    """Resource name: cpu, memory, ephemeral-storage or a scalar resource."""
+    weight: int = 1
+    """Weight of this resource in the node score, 1..100. 0 means the default, 1."""
+
+    @field_validator("weight")
+    @classmethod
+    def _weight_in_range(cls, v: int) -> int:
+        if v == 0:
+            return 1
+        if not 0 < v <= 100:
+            raise ValueError("resource weight not in valid range (0, 100]")
+        return v
+
+
+def default_resources() -> list[ResourceSpec]:
+    return [ResourceSpec(name=CPU, weight=1), ResourceSpec(name=MEMORY, weight=1)]
+
+
+class UtilizationShapePoint(BaseModel):
+    model_config = _MODEL_CONFIG
+
+    utilization: int = Field(ge=0, le=MAX_UTILIZATION)
+    """Utilization in percent (x axis), 0..100."""
+    score: int = Field(ge=0, le=MAX_CUSTOM_PRIORITY_SCORE)
+    """Score at that utilization (y axis), 0..10; scaled to 0..100."""
+
+
+class RequestedToCapacityRatioParam(BaseModel):
+    model_config = _MODEL_CONFIG
+
+    shape: list[UtilizationShapePoint] = Field(min_length=1)
+    """Points of a piecewise linear function, utilization strictly increasing."""
+
+    @field_validator("shape")
+    @classmethod
+    def _increasing(cls, v: list[UtilizationShapePoint]) -> list[UtilizationShapePoint]:
+        for i in range(1, len(v)):
+            if v[i - 1].utilization >= v[i].utilization:
+                raise ValueError(
+                    f"shape[{i}].utilization: utilization values must be sorted in increasing order"
+                )
+        return v
+
+
+class ScoringStrategy(BaseModel):
+    model_config = _MODEL_CONFIG
+
+    type: ScoringStrategyType = ScoringStrategyType.LEAST_ALLOCATED
+    """LeastAllocated (spread, the default), MostAllocated (bin-pack) or
+    RequestedToCapacityRatio (a custom utilization -> score shape)."""
+    resources: list[ResourceSpec] = Field(default_factory=default_resources)
+    """Resources scored, with weights; empty means the default, cpu:1 and memory:1."""
+    requested_to_capacity_ratio: RequestedToCapacityRatioParam | None = Field(
+        default=None, alias="requestedToCapacityRatio"
+    )
+    """The shape, required by (and only used by) RequestedToCapacityRatio."""
+
+    @field_validator("resources")
+    @classmethod
+    def _default_resources(cls, v: list[ResourceSpec]) -> list[ResourceSpec]:
+        return v or default_resources()
+
+    @model_validator(mode="after")
+    def _shape_given(self) -> ScoringStrategy:
+        if (
+            self.type is ScoringStrategyType.REQUESTED_TO_CAPACITY_RATIO
+            and self.requested_to_capacity_ratio is None
+        ):
+            raise ValueError(
+                "requestedToCapacityRatio.shape is required by RequestedToCapacityRatio"
+            )
+        return self
+
+
+class Args(BaseModel):
+    """NodeResourcesFitArgs."""
+
+    model_config = _MODEL_CONFIG
+
+    ignored_resources: list[str] = Field(default_factory=list, alias="ignoredResources")
+    """Extended resources Filter does not check (e.g. managed by another component).
+    Default: none."""
+    ignored_resource_groups: list[str] = Field(default_factory=list, alias="ignoredResourceGroups")
+    """Extended resource groups (the part before '/', e.g. ``example.com``) Filter does
+    not check. Default: none."""
+    scoring_strategy: ScoringStrategy = Field(
+        default_factory=ScoringStrategy, alias="scoringStrategy"
+    )
+    """How fitting nodes are scored. Default: LeastAllocated over cpu:1, memory:1."""
+
+    @field_validator("ignored_resource_groups")
+    @classmethod
+    def _no_slash(cls, v: list[str]) -> list[str]:
+        for i, g in enumerate(v):
+            if "/" in g:
+                raise ValueError(f"[{i}] {g!r}: resource group name can't contain '/'")
+        return v
+
+
+# -- scoring functions (kube-scheduler's integer arithmetic) -------------------------------------
+def least_requested_score(requested: int, capacity: int) -> int:
+    if capacity == 0 or requested > capacity:
+        return 0
+    return (capacity - requested) * MAX_NODE_SCORE // capacity
+
+
+def most_requested_score(requested: int, capacity: int) -> int:
+    if capacity == 0:
+        return 0
+    # requested can exceed capacity: non-zero defaults count pods that request nothing.
+    requested = min(requested, capacity)
+    return requested * MAX_NODE_SCORE // capacity
+
+
+def broken_linear_function(shape: Sequence[tuple[int, int]]) -> Callable[[int], int]:
+    """The piecewise linear function through ``(utilization, score)`` points: flat
+    before the first and after the last point, Go integer interpolation between."""
+
+    def f(p: int) -> int:
+        for i, (u, s) in enumerate(shape):
+            if p <= u:
+                if i == 0:
+                    return s
+                pu, ps = shape[i - 1]
+                return ps + go_div((s - ps) * (p - pu), u - pu)
+        return shape[-1][1]
+
+    return f
+
+
+def _rtcr_table(param: RequestedToCapacityRatioParam) -> npt.NDArray[np.int64]:
+    scale = MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE
+    f = broken_linear_function([(p.utilization, p.score * scale) for p in param.shape])
+    return np.array([f(p) for p in range(MAX_UTILIZATION + 1)], dtype=np.int64)
+
+
+def _utilization(requested: int, capacity: int) -> int:
+    if capacity == 0 or requested > capacity:
+        return MAX_UTILIZATION
+    return requested * MAX_UTILIZATION // capacity
+
+
+# -- the plugin ---------------------------------------------------------------------------------
+class NodeResourcesFit:
+    name = NAME
+
+    def __init__(self, args: Args) -> None:
+        self.args = args
+        self._ignored = frozenset(args.ignored_resources)
+        self._ignored_groups = frozenset(args.ignored_resource_groups)
+        strategy = args.scoring_strategy
+        self.strategy = strategy.type
+        self.resources = [(r.name, r.weight) for r in strategy.resources]
+        self._table: npt.NDArray[np.int64] | None = None
+        if strategy.requested_to_capacity_ratio is not None:
+            self._table = _rtcr_table(strategy.requested_to_capacity_ratio)
+        self._table_list: list[int] = [] if self._table is None else self._table.tolist()
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        # A deleted or scaled-down pod frees resources; a new node or more allocatable adds them.
+        return [
+            ClusterEventWithHint(
+                ClusterEvent(
+                    EventResource.POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN
+                )
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(
+                    EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE
+                )
+            ),
+        ]
+
+    # -- PreFilter / Filter ---------------------------------------------------------------
+    def pre_filter(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        state.write(PRE_FILTER_STATE_KEY, pod.requests)
+        return None, None
+
+    def pre_filter_extensions(self) -> PreFilterExtensions | None:
+        return None
+
+    def _requests(self, state: CycleState, pod: Pod) -> Resource:
+        req: Resource | None = state.get(PRE_FILTER_STATE_KEY)
+        return pod.requests if req is None else req
+
+    def _checked_scalars(self, req: Resource) -> list[tuple[str, int]]:
+        """The pod's non-zero scalar requests Filter checks, in name order."""
+        out = []
+        for name in sorted(req.scalar):
+            q = req.scalar[name]
+            if q == 0:
+                continue
+            if is_extended_resource_name(name) and (
+                name in self._ignored
+                or (self._ignored_groups and name.split("/", 1)[0] in self._ignored_groups)
+            ):
+                continue
+            out.append((name, q))
+        return out
+
+    def insufficient_resources(self, req: Resource, node_info: NodeInfo) -> list[tuple[str, bool]]:
+        """``(reason, unresolvable)`` for each resource the node lacks, in kube-scheduler's
+        order: pods, cpu, memory, ephemeral-storage, scalar resources. Unresolvable: the
+        request exceeds the node's whole allocatable, so no preemption can help."""
+        out: list[tuple[str, bool]] = []
+        alloc = node_info.allocatable
+        if len(node_info.pods) + 1 > alloc.allowed_pods:
+            out.append((REASON_TOO_MANY_PODS, False))
+        if not (req.milli_cpu or req.memory or req.ephemeral_storage or req.scalar):
+            return out
+        used = node_info.requested
+        if req.milli_cpu > 0 and req.milli_cpu > alloc.milli_cpu - used.milli_cpu:
+            out.append(("Insufficient cpu", req.milli_cpu > alloc.milli_cpu))
+        if req.memory > 0 and req.memory > alloc.memory - used.memory:
+            out.append(("Insufficient memory", req.memory > alloc.memory))
+        if req.ephemeral_storage > 0 and (
+            req.ephemeral_storage > alloc.ephemeral_storage - used.ephemeral_storage
+        ):
+            out.append(
+                ("Insufficient ephemeral-storage", req.ephemeral_storage > alloc.ephemeral_storage)
+            )
+        for name, q in self._checked_scalars(req):
+            a = alloc.scalar.get(name, 0)
+            if q > a - used.scalar.get(name, 0):
+                out.append((f"Insufficient {name}", q > a))
+        return out
+
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+        lacking = self.insufficient_resources(self._requests(state, pod), node_info)
+        if not lacking:
+            return None
+        code = (
+            Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+            if any(u for _, u in lacking)
+            else Code.UNSCHEDULABLE
+        )
+        return Status(code, *(r for r, _ in lacking), plugin=NAME)
+
+    def filter_mask(
+        self, state: CycleState, pod: Pod, snapshot: Snapshot
+    ) -> npt.NDArray[np.bool_] | None:
+        req = self._requests(state, pod)
+        s = snapshot
+        mask: npt.NDArray[np.bool_] = s.req_pods + 1 <= s.alloc_pods
+        if req.milli_cpu > 0:
+            mask &= req.milli_cpu <= s.alloc_cpu - s.req_cpu
+        if req.memory > 0:
+            mask &= req.memory <= s.alloc_mem - s.req_mem
+        if req.ephemeral_storage > 0:
+            mask &= req.ephemeral_storage <= s.alloc_eph - s.req_eph
+        for name, q in self._checked_scalars(req):
+            mask &= q <= s.scalar_allocatable(name) - s.scalar_requested(name)
+        return mask
+
+    # -- PreScore / Score -----------------------------------------------------------------
+    def pod_requests(self, pod: Pod) -> list[int]:
+        """The pod's request of each scored resource (cpu/memory with non-zero defaults)."""
+        return [pod_resource_request(pod, name, non_zero=True) for name, _ in self.resources]
+
+    def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
+        state.write(PRE_SCORE_STATE_KEY, self.pod_requests(pod))
+        return None
+
+    def _score_requests(self, state: CycleState, pod: Pod) -> list[int]:
+        reqs: list[int] | None = state.get(PRE_SCORE_STATE_KEY)
+        return self.pod_requests(pod) if reqs is None else reqs
+
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[int, Status | None]:
+        if not self.resources:
+            return 0, Status.as_error("resources not found", plugin=NAME)
+        reqs = self._score_requests(state, pod)
+        node_score = weight_sum = 0
+        rtcr = self.strategy is ScoringStrategyType.REQUESTED_TO_CAPACITY_RATIO
+        for (name, weight), pod_req in zip(self.resources, reqs, strict=True):
+            alloc, requested = allocatable_and_requested(
+                node_info, name, pod_req, use_requested=False
+            )
+            if alloc == 0:
+                continue
+            if self.strategy is ScoringStrategyType.LEAST_ALLOCATED:
+                s = least_requested_score(requested, alloc)
+            elif self.strategy is ScoringStrategyType.MOST_ALLOCATED:
+                s = most_requested_score(requested, alloc)
+            else:
+                s = self._table_list[_utilization(requested, alloc)]
+                if s <= 0:
+                    continue
+            node_score += s * weight
+            weight_sum += weight
+        if weight_sum == 0:
+            return 0, None
+        if rtcr:
+            return go_round_div(node_score, weight_sum), None
+        return node_score // weight_sum, None
+
+    def score_vector(
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, rows: npt.NDArray[np.intp]
+    ) -> npt.NDArray[np.int64] | None:
+        if not self.resources:
+            return None
+        reqs = self._score_requests(state, pod)
+        n = len(rows)
+        node_score = np.zeros(n, dtype=np.int64)
+        weight_sum = np.zeros(n, dtype=np.int64)
+        for (name, weight), pod_req in zip(self.resources, reqs, strict=True):
+            ar = allocatable_and_requested_rows(snapshot, rows, name, pod_req, use_requested=False)
+            if ar is None:
+                continue
+            alloc, requested = ar
+            valid = alloc != 0
+            safe = np.where(valid, alloc, 1)
+            over = requested > alloc
+            if self.strategy is ScoringStrategyType.LEAST_ALLOCATED:
+                s = np.where(over, 0, (safe - requested) * MAX_NODE_SCORE // safe)
+            elif self.strategy is ScoringStrategyType.MOST_ALLOCATED:
+                s = np.minimum(requested, alloc) * MAX_NODE_SCORE // safe
+            else:
+                assert self._table is not None
+                util = np.where(over, MAX_UTILIZATION, requested * MAX_UTILIZATION // safe)
+                s = self._table[np.clip(util, 0, MAX_UTILIZATION)]
+                valid &= s > 0
+            node_score += np.where(valid, s * weight, 0)
+            weight_sum += np.where(valid, weight, 0)
+        has = weight_sum > 0
+        safe_w = np.where(has, weight_sum, 1)
+        if self.strategy is ScoringStrategyType.REQUESTED_TO_CAPACITY_RATIO:
+            q, r = np.divmod(node_score, safe_w)
+            out = q + (2 * r >= safe_w)
+        else:
+            out = node_score // safe_w
+        return np.where(has, out, 0).astype(np.int64)
+
+    def normalize_score(
+        self, state: CycleState, pod: Pod, scores: npt.NDArray[np.int64]
+    ) -> Status | None:
+        return None
+
+
+def new(args: Args, handle: Handle) -> NodeResourcesFit:
+    return NodeResourcesFit(args)

@@ -1,0 +1,88 @@
+"""NodeUnschedulable: cordoned nodes (``spec.unschedulable``) take no new pods, unless the
+pod tolerates the ``node.kubernetes.io/unschedulable:NoSchedule`` taint."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.helpers import tolerations_tolerate_taint
+from kubesched.framework.interface import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    EventResource,
+    Handle,
+)
+from kubesched.framework.nodeinfo import NodeInfo
+from kubesched.framework.status import Status
+from kubesched.framework.types import Pod, Taint
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from kubesched.framework.snapshot import Snapshot
+
+__all__ = [
+    "ERR_REASON_UNKNOWN_CONDITION",
+    "ERR_REASON_UNSCHEDULABLE",
+    "NAME",
+    "TAINT_NODE_UNSCHEDULABLE",
+    "Args",
+    "NodeUnschedulable",
+    "new",
+]
+
+NAME = "NodeUnschedulable"
+
+ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"
+ERR_REASON_UNKNOWN_CONDITION = "node(s) had unknown conditions"
+
+TAINT_NODE_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
+_UNSCHEDULABLE_TAINT = Taint(TAINT_NODE_UNSCHEDULABLE, "", "NoSchedule")
+
+
+class Args(BaseModel):
+    """NodeUnschedulable takes no arguments."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+def tolerates_unschedulable(pod: Pod) -> bool:
+    return tolerations_tolerate_taint(pod.tolerations, _UNSCHEDULABLE_TAINT)
+
+
+class NodeUnschedulable:
+    name = NAME
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return [
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_TAINT)
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.POD, ActionType.UPDATE_POD_TOLERATIONS)
+            ),
+        ]
+
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+        node = node_info.node
+        if node is None:
+            return Status.unresolvable(ERR_REASON_UNKNOWN_CONDITION, plugin=NAME)
+        if not node.unschedulable or tolerates_unschedulable(pod):
+            return None
+        return Status.unresolvable(ERR_REASON_UNSCHEDULABLE, plugin=NAME)
+
+    def filter_mask(
+        self, state: CycleState, pod: Pod, snapshot: Snapshot
+    ) -> npt.NDArray[np.bool_] | None:
+        if tolerates_unschedulable(pod):
+            return np.ones(len(snapshot), dtype=bool)
+        return ~snapshot.unschedulable
+
+
+def new(args: Args, handle: Handle) -> NodeUnschedulable:
+    return NodeUnschedulable()

@@ -1,0 +1,38 @@
+"""PrioritySort: the default QueueSort. Higher ``spec.priority`` first; among equals, the
+pod queued earlier (FIFO), then arrival order."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from kubesched.framework.interface import Handle
+from kubesched.framework.nodeinfo import QueuedPodInfo
+
+__all__ = ["NAME", "Args", "PrioritySort", "new"]
+
+NAME = "PrioritySort"
+
+
+class Args(BaseModel):
+    """PrioritySort takes no arguments."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class PrioritySort:
+    name = NAME
+
+    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        pa, pb = a.pod.priority, b.pod.priority
+        if pa != pb:
+            return pa > pb
+        if a.timestamp != b.timestamp:
+            return a.timestamp < b.timestamp
+        return a.seq < b.seq
+
+    def sort_key(self, qpi: QueuedPodInfo) -> tuple[int, float, int]:
+        return (-qpi.pod.priority, qpi.timestamp, qpi.seq)
+
+
+def new(args: Args, handle: Handle) -> PrioritySort:
+    return PrioritySort()

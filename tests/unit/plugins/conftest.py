@@ -1,0 +1,10 @@
+from __future__ import annotations
+
+import pytest
+
+from tests.unit.plugins.fakes import FakeHandle
+
+
+@pytest.fixture
+def handle() -> FakeHandle:
+    return FakeHandle()

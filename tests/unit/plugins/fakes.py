@@ -1,0 +1,116 @@
+"""A Handle for plugin unit tests: a snapshot, and a cluster port that records binds."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kubesched.framework.cluster_port import PodCondition
+from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.interface import WaitingPod
+from kubesched.framework.nodeinfo import NodeInfo
+from kubesched.framework.snapshot import Snapshot
+from kubesched.framework.status import Status
+from kubesched.framework.types import Pod
+
+
+class FakeCluster:
+    """Records binds; raises ``bind_error`` instead when set."""
+
+    def __init__(self) -> None:
+        self.binds: list[tuple[str, str]] = []
+        self.bind_error: BaseException | None = None
+
+    async def bind(self, pod: Pod, node_name: str) -> None:
+        if self.bind_error is not None:
+            raise self.bind_error
+        self.binds.append((pod.key, node_name))
+
+    async def record_event(
+        self,
+        regarding: Pod,
+        *,
+        event_type: str,
+        reason: str,
+        action: str,
+        message: str,
+        reporting_controller: str,
+        related: Pod | None = None,
+    ) -> None:
+        raise NotImplementedError
+
+    async def patch_pod_status(
+        self,
+        pod: Pod,
+        *,
+        condition: PodCondition | None = None,
+        nominated_node_name: str | None = None,
+    ) -> None:
+        raise NotImplementedError
+
+    async def delete_pod(self, pod: Pod, *, condition: PodCondition | None = None) -> None:
+        raise NotImplementedError
+
+
+class EmptyStore:
+    def get(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        return None
+
+    def list(self, kind: str, namespace: str | None = None) -> Iterable[Mapping[str, Any]]:
+        return ()
+
+
+class FakeHandle:
+    def __init__(self, snapshot: Snapshot | None = None) -> None:
+        self._snapshot = snapshot if snapshot is not None else Snapshot()
+        self._cluster = FakeCluster()
+        self._store = EmptyStore()
+
+    @property
+    def snapshot(self) -> Snapshot:
+        return self._snapshot
+
+    @property
+    def cluster(self) -> FakeCluster:
+        return self._cluster
+
+    @property
+    def store(self) -> EmptyStore:
+        return self._store
+
+    @property
+    def profile_name(self) -> str:
+        return "test"
+
+    def now(self) -> float:
+        return 0.0
+
+    def get_waiting_pod(self, uid: str) -> WaitingPod | None:
+        return None
+
+    def iterate_waiting_pods(self) -> Iterable[WaitingPod]:
+        return ()
+
+    def reject_waiting_pod(self, uid: str, plugin: str, message: str) -> bool:
+        return False
+
+    def activate(self, pods: Iterable[Pod]) -> None:
+        pass
+
+    def nominated_pods_for_node(self, node_name: str) -> list[Pod]:
+        return []
+
+    def run_filter_plugins_with_nominated_pods(
+        self, state: CycleState, pod: Pod, node_info: NodeInfo
+    ) -> Status | None:
+        raise NotImplementedError
+
+    def run_pre_filter_extension_add_pod(
+        self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo
+    ) -> Status | None:
+        raise NotImplementedError
+
+    def run_pre_filter_extension_remove_pod(
+        self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo
+    ) -> Status | None:
+        raise NotImplementedError

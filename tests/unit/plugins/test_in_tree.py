@@ -1,0 +1,122 @@
+"""The in-tree registry and kube-scheduler's default plugin list."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import pytest
+
+from kubesched.framework.interface import (
+    BindPlugin,
+    EnqueueExtensions,
+    FilterPlugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    PreScorePlugin,
+    QueueSortPlugin,
+    ScorePlugin,
+    VectorFilterPlugin,
+    VectorScorePlugin,
+)
+from kubesched.framework.registry import DuplicatePluginError
+from kubesched.plugins import (
+    DEFAULT_PLUGINS,
+    IN_TREE_MODULES,
+    KUBE_DEFAULT_PLUGINS,
+    in_tree_registry,
+    node_name,
+)
+from tests.unit.plugins.fakes import FakeHandle
+
+
+def test_registry_holds_every_in_tree_plugin() -> None:
+    assert in_tree_registry().names() == sorted(
+        [
+            "DefaultBinder",
+            "ImageLocality",
+            "NodeAffinity",
+            "NodeName",
+            "NodePorts",
+            "NodeResourcesBalancedAllocation",
+            "NodeResourcesFit",
+            "NodeUnschedulable",
+            "PrioritySort",
+            "SchedulingGates",
+            "TaintToleration",
+        ]
+    )
+
+
+def test_registry_refuses_duplicates() -> None:
+    registry = in_tree_registry()
+    with pytest.raises(DuplicatePluginError, match="NodeName"):
+        registry.register_module(node_name)
+
+
+def test_default_plugins_follow_kube_scheduler_order_and_weights() -> None:
+    assert DEFAULT_PLUGINS == (
+        ("SchedulingGates", None),
+        ("PrioritySort", None),
+        ("NodeUnschedulable", None),
+        ("NodeName", None),
+        ("TaintToleration", 3),
+        ("NodeAffinity", 2),
+        ("NodePorts", None),
+        ("NodeResourcesFit", 1),
+        ("NodeResourcesBalancedAllocation", 1),
+        ("ImageLocality", 1),
+        ("DefaultBinder", None),
+    )
+    kube_order = [n for n, _ in KUBE_DEFAULT_PLUGINS]
+    assert kube_order.index("DynamicResources") == kube_order.index("DefaultPreemption") - 1
+    assert len(kube_order) == 19
+
+
+EXPECTED_POINTS: dict[str, set[type]] = {
+    "PrioritySort": {QueueSortPlugin},
+    "NodeUnschedulable": {FilterPlugin, VectorFilterPlugin, EnqueueExtensions},
+    "NodeName": {FilterPlugin, VectorFilterPlugin, EnqueueExtensions},
+    "TaintToleration": {
+        FilterPlugin,
+        VectorFilterPlugin,
+        PreScorePlugin,
+        ScorePlugin,
+        VectorScorePlugin,
+        EnqueueExtensions,
+    },
+    "NodeResourcesFit": {
+        PreFilterPlugin,
+        FilterPlugin,
+        VectorFilterPlugin,
+        PreScorePlugin,
+        ScorePlugin,
+        VectorScorePlugin,
+        EnqueueExtensions,
+    },
+    "NodeResourcesBalancedAllocation": {PreScorePlugin, ScorePlugin, VectorScorePlugin},
+    "DefaultBinder": {BindPlugin},
+    "SchedulingGates": {PreEnqueuePlugin, EnqueueExtensions},
+    "NodeAffinity": {
+        PreFilterPlugin,
+        FilterPlugin,
+        VectorFilterPlugin,
+        PreScorePlugin,
+        ScorePlugin,
+        VectorScorePlugin,
+        EnqueueExtensions,
+    },
+    "NodePorts": {PreFilterPlugin, FilterPlugin, VectorFilterPlugin, EnqueueExtensions},
+    "ImageLocality": {ScorePlugin, VectorScorePlugin},
+}
+ALL_POINTS: set[type] = set().union(*EXPECTED_POINTS.values())
+
+
+@pytest.mark.parametrize("module", IN_TREE_MODULES, ids=lambda m: m.NAME)
+def test_plugins_implement_their_extension_points(module: ModuleType) -> None:
+    name: str = module.NAME
+    spec = in_tree_registry().get(name)
+    assert spec is not None
+    plugin = spec.factory(spec.parse_args(None), FakeHandle())
+    assert plugin.name == name
+    implemented = {p for p in ALL_POINTS if isinstance(plugin, p)}
+    assert implemented == EXPECTED_POINTS[name]
