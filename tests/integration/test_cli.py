@@ -102,7 +102,7 @@ def test_scenario_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> No
         ("team", "needs-two-cpus", "big", "Scheduled"),
         ("team", "too-big", None, "Unschedulable"),
     ]
-    assert data["pods"][1]["message"] == "0/2 nodes are available: 2 Insufficient cpu."
+    assert data["pods"][1]["message"].startswith("0/2 nodes are available: 2 Insufficient cpu.")
     assert data["summary"]["nodes"] == 2
 
 
