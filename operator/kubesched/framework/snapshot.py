@@ -8,17 +8,23 @@ A scheduling cycle is synchronous, so the snapshot cannot change under it.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
 
 from kubesched.framework.nodeinfo import NodeInfo
+from kubesched.framework.types import Node
 
 __all__ = ["Snapshot"]
 
 I64 = npt.NDArray[np.int64]
 BOOL = npt.NDArray[np.bool_]
+
+_LABELS_VERSIONS = itertools.count(1)
+"""Label versions are unique across Snapshot instances, so a plugin's memo keyed by one
+can never be mistaken for another snapshot's."""
 
 _COLUMNS = (
     "alloc_cpu",
@@ -58,6 +64,14 @@ class Snapshot:
         """Rows whose node has a PreferNoSchedule taint."""
         self.generation = 0
         self._affinity_cache: tuple[int, list[NodeInfo], list[NodeInfo]] | None = None
+        self._affinity_flags: dict[int, tuple[bool, bool]] = {}
+        """Row -> (has pods with affinity, has pods with required anti-affinity): the
+        lists above are rebuilt only when a row's membership changes."""
+        self.labels_version = next(_LABELS_VERSIONS)
+        """Changes whenever the rows' nodes (names, order, labels) may have changed:
+        on :meth:`rebuild` and when :meth:`refresh_row` sees another node object with
+        different labels. Plugins memoise per-node label matches keyed by it."""
+        self._row_nodes: list[Node | None] = []
         self.rebuild(node_infos)
 
     def __len__(self) -> int:
@@ -68,6 +82,8 @@ class Snapshot:
 
     # -- maintenance (the cache calls these) --------------------------------------------
     def rebuild(self, node_infos: Sequence[NodeInfo]) -> None:
+        self._affinity_cache = None
+        self._affinity_flags = {}
         n = len(node_infos)
         self.node_infos = list(node_infos)
         self.by_name = {ni.name: ni for ni in self.node_infos}
@@ -78,10 +94,12 @@ class Snapshot:
         self.unschedulable = np.zeros(n, dtype=bool)
         self.hard_taints = np.zeros(n, dtype=bool)
         self.soft_taints = np.zeros(n, dtype=bool)
+        self._row_nodes = [None] * n
         for i, ni in enumerate(self.node_infos):
             ni.index = i
             self.refresh_row(ni)
         self.generation += 1
+        self.labels_version = next(_LABELS_VERSIONS)
 
     def _scalar_column(self, table: dict[str, I64], name: str) -> I64:
         col = table.get(name)
@@ -93,6 +111,11 @@ class Snapshot:
         i = ni.index
         node = ni.node
         assert node is not None, "only nodes that exist are in the snapshot"
+        prev = self._row_nodes[i]
+        if prev is not node:
+            if prev is not None and prev.labels != node.labels:
+                self.labels_version = next(_LABELS_VERSIONS)
+            self._row_nodes[i] = node
         a = node.allocatable
         r = ni.requested
         self.alloc_cpu[i] = a.milli_cpu
@@ -124,7 +147,10 @@ class Snapshot:
                 hard = True
         self.hard_taints[i] = hard
         self.soft_taints[i] = soft
-        self._affinity_cache = None
+        flags = (bool(ni.pods_with_affinity), bool(ni.pods_with_required_anti_affinity))
+        if self._affinity_flags.get(i) != flags:
+            self._affinity_flags[i] = flags
+            self._affinity_cache = None
 
     # -- reads ------------------------------------------------------------------------------
     def scalar_allocatable(self, name: str) -> I64:

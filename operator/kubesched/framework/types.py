@@ -207,6 +207,18 @@ class Pod:
                     ports.append(
                         (str(p.get("hostIP") or "0.0.0.0"), str(p.get("protocol") or "TCP"), hp)
                     )
+        # Restartable (sidecar) init containers run beside the pod: their host ports count
+        # (kube-scheduler's GetHostPorts).
+        for i, c in enumerate(spec.get("initContainers") or ()):
+            c = _mapping(c, f"spec.initContainers[{i}]")
+            if c.get("restartPolicy") != "Always":
+                continue
+            for p in c.get("ports") or ():
+                hp = _mapping(p, f"spec.initContainers[{i}].ports").get("hostPort")
+                if isinstance(hp, int) and 0 < hp < 65536:
+                    ports.append(
+                        (str(p.get("hostIP") or "0.0.0.0"), str(p.get("protocol") or "TCP"), hp)
+                    )
         self.host_ports = ports
         self.images = images
         gates = spec.get("schedulingGates") or ()
