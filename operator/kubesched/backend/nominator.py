@@ -26,9 +26,11 @@ class Nominator:
         self._node_of[pod.uid] = node
 
     def update(self, old: Pod, new: Pod) -> None:
-        # A status update that dropped nominatedNodeName keeps an in-memory nomination
-        # made by this scheduler (kube does the same) unless the pod was assigned.
-        node = new.nominated_node_name or ("" if new.node_name else self._node_of.get(new.uid, ""))
+        # An update where neither version has nominatedNodeName keeps an in-memory
+        # nomination made by this scheduler (its status patch may not have landed yet);
+        # one that removes the field removes the nomination (kube's updateNominatedPod).
+        keep = not new.node_name and not old.nominated_node_name
+        node = new.nominated_node_name or (self._node_of.get(new.uid, "") if keep else "")
         self.add(new, node)
 
     def delete(self, pod: Pod) -> None:

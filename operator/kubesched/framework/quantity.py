@@ -1,7 +1,7 @@
 """Kubernetes resource quantities ("100m", "1.5Gi", "2e3") as exact integers.
 
 kube-scheduler counts CPU in millicores (``MilliValue``) and every other resource in
-whole units (``Value``); both round *up*, as ``resource.Quantity`` does.
+whole units (``Value``); both round *up* (away from zero), as ``resource.Quantity`` does.
 """
 
 from __future__ import annotations
@@ -65,7 +65,9 @@ def parse_quantity(text: str | int | float) -> Fraction:
 
 
 def _ceil(q: Fraction) -> int:
-    return -((-q.numerator) // q.denominator)
+    # Away from zero, like resource.Quantity: -1.5 is -2, as 1.5 is 2.
+    n = -((-abs(q.numerator)) // q.denominator)
+    return n if q >= 0 else -n
 
 
 def milli_value(text: str | int | float) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,6 +92,7 @@ class FrameworkServices:
         nominated_pods_for_node: Callable[[str], list[Pod]] | None = None,
         nominated_nodes: Callable[[], list[str]] | None = None,
         clock: Callable[[], float] | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         self.cluster = cluster
         self.store = store
@@ -99,6 +101,8 @@ class FrameworkServices:
         self.nominated_pods_for_node = nominated_pods_for_node or (lambda name: [])
         self.nominated_nodes = nominated_nodes or (lambda: [])
         self.clock = clock or (lambda: asyncio.get_running_loop().time())
+        self.rng = rng or random.Random()
+        """The scheduler's seeded random source (preemption's dry-run offset)."""
 
 
 class Framework:
@@ -151,6 +155,10 @@ class Framework:
     def now(self) -> float:
         return self.services.clock()
 
+    @property
+    def rng(self) -> random.Random:
+        return self.services.rng
+
     def get_waiting_pod(self, uid: str) -> WaitingPodImpl | None:
         return self.waiting_pods.get(uid)
 
@@ -180,6 +188,7 @@ class Framework:
         """Returns (merged result, first failure, plugins that narrowed the node set)."""
         result: PreFilterResult | None = None
         narrowing: list[str] = []
+        unschedulable: Status | None = None
         skip = state.skip_filter_plugins
         for p in self.chain.pre_filter:
             try:
@@ -190,23 +199,25 @@ class Framework:
                 if s.code == Code.SKIP:
                     skip.add(p.name)
                     continue
+                if s.code == Code.UNSCHEDULABLE:
+                    # Like kube-scheduler, the remaining PreFilters still run: preemption
+                    # needs their cycle state (kubernetes/kubernetes#119770).
+                    unschedulable = s.with_plugin(p.name)
+                    continue
                 if s.code != Code.SUCCESS:
                     return None, s.with_plugin(p.name), narrowing
             if r is not None and r.node_names is not None:
                 narrowing.append(p.name)
                 result = r if result is None else result.merge(r)
                 if not result.node_names:
-                    return (
-                        result,
-                        Status.unresolvable(
-                            f"node(s) didn't satisfy plugin(s) {_plugins_list(narrowing)} simultaneously"
-                            if len(narrowing) > 1
-                            else f"node(s) didn't satisfy plugin(s) {_plugins_list(narrowing)}",
-                            plugin=p.name,
-                        ),
-                        narrowing,
+                    names = sorted(narrowing)
+                    msg = (
+                        f"node(s) didn't satisfy plugin {names[0]}"
+                        if len(names) == 1
+                        else f"node(s) didn't satisfy plugin(s) {go_list(names)} simultaneously"
                     )
-        return result, None, narrowing
+                    return result, Status.unresolvable(msg, plugin=p.name), narrowing
+        return result, unschedulable, narrowing
 
     def run_filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         """All Filter plugins on one node; the first failure is returned."""
@@ -324,8 +335,11 @@ class Framework:
     def run_post_filter(
         self, state: CycleState, pod: Pod, statuses: dict[str, Status]
     ) -> tuple[Any, Status | None]:
-        """Runs PostFilter plugins until one succeeds (or says UnschedulableAndUnresolvable)."""
+        """Runs PostFilter plugins until one succeeds (or says UnschedulableAndUnresolvable).
+        On failure the result is the last one a rejecting plugin returned (e.g. an empty
+        nomination from preemption, which clears the pod's nominatedNodeName)."""
         reasons: list[str] = []
+        result: Any = None
         for p in self.chain.post_filter:
             try:
                 r, s = p.post_filter(state, pod, statuses)
@@ -337,8 +351,10 @@ class Framework:
                 return r, s.with_plugin(p.name)
             if s.code != Code.UNSCHEDULABLE:
                 return None, s.with_plugin(p.name)
+            if r is not None:
+                result = r
             reasons.extend(s.reasons)
-        return None, Status.unschedulable(*reasons) if reasons else Status.unschedulable()
+        return result, Status.unschedulable(*reasons) if reasons else Status.unschedulable()
 
     # -- PreScore / Score ------------------------------------------------------------------------
     def run_pre_score(
@@ -396,12 +412,13 @@ class Framework:
             except Exception as e:
                 return total, per_plugin, Status.as_error(e, plugin=p.name)
             if len(scores) and (scores.max() > MAX_NODE_SCORE or scores.min() < 0):
+                bad = int(scores.max()) if scores.max() > MAX_NODE_SCORE else int(scores.min())
                 return (
                     total,
                     per_plugin,
                     Status.as_error(
-                        f"plugin {p.name} returned an invalid score {int(scores.max())}: "
-                        f"scores must be in [0, {MAX_NODE_SCORE}]",
+                        f'plugin "{p.name}" returns an invalid score {bad}, it should in the '
+                        f"range of [0, {MAX_NODE_SCORE}] after normalizing",
                         plugin=p.name,
                     ),
                 )
@@ -492,3 +509,8 @@ class Framework:
 
 def _plugins_list(names: list[str]) -> str:
     return "[" + ", ".join(names) + "]"
+
+
+def go_list(names: Iterable[str]) -> str:
+    """A list of names as Go's ``%v`` prints a ``[]string``: ``[A B]`` (kube's messages)."""
+    return "[" + " ".join(names) + "]"

@@ -26,9 +26,10 @@ class WaitingPodImpl:
         self._on_done = on_done
         loop = asyncio.get_running_loop()
         self._future: asyncio.Future[Status | None] = loop.create_future()
-        self._timers = [
-            loop.call_later(t, self._timeout, name) for name, t in sorted(timeouts.items())
-        ]
+        # One timer per plugin: a plugin that allows stops its own timer (kube's Allow).
+        self._timers = {
+            name: loop.call_later(t, self._timeout, name, t) for name, t in sorted(timeouts.items())
+        }
 
     @property
     def pod(self) -> Pod:
@@ -41,10 +42,15 @@ class WaitingPodImpl:
     def pending_plugins(self) -> list[str]:
         return sorted(self._pending)
 
-    def _timeout(self, plugin: str) -> None:
-        self.reject(plugin, "rejected due to timeout after waiting at permit")
+    def _timeout(self, plugin: str, seconds: float) -> None:
+        self.reject(
+            plugin, f"rejected due to timeout after waiting {_duration(seconds)} at plugin {plugin}"
+        )
 
     def allow(self, plugin: str) -> None:
+        timer = self._timers.pop(plugin, None)
+        if timer is not None:
+            timer.cancel()
         self._pending.discard(plugin)
         if not self._pending:
             self._finish(None)
@@ -55,7 +61,7 @@ class WaitingPodImpl:
     def _finish(self, status: Status | None) -> None:
         if self._future.done():
             return
-        for t in self._timers:
+        for t in self._timers.values():
             t.cancel()
         self._future.set_result(status)
         self._on_done(self._pod.uid)
@@ -65,3 +71,19 @@ class WaitingPodImpl:
 
     def done(self) -> bool:
         return self._future.done()
+
+
+def _duration(seconds: float) -> str:
+    """Go's ``time.Duration`` text for the common cases: 500ms, 10s, 1m30s, 1h0m0s."""
+    if seconds == 0:
+        return "0s"
+    if seconds < 1:
+        return f"{seconds * 1000:g}ms"
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    out = f"{secs:g}s"
+    if hours or minutes:
+        out = f"{int(minutes)}m{out}"
+    if hours:
+        out = f"{int(hours)}h{out}"
+    return out

@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import Diagnosis
-from kubesched.framework.runtime import Framework
+from kubesched.framework.runtime import Framework, go_list
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import Pod
@@ -75,7 +75,8 @@ class FitError(Exception):
             if parts:
                 msg += " " + ", ".join(parts) + "."
         if d.post_filter_msg:
-            msg += f" {d.post_filter_msg}."
+            # No period of its own: PostFilter messages end with theirs (kube >= 1.29).
+            msg += f" {d.post_filter_msg}"
         return msg
 
 
@@ -153,7 +154,7 @@ class Algorithm:
             allowed = sorted(snap.by_name[n].index for n in pre_res.node_names if n in snap.by_name)
             candidates = np.array(allowed, dtype=np.intp)
             absent = Status.unresolvable(
-                f"node(s) didn't satisfy plugin(s) [{', '.join(narrowing)}]"
+                f"node(s) didn't satisfy plugin(s) {go_list(sorted(narrowing))}"
             )
             in_set = set(pre_res.node_names)
             for ni in snap.node_infos:

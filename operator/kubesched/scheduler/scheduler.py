@@ -94,6 +94,7 @@ class Scheduler:
             activate=self._activate,
             nominated_pods_for_node=self.nominator.nominated_pods_for_node,
             nominated_nodes=self.nominator.nodes,
+            rng=self.algorithm.rng,
         )
 
     def set_profile(self, profile: CompiledProfile) -> None:
@@ -237,7 +238,7 @@ class Scheduler:
         self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, err: FitError, cycle: int
     ) -> None:
         diag = err.diagnosis
-        nominated = ""
+        nominated: str | None = None
         if fwk.chain.post_filter and not diag.pre_filter_msg.startswith("no nodes"):
             res, s = fwk.run_post_filter(state, qpi.pod, diag.node_to_status)
             if s is not None and s.code == Code.ERROR:
@@ -245,8 +246,10 @@ class Scheduler:
                 return
             if s is not None and s.message():
                 diag.post_filter_msg = s.message()
-            if res is not None and res.nominated_node_name:
-                nominated = str(res.nominated_node_name)
+            if res is not None:
+                # A result overrides the nomination; an empty one clears it (kube's
+                # ModeOverride). No result leaves it as it is.
+                nominated = str(res.nominated_node_name or "")
         qpi.unschedulable_plugins = set(diag.unschedulable_plugins)
         qpi.pending_plugins = set(diag.pending_plugins)
         code = (
@@ -263,7 +266,7 @@ class Scheduler:
         status: Status,
         cycle: int,
         *,
-        nominated_node: str = "",
+        nominated_node: str | None = None,
     ) -> None:
         """kube-scheduler's handleSchedulingFailure: requeue, event, condition."""
         pod = qpi.pod
@@ -291,10 +294,14 @@ class Scheduler:
             queue.add_unschedulable(qpi, scheduling_cycle=cycle)
         if nominated_node:
             self.nominator.add(pod, nominated_node)
+        elif nominated_node == "":
+            self.nominator.delete(pod)
+            if not pod.nominated_node_name:
+                nominated_node = None  # nothing to clear in the pod's status
         self._spawn(self._report_failure(fwk, pod, reason, msg, nominated_node))
 
     async def _report_failure(
-        self, fwk: Framework, pod: Pod, reason: str, msg: str, nominated_node: str
+        self, fwk: Framework, pod: Pod, reason: str, msg: str, nominated_node: str | None
     ) -> None:
         try:
             await self.cluster.record_event(
@@ -308,7 +315,7 @@ class Scheduler:
             await self.cluster.patch_pod_status(
                 pod,
                 condition=PodCondition("PodScheduled", "False", reason, msg),
-                nominated_node_name=nominated_node or None,
+                nominated_node_name=nominated_node,
             )
         except NotFound:
             pass

@@ -1,0 +1,235 @@
+"""Pod request arithmetic (k8s.io/component-helpers/resource.PodRequests): what a pod
+takes from a node, and the non-zero figures the scoring plugins use."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from kubesched.framework.quantity import QuantityError
+from kubesched.framework.resources import (
+    DEFAULT_MEMORY_REQUEST,
+    DEFAULT_MILLI_CPU_REQUEST,
+    Resource,
+    pod_requests,
+)
+from tests.builders import make_pod
+
+Mi = 2**20
+Gi = 2**30
+
+
+def container(
+    requests: dict[str, str] | None = None,
+    limits: dict[str, str] | None = None,
+    sidecar: bool = False,
+) -> dict[str, Any]:
+    c: dict[str, Any] = {"name": "c", "image": "i"}
+    res: dict[str, Any] = {}
+    if requests is not None:
+        res["requests"] = requests
+    if limits is not None:
+        res["limits"] = limits
+    if res:
+        c["resources"] = res
+    if sidecar:
+        c["restartPolicy"] = "Always"
+    return c
+
+
+@dataclass
+class Case:
+    id: str
+    spec: dict[str, Any]
+    cpu: int
+    memory: int = 0
+    scalar: dict[str, int] | None = None
+
+
+CASES = [
+    Case("no-containers", {}, 0),
+    Case("no-requests", {"containers": [container()]}, 0),
+    Case(
+        "containers-sum",
+        {
+            "containers": [
+                container({"cpu": "100m", "memory": "100Mi"}),
+                container({"cpu": "200m", "nvidia.com/gpu": "1"}),
+            ]
+        },
+        300,
+        100 * Mi,
+        {"nvidia.com/gpu": 1},
+    ),
+    Case(
+        "init-container-max-wins",
+        {
+            "containers": [container({"cpu": "300m", "memory": "1Gi"})],
+            "initContainers": [container({"cpu": "1", "memory": "100Mi"})],
+        },
+        1000,
+        Gi,
+    ),
+    Case(
+        "init-containers-max-not-sum",
+        {
+            "containers": [container({"cpu": "100m"})],
+            "initContainers": [container({"cpu": "500m"}), container({"cpu": "700m"})],
+        },
+        700,
+    ),
+    Case(
+        # KEP-753: sidecars run next to the app containers, so they add up...
+        "sidecar-adds-to-containers",
+        {
+            "containers": [container({"cpu": "200m"})],
+            "initContainers": [container({"cpu": "100m"}, sidecar=True)],
+        },
+        300,
+    ),
+    Case(
+        # ...and an init container started after a sidecar runs alongside it: 500 + 100.
+        "init-after-sidecar-counts-the-sidecar",
+        {
+            "containers": [container({"cpu": "200m"})],
+            "initContainers": [
+                container({"cpu": "100m"}, sidecar=True),
+                container({"cpu": "500m"}),
+            ],
+        },
+        600,
+    ),
+    Case(
+        # An init container started before the sidecar does not run with it: max(500, 300).
+        "init-before-sidecar-does-not",
+        {
+            "containers": [container({"cpu": "200m"})],
+            "initContainers": [
+                container({"cpu": "500m"}),
+                container({"cpu": "100m"}, sidecar=True),
+            ],
+        },
+        500,
+    ),
+    Case(
+        # Sidecars 100 + 200 both start before the last init (400): 700 > 100+200+50.
+        "two-sidecars-then-init",
+        {
+            "containers": [container({"cpu": "50m"})],
+            "initContainers": [
+                container({"cpu": "100m"}, sidecar=True),
+                container({"cpu": "250m"}),
+                container({"cpu": "200m"}, sidecar=True),
+                container({"cpu": "400m"}),
+            ],
+        },
+        700,
+    ),
+    Case(
+        "overhead-on-top",
+        {
+            "containers": [container({"cpu": "100m", "memory": "10Mi"})],
+            "initContainers": [container({"cpu": "1"})],
+            "overhead": {"cpu": "250m", "memory": "120Mi"},
+        },
+        1250,
+        130 * Mi,
+    ),
+    Case(
+        "limits-default-the-request",
+        {"containers": [container(limits={"cpu": "2", "memory": "1Gi"})]},
+        2000,
+        Gi,
+    ),
+    Case(
+        "explicit-request-beats-limit",
+        {"containers": [container({"cpu": "500m"}, limits={"cpu": "2", "memory": "1Gi"})]},
+        500,
+        Gi,
+    ),
+    Case(
+        "pod-level-cpu-overrides-aggregate-memory-stays",
+        {
+            "containers": [container({"cpu": "100m", "memory": "64Mi"})],
+            "resources": {"requests": {"cpu": "2"}},
+        },
+        2000,
+        64 * Mi,
+    ),
+    Case(
+        "pod-level-plus-overhead",
+        {
+            "containers": [container({"cpu": "100m"})],
+            "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+            "overhead": {"cpu": "100m"},
+        },
+        1100,
+        Gi,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_pod_requests(case: Case) -> None:
+    r = pod_requests(case.spec)
+    assert (r.milli_cpu, r.memory) == (case.cpu, case.memory)
+    assert {k: v for k, v in r.scalar.items() if v} == (case.scalar or {})
+
+
+# (id, container requests, non-zero cpu, non-zero memory)
+NON_ZERO_CASES: list[tuple[str, dict[str, Any] | None, int, int]] = [
+    ("nothing-requested", None, DEFAULT_MILLI_CPU_REQUEST, DEFAULT_MEMORY_REQUEST),
+    ("cpu-only", {"cpu": "250m"}, 250, DEFAULT_MEMORY_REQUEST),
+    ("memory-only", {"memory": "1Gi"}, DEFAULT_MILLI_CPU_REQUEST, Gi),
+    ("explicit-zero-stays-zero", {"cpu": "0", "memory": "0"}, 0, 0),
+    ("other-resource-only", {"example.com/foo": "1"}, 100, 200 * Mi),
+]
+
+
+@pytest.mark.parametrize(
+    ("requests", "cpu", "memory"),
+    [c[1:] for c in NON_ZERO_CASES],
+    ids=[c[0] for c in NON_ZERO_CASES],
+)
+def test_non_zero_defaults_apply_only_to_absent_keys(
+    requests: dict[str, Any] | None, cpu: int, memory: int
+) -> None:
+    r = pod_requests({"containers": [container(requests)]}, non_zero=True)
+    assert (r.milli_cpu, r.memory) == (cpu, memory)
+
+
+def test_non_zero_defaults_are_per_container() -> None:
+    # Two best-effort containers count twice the defaults; a limit counts as a request.
+    spec = {"containers": [container(), container(), container(limits={"cpu": "1"})]}
+    r = pod_requests(spec, non_zero=True)
+    assert r.milli_cpu == 2 * DEFAULT_MILLI_CPU_REQUEST + 1000
+    assert r.memory == 3 * DEFAULT_MEMORY_REQUEST
+    assert pod_requests(spec) == Resource(milli_cpu=1000)
+
+
+def test_pod_view_carries_requests_and_non_zero_figures() -> None:
+    pod = make_pod("p").req(memory="1Gi").init_container(sidecar=True, cpu="300m").pod()
+    assert pod.requests == Resource(milli_cpu=300, memory=Gi)
+    # The sidecar states cpu, the app container does not: it gets the 100m default.
+    assert (pod.non_zero_cpu, pod.non_zero_memory) == (400, Gi + DEFAULT_MEMORY_REQUEST)
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ({"containers": [container({"cpu": "lots"})]}, "spec.containers[0].resources.requests.cpu"),
+        (
+            {"containers": [container()], "initContainers": [container(limits={"memory": "1GB"})]},
+            "spec.initContainers[0].resources.requests.memory",
+        ),
+        ({"overhead": {"cpu": "x"}}, "spec.overhead.cpu"),
+        ({"resources": {"requests": {"memory": "?"}}}, "spec.resources.requests.memory"),
+    ],
+    ids=["container", "init-container-limit", "overhead", "pod-level"],
+)
+def test_bad_quantities_name_the_field(spec: dict[str, Any], field: str) -> None:
+    with pytest.raises(QuantityError) as exc:
+        pod_requests(spec)
+    assert str(exc.value).startswith(f"{field}: ")

@@ -1,0 +1,528 @@
+"""The Framework runs a profile's chain with kube-scheduler's rules; tiny fake plugins
+record what ran, so each test pins one rule a user would see in the pod's fate."""
+
+from __future__ import annotations
+
+import asyncio
+import types
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pydantic
+import pytest
+
+from kubesched.framework import registry as registry_module
+from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.interface import PreFilterResult
+from kubesched.framework.nodeinfo import NodeInfo
+from kubesched.framework.registry import DuplicatePluginError, Registry
+from kubesched.framework.runtime import Framework, FrameworkServices, PluginChain
+from kubesched.framework.snapshot import Snapshot
+from kubesched.framework.status import Code, Status
+from kubesched.framework.types import Pod
+from tests.builders import make_node, make_pod
+
+Calls = list[str]
+
+
+# -- fake plugins ------------------------------------------------------------------------------
+class FakeFilter:
+    """Filter that rejects the nodes in ``reject`` (and optionally PreFilter-skips)."""
+
+    def __init__(
+        self,
+        name: str,
+        calls: Calls,
+        reject: Sequence[str] = (),
+        pre: Status | None = None,
+        nodes: set[str] | None = None,
+        code: Code = Code.UNSCHEDULABLE,
+    ) -> None:
+        self.name = name
+        self.calls = calls
+        self.reject = set(reject)
+        self.pre = pre
+        self.nodes = nodes
+        self.code = code
+
+    def pre_filter(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        self.calls.append(f"{self.name}.pre_filter")
+        result = PreFilterResult(set(self.nodes)) if self.nodes is not None else None
+        return result, self.pre
+
+    def pre_filter_extensions(self) -> None:
+        return None
+
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+        self.calls.append(f"{self.name}.filter({node_info.name})")
+        if node_info.name in self.reject:
+            return Status(self.code, f"{self.name} rejects {node_info.name}")
+        return None
+
+
+class FakeScore:
+    def __init__(
+        self,
+        name: str,
+        scores: dict[str, int],
+        normalize: bool = False,
+        pre: Status | None = None,
+        vector: bool = False,
+    ) -> None:
+        self.name = name
+        self.scores = scores
+        self.normalize = normalize
+        self.pre = pre
+        if vector:
+            self.score_vector = self._score_vector
+
+    def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
+        return self.pre
+
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[int, Status | None]:
+        return self.scores[node_info.name], None
+
+    def _score_vector(
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, rows: npt.NDArray[np.intp]
+    ) -> npt.NDArray[np.int64]:
+        names = [snapshot.node_infos[int(r)].name for r in rows]
+        return np.array([self.scores[n] for n in names], dtype=np.int64)
+
+    def normalize_score(
+        self, state: CycleState, pod: Pod, scores: npt.NDArray[np.int64]
+    ) -> Status | None:
+        if self.normalize:
+            top = int(scores.max())
+            scores[:] = scores * 100 // top if top else 0
+        return None
+
+
+class FakeReserve:
+    def __init__(self, name: str, calls: Calls, fail: bool = False) -> None:
+        self.name = name
+        self.calls = calls
+        self.fail = fail
+
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        self.calls.append(f"{self.name}.reserve")
+        return Status.unschedulable("no room") if self.fail else None
+
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        self.calls.append(f"{self.name}.unreserve")
+        if self.fail:
+            raise RuntimeError("unreserve must not stop the rollback")
+
+
+class FakePermit:
+    def __init__(self, name: str, status: Status | None, timeout: float = 0.0) -> None:
+        self.name = name
+        self.status = status
+        self.timeout = timeout
+
+    def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status | None, float]:
+        return self.status, self.timeout
+
+
+class FakeBinder:
+    def __init__(self, name: str, calls: Calls, status: Status | None) -> None:
+        self.name = name
+        self.calls = calls
+        self.status = status
+
+    async def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        self.calls.append(f"{self.name}.bind({node_name})")
+        return self.status
+
+
+# -- helpers -------------------------------------------------------------------------------
+def framework(services: FrameworkServices | None = None, **points: Any) -> Framework:
+    fwk = Framework("test", services)
+    fwk.set_chain(PluginChain(**points), {})
+    return fwk
+
+
+def nodes(*names: str) -> list[NodeInfo]:
+    return [make_node(n).info() for n in names]
+
+
+POD = make_pod("p").pod()
+
+
+# -- PreFilter / Filter --------------------------------------------------------------------------
+def test_first_failing_filter_wins_and_later_filters_do_not_run() -> None:
+    calls: Calls = []
+    fwk = framework(
+        filter=[
+            FakeFilter("A", calls),
+            FakeFilter("B", calls, reject=["n1"]),
+            FakeFilter("C", calls, reject=["n1"]),
+        ]
+    )
+    st = fwk.run_filter(CycleState(), POD, nodes("n1")[0])
+    assert st is not None
+    assert (st.code, st.plugin, st.message()) == (Code.UNSCHEDULABLE, "B", "B rejects n1")
+    assert calls == ["A.filter(n1)", "B.filter(n1)"]
+
+
+def test_a_filter_returning_a_non_rejection_code_is_an_error_naming_it() -> None:
+    fwk = framework(filter=[FakeFilter("Boom", [], reject=["n1"], code=Code.ERROR)])
+    st = fwk.run_filter(CycleState(), POD, nodes("n1")[0])
+    assert st is not None and (st.code, st.plugin) == (Code.ERROR, "Boom")
+
+
+def test_prefilter_skip_skips_that_plugins_filter() -> None:
+    calls: Calls = []
+    skipper = FakeFilter("Skipper", calls, reject=["n1"], pre=Status.skip())
+    fwk = framework(pre_filter=[skipper], filter=[skipper, FakeFilter("Other", calls)])
+    state = CycleState()
+    _, st, _ = fwk.run_pre_filter(state, POD, nodes("n1"))
+    assert st is None
+    assert fwk.run_filter(state, POD, nodes("n1")[0]) is None
+    assert calls == ["Skipper.pre_filter", "Other.filter(n1)"]
+
+
+PREFILTER_RESULTS: list[tuple[str, list[set[str] | None], set[str] | None, str]] = [
+    ("all-nodes", [None, None], None, ""),
+    ("one-narrows", [{"a", "b"}, None], {"a", "b"}, ""),
+    ("intersection", [{"a", "b"}, {"b", "c"}], {"b"}, ""),
+    ("one-empty", [set(), None], set(), "node(s) didn't satisfy plugin P0"),
+    (
+        "disjoint",
+        [{"a"}, {"b"}],
+        set(),
+        "node(s) didn't satisfy plugin(s) [P0 P1] simultaneously",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("results", "expected", "message"),
+    [c[1:] for c in PREFILTER_RESULTS],
+    ids=[c[0] for c in PREFILTER_RESULTS],
+)
+def test_prefilter_results_merge_by_intersection(
+    results: list[set[str] | None], expected: set[str] | None, message: str
+) -> None:
+    fwk = framework(pre_filter=[FakeFilter(f"P{i}", [], nodes=r) for i, r in enumerate(results)])
+    res, st, _ = fwk.run_pre_filter(CycleState(), POD, nodes("a", "b", "c"))
+    assert (res.node_names if res is not None else None) == expected
+    if message:
+        assert st is not None
+        assert (st.code, st.message()) == (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, message)
+    else:
+        assert st is None
+
+
+def test_prefilter_unschedulable_still_runs_the_remaining_prefilters() -> None:
+    # kube-scheduler runs them all (kubernetes#119770): preemption needs their state.
+    calls: Calls = []
+    fwk = framework(
+        pre_filter=[
+            FakeFilter("First", calls, pre=Status.unschedulable("not yet")),
+            FakeFilter("Second", calls),
+        ]
+    )
+    _, st, _ = fwk.run_pre_filter(CycleState(), POD, nodes("n1"))
+    assert st is not None and (st.code, st.plugin, st.message()) == (
+        Code.UNSCHEDULABLE,
+        "First",
+        "not yet",
+    )
+    assert calls == ["First.pre_filter", "Second.pre_filter"]
+
+
+def test_prefilter_unresolvable_stops_at_once() -> None:
+    calls: Calls = []
+    fwk = framework(
+        pre_filter=[
+            FakeFilter("First", calls, pre=Status.unresolvable("never")),
+            FakeFilter("Second", calls),
+        ]
+    )
+    _, st, _ = fwk.run_pre_filter(CycleState(), POD, nodes("n1"))
+    assert st is not None and (st.code, st.plugin) == (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "First")
+    assert calls == ["First.pre_filter"]
+
+
+class PodCountFilter:
+    """Fits at most ``limit`` pods per node (to see nominated pods counted)."""
+
+    name = "PodCount"
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+        if len(node_info.pods) >= self.limit:
+            return Status.unschedulable("Too many pods")
+        return None
+
+
+@pytest.mark.parametrize(
+    ("nominated_priority", "fits"),
+    [(10, False), (5, False), (1, True)],
+    ids=["higher-priority-nominated-counts", "equal-priority-counts", "lower-priority-ignored"],
+)
+def test_filter_with_nominated_pods_counts_equal_or_higher_priority(
+    nominated_priority: int, fits: bool
+) -> None:
+    nominated = make_pod("nom").priority(nominated_priority).pod()
+    services = FrameworkServices(nominated_pods_for_node=lambda name: [nominated])
+    fwk = framework(services, filter=[PodCountFilter(limit=1)])
+    pod = make_pod("p").priority(5).pod()
+    st = fwk.run_filter_plugins_with_nominated_pods(CycleState(), pod, nodes("n1")[0])
+    assert (st is None) is fits
+    if st is not None:
+        assert st.message() == "Too many pods"
+
+
+# -- Score ---------------------------------------------------------------------------------------
+def test_scores_are_normalized_then_weighted_and_summed() -> None:
+    snap = Snapshot(nodes("n1", "n2"))
+    fwk = framework(
+        score=[
+            (FakeScore("Raw", {"n1": 10, "n2": 50}), 2),
+            (FakeScore("Norm", {"n1": 3, "n2": 6}, normalize=True), 1),
+            (FakeScore("Vec", {"n1": 40, "n2": 0}, vector=True), 3),
+        ]
+    )
+    total, per_plugin, st = fwk.run_score(CycleState(), POD, snap, np.array([0, 1]))
+    assert st is None
+    assert per_plugin["Raw"].tolist() == [20, 100]
+    assert per_plugin["Norm"].tolist() == [50, 100]
+    assert per_plugin["Vec"].tolist() == [120, 0]
+    assert total.tolist() == [190, 200]
+
+
+def test_prescore_skip_skips_that_plugins_score() -> None:
+    snap = Snapshot(nodes("n1", "n2"))
+    fwk = framework(
+        pre_score=[skipper := FakeScore("Skipped", {"n1": 1000, "n2": 1000}, pre=Status.skip())],
+        score=[(skipper, 1), (FakeScore("Kept", {"n1": 1, "n2": 2}), 1)],
+    )
+    state = CycleState()
+    assert fwk.run_pre_score(state, POD, snap.node_infos) is None
+    total, per_plugin, st = fwk.run_score(state, POD, snap, np.array([0, 1]))
+    assert st is None
+    assert list(per_plugin) == ["Kept"]
+    assert total.tolist() == [1, 2]
+
+
+@pytest.mark.parametrize("bad", [101, -5], ids=["above-100", "negative"])
+def test_a_score_out_of_range_is_an_error_naming_plugin_and_value(bad: int) -> None:
+    snap = Snapshot(nodes("n1", "n2"))
+    fwk = framework(score=[(FakeScore("Wild", {"n1": 50, "n2": bad}), 1)])
+    _, _, st = fwk.run_score(CycleState(), POD, snap, np.array([0, 1]))
+    assert st is not None
+    assert (st.code, st.plugin) == (Code.ERROR, "Wild")
+    assert st.message() == (
+        f'plugin "Wild" returns an invalid score {bad}, it should in the range of [0, 100] '
+        "after normalizing"
+    )
+
+
+# -- Reserve / Permit ---------------------------------------------------------------------------
+def test_reserve_failure_then_unreserve_runs_every_plugin_in_reverse() -> None:
+    calls: Calls = []
+    fwk = framework(
+        reserve=[
+            FakeReserve("R1", calls),
+            FakeReserve("R2", calls, fail=True),
+            FakeReserve("R3", calls),
+        ]
+    )
+    st = fwk.run_reserve(CycleState(), POD, "n1")
+    assert st is not None and (st.code, st.plugin, st.message()) == (
+        Code.UNSCHEDULABLE,
+        "R2",
+        "no room",
+    )
+    fwk.run_unreserve(CycleState(), POD, "n1")
+    assert calls == ["R1.reserve", "R2.reserve", "R3.unreserve", "R2.unreserve", "R1.unreserve"]
+
+
+def test_permit_rejection_names_the_plugin_and_holds_nothing() -> None:
+    fwk = framework(
+        permit=[
+            FakePermit("Wait", Status.wait(), 10),
+            FakePermit("No", Status.unschedulable("full")),
+        ]
+    )
+    st = fwk.run_permit(CycleState(), POD, "n1")
+    assert st is not None and (st.code, st.plugin, st.message()) == (
+        Code.UNSCHEDULABLE,
+        "No",
+        "full",
+    )
+    assert fwk.get_waiting_pod(POD.uid) is None
+
+
+def waiting_framework(timeouts: dict[str, float]) -> Framework:
+    fwk = framework(permit=[FakePermit(n, Status.wait(), t) for n, t in timeouts.items()])
+    st = fwk.run_permit(CycleState(), POD, "n1")
+    assert st is not None and st.code == Code.WAIT
+    return fwk
+
+
+@pytest.mark.looptime
+async def test_permit_wait_until_every_waiting_plugin_allows() -> None:
+    fwk = waiting_framework({"A": 30, "B": 30})
+    wp = fwk.get_waiting_pod(POD.uid)
+    assert wp is not None and wp.pending_plugins() == ["A", "B"]
+    loop = asyncio.get_running_loop()
+    loop.call_later(1, wp.allow, "A")
+    loop.call_later(2, wp.allow, "B")
+    assert await fwk.wait_on_permit(POD) is None
+    assert loop.time() == 2
+    assert fwk.get_waiting_pod(POD.uid) is None
+
+
+@pytest.mark.looptime
+async def test_an_allowing_plugins_timeout_no_longer_applies() -> None:
+    # A allows at t=1 with a 5 s timeout; B allows at t=20 within its 30 s: the pod binds.
+    fwk = waiting_framework({"A": 5, "B": 30})
+    wp = fwk.get_waiting_pod(POD.uid)
+    assert wp is not None
+    loop = asyncio.get_running_loop()
+    loop.call_later(1, wp.allow, "A")
+    loop.call_later(20, wp.allow, "B")
+    assert await fwk.wait_on_permit(POD) is None
+    assert loop.time() == 20
+
+
+@pytest.mark.looptime
+async def test_permit_reject_while_waiting() -> None:
+    fwk = waiting_framework({"Gang": 60})
+    loop = asyncio.get_running_loop()
+    loop.call_later(3, fwk.reject_waiting_pod, POD.uid, "Gang", "group failed")
+    st = await fwk.wait_on_permit(POD)
+    assert st is not None and (st.code, st.plugin, st.message()) == (
+        Code.UNSCHEDULABLE,
+        "Gang",
+        "group failed",
+    )
+    assert loop.time() == 3
+
+
+@pytest.mark.looptime
+async def test_permit_timeout_rejects_naming_the_plugin_that_timed_out() -> None:
+    fwk = waiting_framework({"Slow": 90, "Quick": 10})
+    st = await fwk.wait_on_permit(POD)
+    assert st is not None and (st.code, st.plugin) == (Code.UNSCHEDULABLE, "Quick")
+    assert st.message() == "rejected due to timeout after waiting 10s at plugin Quick"
+    assert asyncio.get_running_loop().time() == 10
+
+
+# -- Bind -----------------------------------------------------------------------------------------
+BIND_CASES: list[tuple[str, list[Status | None], Code | None, list[str]]] = [
+    ("first-binds", [None, None], None, ["B0.bind(n1)"]),
+    ("skip-falls-through", [Status.skip(), None], None, ["B0.bind(n1)", "B1.bind(n1)"]),
+    (
+        "failure-stops",
+        [Status.as_error("api down"), None],
+        Code.ERROR,
+        ["B0.bind(n1)"],
+    ),
+    (
+        "all-skip-is-an-error",
+        [Status.skip(), Status.skip()],
+        Code.ERROR,
+        ["B0.bind(n1)", "B1.bind(n1)"],
+    ),
+    ("no-binder-is-an-error", [], Code.ERROR, []),
+]
+
+
+@pytest.mark.parametrize(
+    ("statuses", "code", "expected_calls"),
+    [c[1:] for c in BIND_CASES],
+    ids=[c[0] for c in BIND_CASES],
+)
+async def test_bind_chain(
+    statuses: list[Status | None], code: Code | None, expected_calls: list[str]
+) -> None:
+    calls: Calls = []
+    fwk = framework(bind=[FakeBinder(f"B{i}", calls, s) for i, s in enumerate(statuses)])
+    st = await fwk.run_bind(CycleState(), POD, "n1")
+    assert (st.code if st is not None else None) == code
+    assert calls == expected_calls
+
+
+# -- Registry -------------------------------------------------------------------------------------
+def plugin_module(name: str, module_name: str = "") -> types.ModuleType:
+    m = types.ModuleType(module_name or f"fake_{name.lower()}")
+    m.NAME = name  # type: ignore[attr-defined]
+    m.new = lambda args, handle: object()  # type: ignore[attr-defined]
+    return m
+
+
+def test_registry_refuses_duplicates_naming_who_registered_first() -> None:
+    reg = Registry()
+    reg.register_module(plugin_module("Foo", "first_pkg.foo"))
+    with pytest.raises(
+        DuplicatePluginError, match=r"'Foo' is already registered \(by first_pkg.foo\)"
+    ):
+        reg.register_module(plugin_module("Foo", "second_pkg.foo"))
+
+
+def test_registry_refuses_a_module_without_name_or_factory() -> None:
+    with pytest.raises(TypeError, match="exports NAME and new"):
+        Registry().register_module(types.ModuleType("empty"))
+
+
+class FakeEntryPoint:
+    def __init__(self, name: str, obj: object) -> None:
+        self.name = name
+        self.obj = obj
+
+    def load(self) -> object:
+        return self.obj
+
+
+def test_registry_loads_out_of_tree_plugins_from_entry_points(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class Args(pydantic.BaseModel):
+        size: int = 3
+
+    mod = plugin_module("OutOfTree")
+    mod.Args = Args  # type: ignore[attr-defined]
+    seen: list[str] = []
+
+    def entry_points(*, group: str) -> list[FakeEntryPoint]:
+        seen.append(group)
+        return [FakeEntryPoint("oot", mod)]
+
+    monkeypatch.setattr(registry_module, "entry_points", entry_points)
+    reg = Registry()
+    assert reg.load_entry_points() == ["OutOfTree"]
+    assert seen == ["kubesched.plugins"]
+    spec = reg.get("OutOfTree")
+    assert spec is not None and spec.source == "entry point oot"
+    assert spec.parse_args({"size": 5}) == Args(size=5)
+
+
+def test_an_entry_point_that_is_not_a_module_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(
+        registry_module, "entry_points", lambda *, group: [FakeEntryPoint("bad", object())]
+    )
+    with pytest.raises(TypeError, match="entry point bad: expected a plugin module"):
+        Registry().load_entry_points()
+
+
+def test_an_entry_point_clashing_with_an_in_tree_plugin_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(
+        registry_module,
+        "entry_points",
+        lambda *, group: [FakeEntryPoint("dup", plugin_module("NodeName"))],
+    )
+    reg = Registry()
+    reg.register_module(plugin_module("NodeName", "kubesched.plugins.node_name"))
+    with pytest.raises(DuplicatePluginError, match=r"by kubesched\.plugins\.node_name"):
+        reg.load_entry_points()
