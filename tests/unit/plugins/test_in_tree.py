@@ -40,6 +40,7 @@ def test_registry_holds_every_in_tree_plugin() -> None:
             "NodeResourcesBalancedAllocation",
             "NodeResourcesFit",
             "NodeUnschedulable",
+            "PodTopologySpread",
             "PrioritySort",
             "SchedulingGates",
             "TaintToleration",
@@ -63,6 +64,7 @@ def test_default_plugins_follow_kube_scheduler_order_and_weights() -> None:
         ("NodeAffinity", 2),
         ("NodePorts", None),
         ("NodeResourcesFit", 1),
+        ("PodTopologySpread", 2),
         ("NodeResourcesBalancedAllocation", 1),
         ("ImageLocality", 1),
         ("DefaultBinder", None),
@@ -107,6 +109,15 @@ EXPECTED_POINTS: dict[str, set[type]] = {
     },
     "NodePorts": {PreFilterPlugin, FilterPlugin, VectorFilterPlugin, EnqueueExtensions},
     "ImageLocality": {ScorePlugin, VectorScorePlugin},
+    "PodTopologySpread": {
+        PreFilterPlugin,
+        FilterPlugin,
+        VectorFilterPlugin,
+        PreScorePlugin,
+        ScorePlugin,
+        VectorScorePlugin,
+        EnqueueExtensions,
+    },
 }
 ALL_POINTS: set[type] = set().union(*EXPECTED_POINTS.values())
 
