@@ -165,12 +165,14 @@ class Algorithm:
         n = len(candidates)
         if n == 0:
             return candidates, diagnosis
-        if not fwk.has_filter_plugins():
-            self.next_start_node_index = (self.next_start_node_index + n) % n_all
-            return candidates, diagnosis
-
         to_find = num_feasible_nodes_to_find(fwk.percentage_of_nodes_to_score, n)
         start = self.next_start_node_index % n
+        if not fwk.has_filter_plugins():
+            # kube-scheduler: the first to_find nodes from the rotating offset, not all.
+            take = candidates[(np.arange(to_find) + start) % n]
+            self.next_start_node_index = (self.next_start_node_index + to_find) % n_all
+            return take, diagnosis
+
         order = np.concatenate((candidates[start:], candidates[:start])) if start else candidates
 
         combined, scalar, masks = fwk.filter_masks(state, pod, snap)
