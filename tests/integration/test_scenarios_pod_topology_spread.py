@@ -1,0 +1,43 @@
+"""Scenario files of the PodTopologySpread family through the simulator with the
+default profile (the same files feed the differential test against kube-scheduler)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kubesched.simulator.engine import PodResult, simulate
+from kubesched.simulator.scenario import load_scenarios
+
+SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios" / "pod-topology-spread"
+
+
+def run(name: str, seed: int = 0) -> dict[str, PodResult]:
+    objects = load_scenarios([str(SCENARIOS / name)])
+    return {p.name: p for p in simulate(objects, seed=seed).pods}
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_zone_do_not_schedule(seed: int) -> None:
+    r = run("zone-do-not-schedule.yaml", seed)
+    assert r["web-new"].node == "node-c"
+    pinned = r["web-pinned"]
+    assert pinned.node is None
+    assert pinned.message.startswith(
+        "0/4 nodes are available: 1 node(s) didn't match pod topology spread constraints, "
+        "3 node(s) didn't match Pod's node affinity/selector."
+    )
+
+
+def test_min_domains_makes_the_global_minimum_zero() -> None:
+    r = run("min-domains.yaml")
+    assert r["web-new"].node is None
+    assert r["web-new"].message.startswith(
+        "0/2 nodes are available: 2 node(s) didn't match pod topology spread constraints."
+    )
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_schedule_anyway_prefers_the_emptiest_host(seed: int) -> None:
+    assert run("hostname-schedule-anyway.yaml", seed)["web-new"].node == "node-2"
