@@ -184,8 +184,14 @@ def compile_profile(
 
     mp = plugins.multi_point
     mp_weights = {p.name: p.weight for p in mp.enabled}
-    for j, p in enumerate(mp.enabled):
-        instance(p.name, f"plugins.multiPoint.enabled[{j}].name")
+    # Name the user's entry, not its index in the list merged with the defaults.
+    user_mp = {p.name: j for j, p in enumerate(spec.plugins.multi_point.enabled)}
+    for p in mp.enabled:
+        j = user_mp.get(p.name)
+        instance(
+            p.name,
+            f"plugins.multiPoint.enabled[{j}].name" if j is not None else "default plugins",
+        )
     resolved: dict[str, list[Any]] = {}
     weights: dict[str, int | None] = {}
     for point, (attr, _) in _POINTS.items():
