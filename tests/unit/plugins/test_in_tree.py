@@ -34,6 +34,7 @@ def test_registry_holds_every_in_tree_plugin() -> None:
         [
             "DefaultBinder",
             "ImageLocality",
+            "InterPodAffinity",
             "NodeAffinity",
             "NodeName",
             "NodePorts",
@@ -65,6 +66,7 @@ def test_default_plugins_follow_kube_scheduler_order_and_weights() -> None:
         ("NodePorts", None),
         ("NodeResourcesFit", 1),
         ("PodTopologySpread", 2),
+        ("InterPodAffinity", 2),
         ("NodeResourcesBalancedAllocation", 1),
         ("ImageLocality", 1),
         ("DefaultBinder", None),
@@ -110,6 +112,15 @@ EXPECTED_POINTS: dict[str, set[type]] = {
     "NodePorts": {PreFilterPlugin, FilterPlugin, VectorFilterPlugin, EnqueueExtensions},
     "ImageLocality": {ScorePlugin, VectorScorePlugin},
     "PodTopologySpread": {
+        PreFilterPlugin,
+        FilterPlugin,
+        VectorFilterPlugin,
+        PreScorePlugin,
+        ScorePlugin,
+        VectorScorePlugin,
+        EnqueueExtensions,
+    },
+    "InterPodAffinity": {
         PreFilterPlugin,
         FilterPlugin,
         VectorFilterPlugin,
