@@ -41,3 +41,18 @@ def test_min_domains_makes_the_global_minimum_zero() -> None:
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_schedule_anyway_prefers_the_emptiest_host(seed: int) -> None:
     assert run("hostname-schedule-anyway.yaml", seed)["web-new"].node == "node-2"
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_system_default_constraints_follow_the_service_selector(seed: int) -> None:
+    assert run("system-defaults-service.yaml", seed)["web-new"].node == "node-2"
+
+
+def test_without_a_service_there_is_no_default_spreading() -> None:
+    objects = [
+        o
+        for o in load_scenarios([str(SCENARIOS / "system-defaults-service.yaml")])
+        if o.get("kind") != "Service"
+    ]
+    nodes = {p.node for seed in range(8) for p in simulate(objects, seed=seed).pods}
+    assert nodes == {"node-1", "node-2"}, "the two nodes tie without the Service"

@@ -206,6 +206,22 @@ def _validate_pdb(obj: dict[str, Any]) -> None:
     _validate_label_selector(spec.get("selector"), "spec.selector")
 
 
+def _validate_map_selector(obj: dict[str, Any]) -> None:
+    sel = (obj.get("spec") or {}).get("selector")
+    if sel is not None and (
+        not isinstance(sel, Mapping)
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in sel.items())
+    ):
+        raise ObjectError("spec.selector: keys and values must be strings")
+
+
+def _validate_workload(obj: dict[str, Any]) -> None:
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping):
+        raise ObjectError("spec: required")
+    _validate_label_selector(spec.get("selector"), "spec.selector")
+
+
 #: The kinds a scenario may contain. Later issues add PersistentVolumeClaim,
 #: PersistentVolume, StorageClass, CSINode, SchedulingProfile and PodGroup here.
 SUPPORTED_KINDS: dict[str, KindSpec] = {
@@ -216,6 +232,12 @@ SUPPORTED_KINDS: dict[str, KindSpec] = {
         ("scheduling.k8s.io/v1",), namespaced=False, validate=_validate_priority_class
     ),
     "PodDisruptionBudget": KindSpec(("policy/v1",), namespaced=True, validate=_validate_pdb),
+    # Read by PodTopologySpread's default constraints (the selector of a pod's Services
+    # and controller); the scheduler never schedules their pods itself.
+    "Service": KindSpec(("v1",), namespaced=True, validate=_validate_map_selector),
+    "ReplicationController": KindSpec(("v1",), namespaced=True, validate=_validate_map_selector),
+    "ReplicaSet": KindSpec(("apps/v1",), namespaced=True, validate=_validate_workload),
+    "StatefulSet": KindSpec(("apps/v1",), namespaced=True, validate=_validate_workload),
 }
 
 

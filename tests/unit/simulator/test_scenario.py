@@ -104,7 +104,8 @@ ERRORS = [
     pytest.param(
         ["apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n"],
         "scenario.yaml document 0 (Deployment web): kind: unsupported kind 'Deployment' "
-        "(supported: Namespace, Node, Pod, PriorityClass, PodDisruptionBudget)",
+        "(supported: Namespace, Node, Pod, PriorityClass, PodDisruptionBudget, Service, "
+        "ReplicationController, ReplicaSet, StatefulSet)",
         id="unknown-kind",
     ),
     pytest.param(
@@ -266,6 +267,10 @@ def test_supported_kinds_table() -> None:
         "Pod": ("v1",),
         "PriorityClass": ("scheduling.k8s.io/v1",),
         "PodDisruptionBudget": ("policy/v1",),
+        "Service": ("v1",),
+        "ReplicationController": ("v1",),
+        "ReplicaSet": ("apps/v1",),
+        "StatefulSet": ("apps/v1",),
     }
 
 
