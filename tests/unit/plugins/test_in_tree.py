@@ -10,6 +10,7 @@ from kubesched.framework.interface import (
     BindPlugin,
     EnqueueExtensions,
     FilterPlugin,
+    PostFilterPlugin,
     PreEnqueuePlugin,
     PreFilterPlugin,
     PreScorePlugin,
@@ -33,6 +34,7 @@ def test_registry_holds_every_in_tree_plugin() -> None:
     assert in_tree_registry().names() == sorted(
         [
             "DefaultBinder",
+            "DefaultPreemption",
             "ImageLocality",
             "InterPodAffinity",
             "NodeAffinity",
@@ -67,6 +69,7 @@ def test_default_plugins_follow_kube_scheduler_order_and_weights() -> None:
         ("NodeResourcesFit", 1),
         ("PodTopologySpread", 2),
         ("InterPodAffinity", 2),
+        ("DefaultPreemption", None),
         ("NodeResourcesBalancedAllocation", 1),
         ("ImageLocality", 1),
         ("DefaultBinder", None),
@@ -120,6 +123,7 @@ EXPECTED_POINTS: dict[str, set[type]] = {
         VectorScorePlugin,
         EnqueueExtensions,
     },
+    "DefaultPreemption": {PreEnqueuePlugin, PostFilterPlugin, EnqueueExtensions},
     "InterPodAffinity": {
         PreFilterPlugin,
         FilterPlugin,
