@@ -45,7 +45,7 @@ def parse_quantity(text: str | int | float) -> Fraction:
         return Fraction(text)
     if isinstance(text, float):
         return Fraction(str(text))
-    s = str(text).strip()
+    s = str(text)
     m = _RE.match(s)
     if not m:
         raise QuantityError(
@@ -70,6 +70,7 @@ def _ceil(q: Fraction) -> int:
     return n if q >= 0 else -n
 
 
+@lru_cache(maxsize=8192)
 def milli_value(text: str | int | float) -> int:
     """The quantity in thousandths, rounded up (how CPU is counted)."""
     v = _ceil(parse_quantity(text) * 1000)
@@ -78,6 +79,7 @@ def milli_value(text: str | int | float) -> int:
     return v
 
 
+@lru_cache(maxsize=8192)
 def value(text: str | int | float) -> int:
     """The quantity in whole units, rounded up (memory, storage, pods, extended)."""
     v = _ceil(parse_quantity(text))

@@ -61,6 +61,8 @@ class Snapshot:
         self.hard_taints: BOOL = np.zeros(0, dtype=bool)
         """Rows whose node has a NoSchedule or NoExecute taint."""
         self.soft_taints: BOOL = np.zeros(0, dtype=bool)
+        self.has_images: BOOL = np.zeros(0, dtype=bool)
+        """Rows whose node reports container images (ImageLocality skips the others)."""
         """Rows whose node has a PreferNoSchedule taint."""
         self.generation = 0
         self._affinity_cache: tuple[int, list[NodeInfo], list[NodeInfo]] | None = None
@@ -94,6 +96,7 @@ class Snapshot:
         self.unschedulable = np.zeros(n, dtype=bool)
         self.hard_taints = np.zeros(n, dtype=bool)
         self.soft_taints = np.zeros(n, dtype=bool)
+        self.has_images = np.zeros(n, dtype=bool)
         self._row_nodes = [None] * n
         for i, ni in enumerate(self.node_infos):
             ni.index = i
@@ -147,6 +150,7 @@ class Snapshot:
                 hard = True
         self.hard_taints[i] = hard
         self.soft_taints[i] = soft
+        self.has_images[i] = bool(ni.image_states)
         flags = (bool(ni.pods_with_affinity), bool(ni.pods_with_required_anti_affinity))
         if self._affinity_flags.get(i) != flags:
             self._affinity_flags[i] = flags

@@ -139,10 +139,10 @@ class ImageLocality:
         if count == 0 or total_nodes == 0:
             return out
         infos = snapshot.node_infos
-        for j, r in enumerate(rows.tolist()):
-            states: dict[str, Any] = infos[r].image_states
-            if states:
-                out[j] = calculate_priority(sum_image_scores(states, images, total_nodes), count)
+        with_images = np.flatnonzero(snapshot.has_images[rows])
+        for j in with_images.tolist():
+            states: dict[str, Any] = infos[int(rows[j])].image_states
+            out[j] = calculate_priority(sum_image_scores(states, images, total_nodes), count)
         return out
 
     def normalize_score(

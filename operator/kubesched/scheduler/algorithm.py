@@ -109,7 +109,7 @@ class Algorithm:
         if len(rows) == 1:
             return ScheduleResult(snap.node_infos[int(rows[0])].name, evaluated, 1)
         infos = snap.node_infos
-        feasible = [infos[int(r)] for r in rows]
+        feasible = [infos[r] for r in rows.tolist()]
         s = fwk.run_pre_score(state, pod, feasible)
         if s is not None:
             raise _StatusError(s)
