@@ -1,0 +1,475 @@
+"""The real-cluster adapter: ClusterPort writes and the ObjectStore over kubernetes_asyncio.
+
+Writes go through ``ApiClient.call_api`` with ``_preload_content=False``: the client's
+auth (tokens, client certificates, exec plugins) applies, but responses are read as raw
+bytes and decoded with orjson when needed. That sidesteps the generated models, which
+cost about a millisecond per object and famously fail to deserialize the ``Binding``
+returned by the pods/binding subresource (kubernetes-client/python#825).
+
+Errors, as the scheduler reads them: 404 -> :class:`NotFound`; 409 -> :class:`Conflict`
+(a failed UID precondition is :class:`NotFound`: the object we meant is gone); 429, 5xx,
+timeouts and connection errors -> :class:`ClusterError` (retryable: the pod goes back
+to the queue with backoff); other 4xx -> :class:`ClusterError` with ``retryable=False``.
+
+Events are fire-and-forget: :meth:`KubeCluster.record_event` queues the write and
+returns, a failed write is logged and never fails a binding or a status update.
+
+The store half (:meth:`get`, :meth:`list`) holds the watched objects as plain dicts,
+kind -> key -> object, kept by the operator's watch handlers (:meth:`put`,
+:meth:`remove`). Keys are ``namespace/name`` or, for cluster-scoped kinds, ``name``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import copy
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+from kubernetes_asyncio import client as k8s_client
+from kubernetes_asyncio import config as k8s_config
+
+from kubesched.cluster.memory import CLUSTER_SCOPED
+from kubesched.framework.cluster_port import ClusterError, Conflict, NotFound, PodCondition
+from kubesched.framework.types import Pod
+
+__all__ = [
+    "KubeCluster",
+    "RateLimiter",
+    "load_client_configuration",
+    "micro_time",
+]
+
+log = logging.getLogger("kubesched.cluster.kube")
+
+Obj = Mapping[str, Any]
+
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+NOTE_MAX_BYTES = 1024
+"""events.k8s.io/v1 rejects a ``note`` longer than 1 kB; longer messages are cut."""
+
+API_PATHS = {
+    "Pod": ("/api/v1", "pods"),
+    "Node": ("/api/v1", "nodes"),
+    "PersistentVolumeClaim": ("/api/v1", "persistentvolumeclaims"),
+    "PersistentVolume": ("/api/v1", "persistentvolumes"),
+}
+
+
+def micro_time(now: datetime) -> str:
+    """A ``metav1.MicroTime`` (RFC 3339 with microseconds, UTC)."""
+    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _rfc3339(now: datetime) -> str:
+    """A ``metav1.Time`` (RFC 3339, whole seconds, UTC)."""
+    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _truncate(text: str, limit: int = NOTE_MAX_BYTES) -> str:
+    raw = text.encode()
+    if len(raw) <= limit:
+        return text
+    return raw[: limit - 3].decode(errors="ignore") + "..."
+
+
+async def load_client_configuration(kubeconfig: str | None = None) -> k8s_client.Configuration:
+    """The usual resolution: an explicit file, ``KUBECONFIG``, ``~/.kube/config``, then the
+    in-cluster service account (kubectl's order; in a pod there is no ~/.kube/config)."""
+    cfg = k8s_client.Configuration()
+    path = kubeconfig or os.environ.get("KUBECONFIG")
+    if not path:
+        home = Path.home() / ".kube" / "config"
+        if home.exists():
+            path = str(home)
+    if path:
+        await k8s_config.load_kube_config(config_file=path, client_configuration=cfg)
+    else:
+        k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+    return cfg
+
+
+class RateLimiter:
+    """A token bucket: ``qps`` tokens a second, at most ``burst`` saved up (client-go's
+    flowcontrol). ``qps <= 0`` disables it. Time comes from the event loop."""
+
+    def __init__(self, qps: float, burst: int) -> None:
+        self.qps = qps
+        self.burst = max(1, burst)
+        self._tokens = float(self.burst)
+        self._last: float | None = None
+        self._lock = asyncio.Lock()
+
+    async def acquire(self) -> None:
+        if self.qps <= 0:
+            return
+        async with self._lock:
+            loop = asyncio.get_running_loop()
+            now = loop.time()
+            if self._last is not None:
+                self._tokens = min(self.burst, self._tokens + (now - self._last) * self.qps)
+            self._last = now
+            if self._tokens < 1:
+                wait = (1 - self._tokens) / self.qps
+                await asyncio.sleep(wait)
+                self._tokens = 1.0
+                self._last = loop.time()
+            self._tokens -= 1
+
+
+def _api_error(method: str, path: str, status: int, body: bytes) -> ClusterError:
+    message = ""
+    try:
+        decoded = orjson.loads(body)
+        if isinstance(decoded, dict):
+            message = str(decoded.get("message") or "")
+    except orjson.JSONDecodeError:
+        message = body[:200].decode(errors="replace")
+    text = f"{method} {path}: {status} {message}".rstrip()
+    if status == 404:
+        return NotFound(text)
+    if status == 409:
+        if "Precondition failed" in message:
+            return NotFound(text)  # the UID we meant is gone (deleted, maybe re-created)
+        return Conflict(text)
+    err = ClusterError(text)
+    if 400 <= status < 500 and status != 429:
+        err.retryable = False
+    return err
+
+
+class KubeCluster:
+    """ClusterPort + ObjectStore for a real API server (see the module docstring)."""
+
+    def __init__(
+        self,
+        api: k8s_client.ApiClient,
+        *,
+        reporting_instance_suffix: str,
+        qps: float = 50.0,
+        burst: int = 100,
+        request_timeout: float = 30.0,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.api = api
+        self.reporting_instance_suffix = reporting_instance_suffix
+        """``reportingInstance`` is ``<scheduler name>-<suffix>`` (the hostname)."""
+        self.request_timeout = request_timeout
+        self._now = now
+        # Separate buckets, as kube-scheduler uses a separate client for events: a burst
+        # of FailedScheduling events never delays a binding.
+        self._writes = RateLimiter(qps, burst)
+        self._events = RateLimiter(qps, burst)
+        self._event_tasks: set[asyncio.Task[None]] = set()
+        self.objects: dict[str, dict[str, dict[str, Any]]] = {}
+
+    # -- HTTP ---------------------------------------------------------------------------------
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        content_type: str = "application/json",
+        query: Mapping[str, str] | None = None,
+        limiter: RateLimiter | None = None,
+    ) -> Any:
+        """One API call; returns the decoded JSON body (None when empty)."""
+        await (limiter or self._writes).acquire()
+        try:
+            resp = await self.api.call_api(
+                path,
+                method,
+                query_params=list((query or {}).items()),
+                header_params={"Content-Type": content_type, "Accept": "application/json"},
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=self.request_timeout,
+            )
+            try:
+                data: bytes = await resp.read()
+            finally:
+                resp.release()
+        except (TimeoutError, aiohttp.ClientError) as e:
+            raise ClusterError(f"{method} {path}: {type(e).__name__}: {e}") from e
+        if not 200 <= resp.status < 300:
+            raise _api_error(method, path, resp.status, data)
+        return orjson.loads(data) if data else None
+
+    # -- ClusterPort ----------------------------------------------------------------------------
+    async def bind(self, pod: Pod, node_name: str) -> None:
+        # The response is a Status (or the Binding): neither is read into a model.
+        await self.request(
+            "POST",
+            f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding",
+            {
+                "apiVersion": "v1",
+                "kind": "Binding",
+                "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
+            },
+        )
+
+    async def record_event(
+        self,
+        regarding: Pod,
+        *,
+        event_type: str,
+        reason: str,
+        action: str,
+        message: str,
+        reporting_controller: str,
+        related: Pod | None = None,
+    ) -> None:
+        ref = _pod_ref(regarding)
+        self.post_event(
+            ref,
+            event_type=event_type,
+            reason=reason,
+            action=action,
+            message=message,
+            reporting_controller=reporting_controller,
+            related=_pod_ref(related) if related is not None else None,
+        )
+
+    def post_event(
+        self,
+        regarding: Mapping[str, str],
+        *,
+        event_type: str,
+        reason: str,
+        action: str,
+        message: str,
+        reporting_controller: str,
+        related: Mapping[str, str] | None = None,
+    ) -> None:
+        """Queue an events.k8s.io/v1 Event about any object reference; never raises."""
+        now = self._now()
+        namespace = regarding.get("namespace") or "default"
+        body: dict[str, Any] = {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {
+                # client-go's naming: <object name>.<unix nanoseconds in hex>
+                "name": f"{regarding.get('name')}.{time.time_ns():x}",
+                "namespace": namespace,
+            },
+            "eventTime": micro_time(now),
+            "reportingController": reporting_controller,
+            "reportingInstance": _truncate(
+                f"{reporting_controller}-{self.reporting_instance_suffix}", 128
+            ),
+            "action": action,
+            "reason": reason,
+            "note": _truncate(message),
+            "type": event_type,
+            "regarding": dict(regarding),
+        }
+        if related is not None:
+            body["related"] = dict(related)
+        task = asyncio.get_running_loop().create_task(self._write_event(namespace, body))
+        self._event_tasks.add(task)
+        task.add_done_callback(self._event_tasks.discard)
+
+    async def _write_event(self, namespace: str, body: dict[str, Any]) -> None:
+        try:
+            await self.request(
+                "POST",
+                f"/apis/events.k8s.io/v1/namespaces/{namespace}/events",
+                body,
+                limiter=self._events,
+            )
+        except Exception as e:  # an event is never worth a failure
+            log.warning(
+                "could not write event %s for %s/%s: %s",
+                body["reason"],
+                namespace,
+                body["regarding"].get("name"),
+                e,
+            )
+
+    async def flush_events(self) -> None:
+        """Wait for the event writes queued so far (shutdown, tests)."""
+        while self._event_tasks:
+            await asyncio.gather(*list(self._event_tasks), return_exceptions=True)
+
+    async def patch_pod_status(
+        self,
+        pod: Pod,
+        *,
+        condition: PodCondition | None = None,
+        nominated_node_name: str | None = None,
+    ) -> None:
+        status: dict[str, Any] = {}
+        if condition is not None:
+            current = _condition(pod.raw, condition.type)
+            if not (
+                current is not None
+                and current.get("status") == condition.status
+                and (current.get("reason") or "") == condition.reason
+                and (current.get("message") or "") == condition.message
+            ):
+                status["conditions"] = [self._condition_entry(condition, current)]
+        if nominated_node_name is not None and nominated_node_name != pod.nominated_node_name:
+            # null deletes the field under a strategic merge patch.
+            status["nominatedNodeName"] = nominated_node_name or None
+        if not status:
+            return  # nothing changes (kube-scheduler skips such updates too)
+        await self.request(
+            "PATCH",
+            f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status",
+            {"status": status},
+            content_type=STRATEGIC_MERGE,
+        )
+
+    def _condition_entry(self, cond: PodCondition, current: Obj | None) -> dict[str, Any]:
+        # lastTransitionTime moves only when the status flips (podutil.UpdatePodCondition).
+        now = _rfc3339(self._now())
+        transition = now
+        if current is not None and current.get("status") == cond.status:
+            transition = str(current.get("lastTransitionTime") or now)
+        return {
+            "type": cond.type,
+            "status": cond.status,
+            "reason": cond.reason,
+            "message": cond.message,
+            "lastProbeTime": None,
+            "lastTransitionTime": transition,
+        }
+
+    async def delete_pod(self, pod: Pod, *, condition: PodCondition | None = None) -> None:
+        if condition is not None:
+            await self.request(
+                "PATCH",
+                f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status",
+                {"status": {"conditions": [self._condition_entry(condition, None)]}},
+                content_type=STRATEGIC_MERGE,
+            )
+        await self.request(
+            "DELETE",
+            f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}",
+            {
+                "apiVersion": "v1",
+                "kind": "DeleteOptions",
+                "preconditions": {"uid": pod.uid},
+            },
+        )
+
+    async def bind_volume(
+        self, pvc: Mapping[str, Any], pv_name: str | None, selected_node: str | None
+    ) -> None:
+        """VolumeBinding's PreBind writes, as kube-scheduler's binder makes them: an update
+        of the PV's ``claimRef`` (static) or of the claim's selected-node annotation
+        (dynamic), each guarded by the resourceVersion the store holds. The PV controller
+        completes the binding; unlike kube-scheduler, PreBind does not wait for it."""
+        meta = pvc.get("metadata") or {}
+        ns, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
+        if pv_name:
+            pv = self.get("PersistentVolume", "", pv_name)
+            if pv is None:
+                raise NotFound(f'persistentvolumes "{pv_name}" not found')
+            ref = (pv.get("spec") or {}).get("claimRef") or {}
+            if ref and (ref.get("name") != name or (ref.get("namespace") or "default") != ns):
+                raise Conflict(
+                    f"persistentvolume {pv_name} is bound to claim "
+                    f"{ref.get('namespace')}/{ref.get('name')}"
+                )
+            new_pv = copy.deepcopy(dict(pv))
+            annotations = new_pv.setdefault("metadata", {}).setdefault("annotations", {})
+            annotations["pv.kubernetes.io/bound-by-controller"] = "yes"
+            new_pv.setdefault("spec", {})["claimRef"] = {
+                "kind": "PersistentVolumeClaim",
+                "apiVersion": "v1",
+                "namespace": ns,
+                "name": name,
+                "uid": str(meta.get("uid") or ""),
+                "resourceVersion": str(meta.get("resourceVersion") or ""),
+            }
+            await self.request("PUT", f"/api/v1/persistentvolumes/{pv_name}", new_pv)
+        if selected_node:
+            new_pvc = copy.deepcopy(dict(pvc))
+            annotations = new_pvc.setdefault("metadata", {}).setdefault("annotations", {})
+            annotations["volume.kubernetes.io/selected-node"] = selected_node
+            await self.request(
+                "PUT", f"/api/v1/namespaces/{ns}/persistentvolumeclaims/{name}", new_pvc
+            )
+
+    # -- reads (list for reconciliation) ----------------------------------------------------------
+    async def list_objects(self, kind: str) -> builtins.list[dict[str, Any]]:
+        """All objects of a kind, straight from the API server (a consistent read)."""
+        prefix, plural = API_PATHS[kind]
+        out: builtins.list[dict[str, Any]] = []
+        token = ""
+        while True:
+            query = {"limit": "500"}
+            if token:
+                query["continue"] = token
+            page = await self.request("GET", f"{prefix}/{plural}", query=query)
+            out.extend(page.get("items") or ())
+            token = str((page.get("metadata") or {}).get("continue") or "")
+            if not token:
+                return out
+
+    # -- ObjectStore ----------------------------------------------------------------------------
+    @staticmethod
+    def key_of(kind: str, obj: Obj) -> str:
+        meta = obj.get("metadata") or {}
+        name = str(meta.get("name") or "")
+        if kind in CLUSTER_SCOPED:
+            return name
+        return f"{meta.get('namespace') or 'default'}/{name}"
+
+    def get(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        key = name if kind in CLUSTER_SCOPED else f"{namespace or 'default'}/{name}"
+        return self.objects.get(kind, {}).get(key)
+
+    def list(self, kind: str, namespace: str | None = None) -> Iterable[Mapping[str, Any]]:
+        objs = self.objects.get(kind, {})
+        if namespace is None or kind in CLUSTER_SCOPED:
+            return builtins.list(objs.values())
+        prefix = f"{namespace}/"
+        return [o for k, o in objs.items() if k.startswith(prefix)]
+
+    def put(self, kind: str, obj: dict[str, Any]) -> dict[str, Any] | None:
+        """Store the latest version; returns the previous one."""
+        store = self.objects.setdefault(kind, {})
+        key = self.key_of(kind, obj)
+        old = store.get(key)
+        store[key] = obj
+        return old
+
+    def remove(self, kind: str, obj: Obj) -> dict[str, Any] | None:
+        return self.objects.get(kind, {}).pop(self.key_of(kind, obj), None)
+
+    async def aclose(self) -> None:
+        await self.flush_events()
+
+
+def _pod_ref(pod: Pod) -> dict[str, str]:
+    ref = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "namespace": pod.namespace,
+        "name": pod.name,
+        "uid": pod.uid,
+    }
+    if pod.resource_version:
+        ref["resourceVersion"] = pod.resource_version
+    return ref
+
+
+def _condition(raw: Obj, type_: str) -> Obj | None:
+    for c in (raw.get("status") or {}).get("conditions") or ():
+        if isinstance(c, Mapping) and c.get("type") == type_:
+            return c
+    return None

@@ -1,0 +1,220 @@
+"""Kopf watch handlers: watch events -> the object store and the scheduler's EventHandlers.
+
+Every watched kind arrives through ``@kopf.on.event``: stateless, so Kopf never writes
+an annotation or a finalizer to a user's pod (change handlers would). Each handler only
+hands the raw dict to :meth:`WatchRouter.dispatch`, which
+
+* keeps the store (``KubeCluster.objects``) current and supplies the ``old`` object,
+* turns Kopf's listing events (type ``None``) into ADDED, or MODIFIED for an object the
+  store already holds, and drops replays of a version already seen,
+* calls ``EventHandlers.on_event`` (cache, queues, nominator),
+* reports a malformed object as a Kubernetes Event on that object, once per version.
+
+Kopf relists after a watch expires (410 Gone) but reports nothing for objects deleted
+while it was disconnected. :meth:`WatchRouter.reconcile` closes that gap for pods and
+nodes: it lists them from the API server and synthesizes DELETED for objects the store
+still holds but the server no longer has. ``run`` calls it once at start (the initial
+sync that readiness waits for) and then periodically.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import kopf
+
+from kubesched.cluster.kube import KubeCluster
+from kubesched.scheduler.eventhandlers import EventHandlers
+
+__all__ = ["WATCHED", "WatchRouter", "Watched", "build_registry"]
+
+log = logging.getLogger("kubesched.operator.handlers")
+
+Obj = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Watched:
+    kind: str
+    group_version: str
+    plural: str
+
+
+WATCHED: tuple[Watched, ...] = (
+    Watched("Pod", "v1", "pods"),
+    Watched("Node", "v1", "nodes"),
+    Watched("Namespace", "v1", "namespaces"),
+    Watched("PersistentVolumeClaim", "v1", "persistentvolumeclaims"),
+    Watched("PersistentVolume", "v1", "persistentvolumes"),
+    Watched("Service", "v1", "services"),
+    Watched("ReplicationController", "v1", "replicationcontrollers"),
+    Watched("ReplicaSet", "apps/v1", "replicasets"),
+    Watched("StatefulSet", "apps/v1", "statefulsets"),
+    Watched("StorageClass", "storage.k8s.io/v1", "storageclasses"),
+    Watched("CSINode", "storage.k8s.io/v1", "csinodes"),
+    Watched("CSIDriver", "storage.k8s.io/v1", "csidrivers"),
+    Watched("PodDisruptionBudget", "policy/v1", "poddisruptionbudgets"),
+    Watched("PriorityClass", "scheduling.k8s.io/v1", "priorityclasses"),
+)
+"""Pods and nodes, and what the plugins read from the store or requeue on."""
+
+
+def _rv(obj: Obj) -> int | None:
+    try:
+        return int((obj.get("metadata") or {}).get("resourceVersion") or "")
+    except ValueError:
+        return None
+
+
+def _uid(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")
+
+
+class WatchRouter:
+    """The one path from a watch (or a relist) into the store and the scheduler."""
+
+    def __init__(
+        self,
+        cluster: KubeCluster,
+        *,
+        scheduler_names: Collection[str],
+        reporting_controller: str,
+    ) -> None:
+        self.cluster = cluster
+        self.scheduler_names = frozenset(scheduler_names)
+        self.reporting_controller = reporting_controller
+        self.handlers: EventHandlers | None = None
+        self._reported: dict[str, str] = {}
+        """uid -> resourceVersion of the last malformed version reported."""
+
+    def attach(self, handlers: EventHandlers) -> None:
+        self.handlers = handlers
+
+    # -- events ---------------------------------------------------------------------------------
+    def dispatch(self, kind: str, event_type: str | None, obj: dict[str, Any]) -> None:
+        """``event_type``: ADDED, MODIFIED, DELETED, or None (Kopf's listing)."""
+        store = self.cluster
+        if event_type == "DELETED":
+            gone = store.remove(kind, obj)
+            if gone is None:
+                return  # never seen, or already deleted by a reconciliation
+            self._reported.pop(_uid(obj), None)
+            self._deliver(kind, "DELETED", obj, None)
+            return
+        if event_type not in (None, "ADDED", "MODIFIED"):
+            return  # BOOKMARK and the like carry no object change
+        old: Obj | None = store.get(
+            kind,
+            str((obj.get("metadata") or {}).get("namespace") or ""),
+            str((obj.get("metadata") or {}).get("name") or ""),
+        )
+        if old is not None:
+            if _uid(old) != _uid(obj):
+                # Deleted and re-created while we were not watching: two events.
+                store.remove(kind, old)
+                self._deliver(kind, "DELETED", old, None)
+                old = None
+            else:
+                new_rv, old_rv = _rv(obj), _rv(old)
+                if new_rv is not None and old_rv is not None and new_rv <= old_rv:
+                    return  # a replay (relist) of what we hold, or older
+        store.put(kind, obj)
+        self._deliver(kind, "ADDED" if old is None else "MODIFIED", obj, old)
+
+    def _deliver(self, kind: str, event_type: str, obj: Obj, old: Obj | None) -> None:
+        if self.handlers is None:
+            return
+        try:
+            self.handlers.on_event(kind, event_type, obj, old)
+        except Exception:  # a bug in a handler must not stop the watch
+            meta = obj.get("metadata") or {}
+            log.exception(
+                "handling %s %s %s/%s failed",
+                event_type,
+                kind,
+                meta.get("namespace") or "",
+                meta.get("name"),
+            )
+
+    def on_bad_object(self, kind: str, obj: Obj, message: str) -> None:
+        """EventHandlers' callback: an Event on the object, once per version."""
+        meta = obj.get("metadata") or {}
+        uid, rv = _uid(obj), str(meta.get("resourceVersion") or "")
+        log.warning("skipping malformed %s: %s", kind, message)
+        if kind == "Pod":
+            spec = obj.get("spec")
+            name = spec.get("schedulerName") if isinstance(spec, Mapping) else None
+            if (name or "default-scheduler") not in self.scheduler_names:
+                return  # not ours to complain about
+            controller = str(name or self.reporting_controller)
+            reason, action = "FailedScheduling", "Scheduling"
+        else:
+            controller, reason, action = self.reporting_controller, "InvalidObject", "Watching"
+        if not uid or self._reported.get(uid) == rv:
+            return
+        self._reported[uid] = rv
+        ref = {
+            "apiVersion": str(obj.get("apiVersion") or "v1"),
+            "kind": kind,
+            "name": str(meta.get("name") or ""),
+            "uid": uid,
+        }
+        if meta.get("namespace"):
+            ref["namespace"] = str(meta["namespace"])
+        self.cluster.post_event(
+            ref,
+            event_type="Warning",
+            reason=reason,
+            action=action,
+            message=message,
+            reporting_controller=controller,
+        )
+
+    # -- relist -----------------------------------------------------------------------------------
+    async def reconcile(self, kinds: Collection[str] = ("Node", "Pod")) -> int:
+        """List ``kinds`` from the API server (a consistent read) and make the store agree:
+        newer versions are applied, objects the server no longer has are DELETED.
+        Returns the number of deletions synthesized."""
+        deleted = 0
+        for kind in kinds:
+            before = {key: _uid(o) for key, o in self.cluster.objects.get(kind, {}).items()}
+            items = await self.cluster.list_objects(kind)
+            listed: set[tuple[str, str]] = set()
+            for item in items:
+                item.setdefault("kind", kind)
+                listed.add((self.cluster.key_of(kind, item), _uid(item)))
+                self.dispatch(kind, None, item)
+            store = self.cluster.objects.get(kind, {})
+            for key, uid in before.items():
+                current = store.get(key)
+                if (key, uid) in listed or current is None or _uid(current) != uid:
+                    continue  # still there, or the watch already caught up
+                log.info("%s %s is gone from the API server: forgetting it", kind, key)
+                self.dispatch(kind, "DELETED", current)
+                deleted += 1
+        return deleted
+
+
+def build_registry(router: WatchRouter) -> kopf.OperatorRegistry:
+    """A registry of its own (not Kopf's global one), so tests can build several."""
+    registry = kopf.OperatorRegistry()
+    for w in WATCHED:
+        _register(registry, router, w)
+    return registry
+
+
+def _register(registry: kopf.OperatorRegistry, router: WatchRouter, w: Watched) -> None:
+    group, _, version = w.group_version.rpartition("/")
+    kind = w.kind
+
+    async def on_event(event: Mapping[str, Any], **_: Any) -> None:
+        obj = event.get("object")
+        if isinstance(obj, dict):
+            router.dispatch(kind, event.get("type"), obj)
+
+    handler: Callable[..., Any] = on_event
+    handler.__name__ = handler.__qualname__ = f"watch_{w.plural}"
+    kopf.on.event(group, version, w.plural, registry=registry, id=f"watch-{w.plural}")(handler)

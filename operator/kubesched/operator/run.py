@@ -1,0 +1,243 @@
+"""``kubesched run``: the scheduler on a real cluster, in one event loop.
+
+``run`` builds the kube adapter, the Scheduler (one default profile per served scheduler
+name) and its EventHandlers, starts the Kopf operator that feeds them (login through the
+same kubeconfig resolution as our client), lists pods and nodes once so the cache is
+warm before the first cycle, and schedules only while it leads (or always, with leader
+election off). A follower keeps watching, so its cache is warm when it takes over.
+
+Losing the lease ends ``run`` with :class:`LeadershipLost` (kube-scheduler exits too:
+state built while leading, such as assumed pods, must not leak into a new term).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import Awaitable
+from typing import Any
+
+import kopf
+from kubernetes_asyncio import client as k8s_client
+
+from kubesched.cluster.kube import KubeCluster, load_client_configuration
+from kubesched.operator.handlers import WatchRouter, build_registry
+from kubesched.operator.settings import Settings
+from kubesched.profiles import default_profile_spec
+from kubesched.scheduler.eventhandlers import EventHandlers
+from kubesched.scheduler.scheduler import Scheduler
+
+__all__ = ["LeadershipLost", "Runtime", "kopf_settings", "run"]
+
+log = logging.getLogger("kubesched.run")
+
+SHUTDOWN_GRACE = 5.0
+"""Seconds for binds and event writes in flight to finish on a graceful stop."""
+
+
+class LeadershipLost(Exception):
+    """The lease could not be renewed: this replica stopped scheduling."""
+
+
+def kopf_settings(settings: Settings) -> kopf.OperatorSettings:
+    s = kopf.OperatorSettings()
+    # Standalone: Kopf peering is not leader election (we use a Lease), and it would need
+    # the kopfpeerings CRD.
+    s.peering.standalone = True
+    s.peering.mandatory = False
+    # Our own prefix, should Kopf ever write to an object we own (never to user pods:
+    # only event handlers are registered for them).
+    s.persistence.finalizer = "kubesched.dev/finalizer"
+    s.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="kubesched.dev")
+    s.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix="kubesched.dev", key="last-handled-configuration"
+    )
+    # Kopf turns log records about an object into Events on it at INFO by default: that
+    # would be one Event per watch event. Only problems are worth an Event.
+    s.posting.level = logging.WARNING
+    # No cluster-wide scanning of CRDs/namespaces: the watched kinds are fixed, and the
+    # scanning needs RBAC the scheduler has no other use for.
+    s.scanning.disabled = True
+    s.watching.server_timeout = settings.watch_server_timeout
+    s.watching.client_timeout = settings.watch_client_timeout
+    s.watching.connect_timeout = 10.0
+    s.networking.request_timeout = settings.request_timeout
+    return s
+
+
+class Runtime:
+    """What ``run`` builds, exposed to the HTTP endpoints and to tests."""
+
+    def __init__(self, settings: Settings, api: k8s_client.ApiClient) -> None:
+        self.settings = settings
+        self.api = api
+        self.cluster = KubeCluster(
+            api,
+            reporting_instance_suffix=socket.gethostname(),
+            qps=settings.client_qps,
+            burst=settings.client_burst,
+            request_timeout=settings.request_timeout,
+        )
+        self.scheduler = Scheduler(
+            self.cluster,
+            self.cluster,
+            profiles=[default_profile_spec(n) for n in settings.scheduler_names],
+        )
+        self.router = WatchRouter(
+            self.cluster,
+            scheduler_names=settings.scheduler_names,
+            reporting_controller=settings.scheduler_names[0],
+        )
+        self.handlers = EventHandlers(self.scheduler, on_bad_object=self.router.on_bad_object)
+        self.router.attach(self.handlers)
+        self.registry = build_registry(self.router)
+        self.synced = asyncio.Event()
+        """Set once pods and nodes are listed into the cache and Kopf is up (readiness)."""
+        self.leading = False
+
+
+async def _login(cfg: k8s_client.Configuration) -> kopf.ConnectionInfo:
+    auth = str(await cfg.get_api_key_with_prefix("BearerToken") or "")
+    scheme, _, token = auth.partition(" ")
+    return kopf.ConnectionInfo(
+        server=str(cfg.host),
+        ca_path=cfg.ssl_ca_cert or None,
+        insecure=not cfg.verify_ssl,
+        scheme=scheme or None,
+        token=token or None,
+        certificate_path=cfg.cert_file or None,
+        private_key_path=cfg.key_file or None,
+    )
+
+
+async def run(
+    *,
+    settings: Settings,
+    stop: asyncio.Event | None = None,
+    ready: asyncio.Event | None = None,
+    runtime: list[Runtime] | None = None,
+) -> None:
+    """Run until ``stop`` is set (or Kopf stops on a signal). ``ready`` is set once the
+    cache is synced and Kopf is up; ``runtime`` (a test hook) receives what was built."""
+    stop = stop or asyncio.Event()
+    cfg = await load_client_configuration(settings.kubeconfig)
+    api = k8s_client.ApiClient(configuration=cfg)
+    rt = Runtime(settings, api)
+    if runtime is not None:
+        runtime.append(rt)
+
+    @kopf.on.login(registry=rt.registry)
+    async def login(**_: Any) -> kopf.ConnectionInfo:
+        # A fresh read each time Kopf asks (e.g. after a 401): tokens rotate.
+        return await _login(await load_client_configuration(settings.kubeconfig))
+
+    kopf_stop, kopf_ready = asyncio.Event(), asyncio.Event()
+    tasks: dict[str, asyncio.Task[Any]] = {}
+
+    def spawn(name: str, coro: Awaitable[Any]) -> None:
+        tasks[name] = asyncio.ensure_future(coro)
+
+    spawn(
+        "kopf",
+        kopf.operator(
+            registry=rt.registry,
+            settings=kopf_settings(settings),
+            clusterwide=True,
+            standalone=True,
+            stop_flag=kopf_stop,
+            ready_flag=kopf_ready,
+        ),
+    )
+    spawn("stop", stop.wait())
+    # TODO(engineer B): start operator/server.py's serve(...) here with rt (healthz,
+    # readyz = rt.synced.is_set() and (rt.leading or not leader_elect), metrics, explain).
+    try:
+        spawn("sync", _initial_sync(rt, kopf_ready, ready))
+        spawn("schedule", _lead(rt) if settings.leader_elect else _schedule(rt))
+        if settings.resync_seconds > 0:
+            spawn("resync", _resync(rt))
+        waiting = set(tasks.values())
+        while True:
+            done, waiting = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            for t in done:
+                if not t.cancelled() and t.exception() is not None:
+                    raise t.exception()  # type: ignore[misc]
+            if done - {tasks["sync"]}:
+                break  # stopped, Kopf ended (a signal), or scheduling ended
+        if tasks["kopf"].done() and not stop.is_set():
+            log.info("the Kopf operator stopped: shutting down")
+    finally:
+        await _shutdown(rt, tasks, kopf_stop)
+
+
+async def _initial_sync(
+    rt: Runtime, kopf_ready: asyncio.Event, ready: asyncio.Event | None
+) -> None:
+    await rt.router.reconcile()
+    await kopf_ready.wait()
+    rt.synced.set()
+    log.info(
+        "cache synced: %d nodes, %d pods",
+        len(list(rt.cluster.list("Node"))),
+        len(list(rt.cluster.list("Pod"))),
+    )
+    if ready is not None:
+        ready.set()
+
+
+async def _schedule(rt: Runtime) -> None:
+    await rt.synced.wait()
+    rt.leading = True
+    try:
+        await rt.scheduler.run()
+    finally:
+        rt.leading = False
+
+
+async def _lead(rt: Runtime) -> None:
+    from kubesched.operator.leader import LeaderElector
+
+    s = rt.settings
+    elector = LeaderElector(
+        rt.api,
+        namespace=s.namespace,
+        name=s.lease_name,
+        identity=s.identity,
+        lease_duration=s.lease_duration,
+        renew_deadline=s.renew_deadline,
+        retry_period=s.retry_period,
+    )
+
+    def stopped() -> None:
+        rt.leading = False
+
+    await elector.run(lambda: _schedule(rt), stopped)
+    raise LeadershipLost(f"lost the lease {s.namespace}/{s.lease_name}")
+
+
+async def _resync(rt: Runtime) -> None:
+    while True:
+        await asyncio.sleep(rt.settings.resync_seconds)
+        try:
+            await rt.router.reconcile()
+        except Exception as e:
+            log.warning("periodic relist of pods and nodes failed: %s", e)
+
+
+async def _shutdown(
+    rt: Runtime, tasks: dict[str, asyncio.Task[Any]], kopf_stop: asyncio.Event
+) -> None:
+    for name in ("schedule", "resync", "sync", "stop"):
+        t = tasks.get(name)
+        if t is not None:
+            t.cancel()
+    kopf_stop.set()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(rt.scheduler.drain(), SHUTDOWN_GRACE)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(rt.cluster.aclose(), SHUTDOWN_GRACE)
+    pending = list(tasks.values())
+    await asyncio.gather(*pending, return_exceptions=True)
+    await rt.api.close()

@@ -1,0 +1,139 @@
+"""The one settings model of ``kubesched run``; CLI flags, environment and Helm values map
+onto it thinly (``--lease-name`` -> ``lease_name`` <- ``KUBESCHED_LEASE_NAME``).
+
+Each field's docstring gives the reason for its default. Precedence: an explicit value
+(a CLI flag) over the environment over the default.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = ["ENV_PREFIX", "Settings", "default_namespace"]
+
+ENV_PREFIX = "KUBESCHED_"
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def default_namespace(sa_file: Path = SERVICE_ACCOUNT_NAMESPACE) -> str:
+    """``POD_NAMESPACE`` (the chart sets it through the downward API), else the service
+    account's namespace file (any pod has it), else ``default`` (outside a cluster)."""
+    ns = os.environ.get("POD_NAMESPACE", "").strip()
+    if ns:
+        return ns
+    try:
+        ns = sa_file.read_text().strip()
+    except OSError:
+        ns = ""
+    return ns or "default"
+
+
+def _default_identity() -> str:
+    # kube-scheduler's: hostname plus a random suffix, so two processes on one host
+    # (tests, a restart racing the old process) never share an identity.
+    return f"{socket.gethostname()}_{uuid.uuid4()}"
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    kubeconfig: str | None = None
+    """A kubeconfig file. Unset: ``KUBECONFIG``, ``~/.kube/config``, then the in-cluster
+    service account (the usual resolution, for Kopf's login and our client alike)."""
+
+    scheduler_names: list[str] = Field(default_factory=lambda: ["kubesched"])
+    """The ``schedulerName``s served, one default profile each. ``kubesched`` keeps us off
+    ``default-scheduler``'s pods, so we can run beside kube-scheduler."""
+
+    namespace: str = Field(default_factory=default_namespace)
+    """Where the Lease lives: see :func:`default_namespace`."""
+
+    leader_elect: bool = True
+    """On, as in kube-scheduler: two replicas must never both schedule. Off for a single
+    replica outside a cluster (development, tests)."""
+
+    lease_name: str = "kubesched"
+    """The coordination.k8s.io Lease; distinct from kube-scheduler's ``kube-scheduler``."""
+
+    lease_duration: float = 15.0
+    """kube-scheduler's ``--leader-elect-lease-duration``: how long a follower waits before
+    taking over an unrenewed lease (failover time vs. tolerance of API hiccups)."""
+
+    renew_deadline: float = 10.0
+    """kube-scheduler's ``--leader-elect-renew-deadline``: the leader stops scheduling if it
+    cannot renew for this long (must stay below ``lease_duration``)."""
+
+    retry_period: float = 2.0
+    """kube-scheduler's ``--leader-elect-retry-period``: between renewals and attempts."""
+
+    identity: str = Field(default_factory=_default_identity)
+    """This replica's name in the Lease; see ``_default_identity``."""
+
+    bind_address: str = "0.0.0.0"
+    """Where /healthz, /readyz, /metrics and /explain listen: every interface, so the
+    kubelet's probes and Prometheus reach the pod."""
+
+    port: int = Field(default=10251, ge=0, le=65535)
+    """Plain HTTP (kube-scheduler's former insecure port). 0 picks a free port (tests)."""
+
+    client_qps: float = 50.0
+    """kube-scheduler's ``--kube-api-qps``: writes a second before the client waits. A
+    value <= 0 lifts the limit (benchmarks)."""
+
+    client_burst: int = Field(default=100, ge=1)
+    """kube-scheduler's ``--kube-api-burst``: writes allowed at once above ``client_qps``."""
+
+    request_timeout: float = Field(default=30.0, gt=0)
+    """Per API write; a write that takes longer fails as a retryable error and the pod
+    goes back to the queue with backoff."""
+
+    resync_seconds: float = Field(default=120.0, ge=0)
+    """How often pods and nodes are listed to catch deletions a relisted watch never
+    reports (Kopf relists after 410 Gone without DELETED events). 0 disables."""
+
+    watch_server_timeout: float = 300.0
+    """Asks the API server to end each watch after this long; Kopf resumes from the last
+    resourceVersion, so a silently dead connection costs at most this much."""
+
+    watch_client_timeout: float = 330.0
+    """The client gives up on a watch this long after it started, a little after the
+    server should have ended it: the backstop for a connection nobody closes."""
+
+    @field_validator("scheduler_names", mode="before")
+    @classmethod
+    def _split(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            return [s.strip() for s in v.split(",") if s.strip()]
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> Settings:
+        if not self.scheduler_names:
+            raise ValueError("scheduler_names: at least one")
+        if self.leader_elect and self.lease_duration <= self.renew_deadline:
+            raise ValueError("lease_duration must be greater than renew_deadline")
+        return self
+
+    @classmethod
+    def load(
+        cls, overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None
+    ) -> Settings:
+        """Defaults, then ``KUBESCHED_<FIELD>`` from ``env`` (``os.environ``), then
+        ``overrides`` (CLI flags that were given; None values are ignored)."""
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        for name in cls.model_fields:
+            raw = env.get(ENV_PREFIX + name.upper())
+            if raw is not None:
+                values[name] = raw
+        if "leader_elect" in values:
+            values["leader_elect"] = str(values["leader_elect"]).lower() in ("1", "true", "yes")
+        values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+        return cls(**values)
