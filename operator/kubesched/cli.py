@@ -1,4 +1,4 @@
-"""The ``kubesched`` command line: ``simulate`` and ``version``.
+"""The ``kubesched`` command line: ``run``, ``simulate`` and ``version``.
 
 Each subcommand is a ``_add_<name>`` function that registers its parser and handler;
 handlers return the exit code. Bad input (an invalid scenario, a bad flag) prints one
@@ -176,6 +176,83 @@ def _add_simulate(sub: Any) -> None:
     p.set_defaults(handler=_simulate)
 
 
+# --- run -----------------------------------------------------------------------------------
+
+
+def _run(args: argparse.Namespace) -> int:
+    # Imported here: kopf and the kube client are not needed by the other subcommands.
+    import logging
+
+    import pydantic
+
+    from kubesched.operator.run import LeadershipLost, run
+    from kubesched.operator.settings import Settings
+
+    overrides = {
+        "kubeconfig": args.kubeconfig,
+        "scheduler_names": args.scheduler_name or None,
+        "namespace": args.namespace,
+        "leader_elect": args.leader_elect,
+        "lease_name": args.lease_name,
+        "bind_address": args.bind_address,
+        "port": args.port,
+        "client_qps": args.kube_api_qps,
+        "client_burst": args.kube_api_burst,
+    }
+    try:
+        settings = Settings.load(overrides)
+    except pydantic.ValidationError as e:
+        raise BadInput(str(e)) from None
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    with asyncio.Runner(loop_factory=asyncio.new_event_loop) as runner:
+        try:
+            runner.run(run(settings=settings))
+        except LeadershipLost as e:
+            print(f"kubesched run: {e}", file=sys.stderr)
+            return 1
+    return EXIT_OK
+
+
+def _add_run(sub: Any) -> None:
+    p = sub.add_parser(
+        "run",
+        help="schedule pods on a real cluster (a Kopf operator)",
+        description=(
+            "Watch the cluster and schedule pods whose spec.schedulerName is served "
+            "(default: kubesched). Every flag has a KUBESCHED_<FIELD> environment variable."
+        ),
+    )
+    p.add_argument(
+        "--kubeconfig", metavar="FILE", help="default: KUBECONFIG, ~/.kube/config, in-cluster"
+    )
+    p.add_argument(
+        "--scheduler-name",
+        metavar="NAME",
+        action="append",
+        help="a schedulerName to serve (repeatable; default: kubesched)",
+    )
+    p.add_argument(
+        "--namespace", metavar="NS", help="the Lease's namespace (default: POD_NAMESPACE)"
+    )
+    p.add_argument(
+        "--leader-elect",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="elect a leader on a Lease before scheduling (default: on)",
+    )
+    p.add_argument("--lease-name", metavar="NAME", help="default: kubesched")
+    p.add_argument(
+        "--bind-address", metavar="ADDR", help="health/metrics address (default: 0.0.0.0)"
+    )
+    p.add_argument("--port", type=int, metavar="PORT", help="health/metrics port (default: 10251)")
+    p.add_argument("--kube-api-qps", type=float, metavar="QPS", help="default: 50; <= 0 lifts it")
+    p.add_argument("--kube-api-burst", type=int, metavar="N", help="default: 100")
+    p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
+    p.set_defaults(handler=_run)
+
+
 # --- version -----------------------------------------------------------------------------
 
 
@@ -198,6 +275,7 @@ def _parser() -> argparse.ArgumentParser:
         description="A Kubernetes scheduler in Python with kube-scheduler's plugin framework.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _add_run(sub)
     _add_simulate(sub)
     _add_version(sub)
     return parser
