@@ -93,6 +93,7 @@ class FrameworkServices:
         nominated_nodes: Callable[[], list[str]] | None = None,
         clock: Callable[[], float] | None = None,
         rng: random.Random | None = None,
+        get_pod: Callable[[str], Pod | None] | None = None,
     ) -> None:
         self.cluster = cluster
         self.store = store
@@ -103,6 +104,8 @@ class FrameworkServices:
         self.clock = clock or (lambda: asyncio.get_running_loop().time())
         self.rng = rng or random.Random()
         """The scheduler's seeded random source (preemption's dry-run offset)."""
+        self.get_pod = get_pod or (lambda uid: None)
+        """uid -> the latest version of a pod the scheduler knows (Handle.get_pod)."""
 
 
 class Framework:
@@ -177,6 +180,9 @@ class Framework:
 
     def nominated_pods_for_node(self, node_name: str) -> list[Pod]:
         return self.services.nominated_pods_for_node(node_name)
+
+    def get_pod(self, uid: str) -> Pod | None:
+        return self.services.get_pod(uid)
 
     # -- PreFilter / Filter -------------------------------------------------------------------
     def has_filter_plugins(self) -> bool:
@@ -307,27 +313,24 @@ class Framework:
     def run_pre_filter_extension_add_pod(
         self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo
     ) -> Status | None:
-        for p in self.chain.pre_filter:
-            if p.name in state.skip_filter_plugins:
-                continue
-            ext = p.pre_filter_extensions()
-            if ext is None:
-                continue
-            s: Status | None = ext.add_pod(state, pod, pod_to_add, node_info)
-            if s is not None and s.code != Code.SUCCESS:
-                return s.with_plugin(p.name)
-        return None
+        return self._run_pre_filter_extensions("add_pod", state, pod, pod_to_add, node_info)
 
     def run_pre_filter_extension_remove_pod(
         self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo
     ) -> Status | None:
+        return self._run_pre_filter_extensions("remove_pod", state, pod, pod_to_remove, node_info)
+
+    def _run_pre_filter_extensions(
+        self, method: str, state: CycleState, pod: Pod, other: Pod, node_info: NodeInfo
+    ) -> Status | None:
+        """AddPod/RemovePod of every PreFilter plugin that ran (not skipped) this cycle."""
         for p in self.chain.pre_filter:
             if p.name in state.skip_filter_plugins:
                 continue
             ext = p.pre_filter_extensions()
             if ext is None:
                 continue
-            s: Status | None = ext.remove_pod(state, pod, pod_to_remove, node_info)
+            s: Status | None = getattr(ext, method)(state, pod, other, node_info)
             if s is not None and s.code != Code.SUCCESS:
                 return s.with_plugin(p.name)
         return None
