@@ -1,0 +1,151 @@
+"""WatchRouter: Kopf watch events -> store + EventHandlers; relist reconciliation; registry."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import pytest
+from kubernetes_asyncio import client as k8s_client
+
+from kubesched.cluster.kube import KubeCluster
+from kubesched.operator.handlers import WATCHED, WatchRouter, build_registry
+from kubesched.scheduler.eventhandlers import EventHandlers
+
+JSON = dict[str, Any]
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, str, str | None]] = []
+
+    def on_event(self, kind: str, event_type: str, obj: JSON, old: JSON | None = None) -> None:
+        old_rv = old["metadata"].get("resourceVersion") if old else None
+        self.calls.append((kind, event_type, obj["metadata"].get("resourceVersion"), old_rv))
+
+
+class FakeCluster(KubeCluster):
+    def __init__(self) -> None:
+        super().__init__(
+            k8s_client.ApiClient.__new__(k8s_client.ApiClient), reporting_instance_suffix="h"
+        )
+        self.listed: dict[str, list[JSON]] = {}
+        self.posted: list[tuple[dict[str, str], str, str, str]] = []
+
+    async def list_objects(self, kind: str) -> list[JSON]:
+        return [dict(o) for o in self.listed.get(kind, [])]
+
+    def post_event(self, regarding: Any, **kw: Any) -> None:
+        self.posted.append(
+            (dict(regarding), kw["reason"], kw["reporting_controller"], kw["message"])
+        )
+
+
+def pod(name: str, rv: str, uid: str = "u1", scheduler: str = "kubesched", **spec: Any) -> JSON:
+    return {
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "ns", "uid": uid, "resourceVersion": rv},
+        "spec": {"schedulerName": scheduler, "containers": [], **spec},
+        "status": {},
+    }
+
+
+@pytest.fixture
+def setup() -> tuple[WatchRouter, FakeCluster, Recorder]:
+    cluster = FakeCluster()
+    router = WatchRouter(cluster, scheduler_names=["kubesched"], reporting_controller="kubesched")
+    rec = Recorder()
+    router.attach(cast(EventHandlers, rec))
+    return router, cluster, rec
+
+
+def test_listing_is_added_replays_are_dropped_updates_carry_old(
+    setup: tuple[WatchRouter, FakeCluster, Recorder],
+) -> None:
+    router, cluster, rec = setup
+    router.dispatch("Pod", None, pod("a", "5"))  # Kopf's initial listing
+    router.dispatch("Pod", None, pod("a", "5"))  # a relist of the same version
+    router.dispatch("Pod", "MODIFIED", pod("a", "4"))  # older: ignored
+    router.dispatch("Pod", "MODIFIED", pod("a", "7"))
+    router.dispatch("Pod", "BOOKMARK", pod("a", "8"))
+    router.dispatch("Pod", "DELETED", pod("a", "9"))
+    router.dispatch("Pod", "DELETED", pod("a", "9"))  # unknown now: ignored
+    assert rec.calls == [
+        ("Pod", "ADDED", "5", None),
+        ("Pod", "MODIFIED", "7", "5"),
+        ("Pod", "DELETED", "9", None),
+    ]
+    assert cluster.get("Pod", "ns", "a") is None
+
+
+def test_recreated_object_is_a_delete_then_an_add(
+    setup: tuple[WatchRouter, FakeCluster, Recorder],
+) -> None:
+    router, cluster, rec = setup
+    router.dispatch("Pod", "ADDED", pod("a", "5", uid="old"))
+    router.dispatch("Pod", None, pod("a", "3", uid="new"))  # relist after a gap
+    assert rec.calls[1:] == [("Pod", "DELETED", "5", None), ("Pod", "ADDED", "3", None)]
+    assert cluster.get("Pod", "ns", "a")["metadata"]["uid"] == "new"  # type: ignore[index]
+
+
+def test_other_kinds_are_stored_for_the_plugins(
+    setup: tuple[WatchRouter, FakeCluster, Recorder],
+) -> None:
+    router, cluster, rec = setup
+    sc = {"kind": "StorageClass", "metadata": {"name": "fast", "resourceVersion": "1"}}
+    router.dispatch("StorageClass", "ADDED", sc)
+    assert cluster.get("StorageClass", "", "fast") is sc
+    assert rec.calls == [("StorageClass", "ADDED", "1", None)]
+
+
+def test_malformed_pod_of_ours_gets_one_event_per_version() -> None:
+    cluster = FakeCluster()
+    router = WatchRouter(cluster, scheduler_names=["kubesched"], reporting_controller="kubesched")
+    from kubesched.scheduler.scheduler import Scheduler
+
+    handlers = EventHandlers(Scheduler(cluster, cluster), on_bad_object=router.on_bad_object)
+    router.attach(handlers)
+    bad = pod("bad", "1", priority="high")
+    router.dispatch("Pod", "ADDED", bad)
+    router.dispatch("Pod", None, dict(bad))  # same version again (relist): no new event
+    router.dispatch("Pod", "MODIFIED", pod("bad", "2", priority="high"))
+    router.dispatch("Pod", "ADDED", pod("theirs", "1", uid="u2", scheduler="other", priority="x"))
+    assert [(ref["name"], reason, ctl) for ref, reason, ctl, _ in cluster.posted] == [
+        ("bad", "FailedScheduling", "kubesched"),
+        ("bad", "FailedScheduling", "kubesched"),
+    ]
+    ref, _, _, message = cluster.posted[0]
+    assert ref == {"apiVersion": "v1", "kind": "Pod", "name": "bad", "uid": "u1", "namespace": "ns"}
+    assert "spec.priority: must be an integer" in message
+
+
+async def test_reconcile_forgets_objects_the_server_no_longer_has(
+    setup: tuple[WatchRouter, FakeCluster, Recorder],
+) -> None:
+    router, cluster, rec = setup
+    router.dispatch("Pod", "ADDED", pod("kept", "5", uid="k"))
+    router.dispatch("Pod", "ADDED", pod("gone", "6", uid="g"))
+    router.dispatch("Pod", "ADDED", pod("replaced", "7", uid="r1"))
+    cluster.listed["Pod"] = [pod("kept", "8", uid="k"), pod("replaced", "9", uid="r2")]
+    rec.calls.clear()
+    assert await router.reconcile(["Pod"]) == 1
+    assert sorted(rec.calls) == sorted(
+        [
+            ("Pod", "MODIFIED", "8", "5"),
+            ("Pod", "DELETED", "7", None),  # the old incarnation of "replaced"
+            ("Pod", "ADDED", "9", None),
+            ("Pod", "DELETED", "6", None),
+        ]
+    )
+    assert {k for k in cluster.objects["Pod"]} == {"ns/kept", "ns/replaced"}
+
+
+def test_registry_has_only_event_handlers_for_every_watched_kind() -> None:
+    cluster = FakeCluster()
+    router = WatchRouter(cluster, scheduler_names=["kubesched"], reporting_controller="kubesched")
+    registry = build_registry(router)
+    handlers = registry._watching.get_all_handlers()
+    assert len(handlers) == len(WATCHED)
+    plurals = {h.selector.any_name for h in handlers if h.selector is not None}
+    assert {"pods", "nodes", "persistentvolumeclaims", "poddisruptionbudgets"} <= plurals
+    assert not list(registry._changing.get_all_handlers())  # no annotations, no finalizers
+    assert build_registry(router) is not registry
