@@ -11,6 +11,8 @@ scan examined are exactly what a node-by-node scan would give.
 from __future__ import annotations
 
 import random
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -95,6 +97,9 @@ class Algorithm:
     def __init__(self, rng: random.Random | None = None) -> None:
         self.next_start_node_index = 0
         self.rng = rng or random.Random()
+        self.on_extension_point: Callable[[str, Status | None, str, float], None] | None = None
+        """Metrics hook: (extension point, status, profile, seconds) per PreFilter,
+        PreScore and Score run."""
 
     def schedule_pod(
         self, fwk: Framework, state: CycleState, pod: Pod, snap: Snapshot
@@ -110,10 +115,16 @@ class Algorithm:
             return ScheduleResult(snap.node_infos[int(rows[0])].name, evaluated, 1)
         infos = snap.node_infos
         feasible = [infos[r] for r in rows.tolist()]
+        t0 = time.perf_counter()
         s = fwk.run_pre_score(state, pod, feasible)
+        t1 = time.perf_counter()
+        if (observe := self.on_extension_point) is not None:
+            observe("PreScore", s, fwk.profile_name, t1 - t0)
         if s is not None:
             raise _StatusError(s)
         total, _, s = fwk.run_score(state, pod, snap, rows)
+        if observe is not None:
+            observe("Score", s, fwk.profile_name, time.perf_counter() - t1)
         if s is not None:
             raise _StatusError(s)
         best = int(total.max())
@@ -127,7 +138,10 @@ class Algorithm:
     ) -> tuple[npt.NDArray[np.intp], Diagnosis]:
         diagnosis = Diagnosis()
         n_all = len(snap)
+        t0 = time.perf_counter()
         pre_res, s, narrowing = fwk.run_pre_filter(state, pod, snap.node_infos)
+        if (observe := self.on_extension_point) is not None:
+            observe("PreFilter", s, fwk.profile_name, time.perf_counter() - t0)
         if s is not None:
             if s.code == Code.ERROR:
                 raise _StatusError(s)

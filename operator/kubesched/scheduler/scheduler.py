@@ -31,6 +31,7 @@ from kubesched.framework.status import Code, Status
 from kubesched.framework.types import Pod
 from kubesched.profiles import CompiledProfile, compile_profile, default_profile_spec
 from kubesched.scheduler.algorithm import Algorithm, FitError, StatusError
+from kubesched.scheduler.metrics import SchedulerMetrics, timed_chain
 
 __all__ = ["PodOutcome", "Scheduler"]
 
@@ -68,6 +69,7 @@ class Scheduler:
         profiles: Sequence[ProfileSpec] | None = None,
         registry: Registry | None = None,
         seed: int | None = None,
+        metrics: SchedulerMetrics | None = None,
     ) -> None:
         self.cluster = cluster
         self.store = store
@@ -82,6 +84,12 @@ class Scheduler:
         """Pods this scheduler serves that exist and are not assigned (latest versions)."""
         self._wake = asyncio.Event()
         self.registry = registry
+        self.metrics = metrics or SchedulerMetrics()
+        """Prometheus metrics (``self.metrics.registry`` is what /metrics serves)."""
+        self.metrics.watch_queues(self.queues)
+        self.algorithm.on_extension_point = self.metrics.extension_point
+        self._attempt_start: dict[str, float] = {}
+        self._timed: dict[int, tuple[Any, Any]] = {}
         for spec in profiles or [default_profile_spec()]:
             self.set_profile(compile_profile(spec, self.services(), registry))
 
@@ -200,16 +208,22 @@ class Scheduler:
         if queue is None or prof is None:
             return
         fwk = prof.framework
+        chain = fwk.chain
         try:
             if pod.deletion_timestamp or self.cache.is_assumed(pod.uid):
                 return
+            start = time.perf_counter()
+            self._attempt_start[pod.uid] = start
+            if self.metrics.sample_cycle():
+                fwk.chain = self._timed_chain(chain)  # restored below; no awaits until then
             if self.stats.first_cycle is None:
-                self.stats.first_cycle = time.perf_counter()
+                self.stats.first_cycle = start
             cycle = queue.scheduling_cycle()
             state = CycleState()
             snap = self.cache.update_snapshot()
             try:
                 result = self.algorithm.schedule_pod(fwk, state, pod, snap)
+                self.metrics.scheduling_algorithm_duration.observe(time.perf_counter() - start)
             except FitError as e:
                 self._post_filter_and_fail(fwk, state, qpi, e, cycle)
                 return
@@ -218,9 +232,15 @@ class Scheduler:
                 return
             assumed = pod.assigned_to(result.node_name)
             self.cache.assume_pod(assumed)
+            t0 = time.perf_counter()
             s = fwk.run_reserve(state, assumed, result.node_name)
+            t1 = time.perf_counter()
+            self.metrics.extension_point("Reserve", s, fwk.profile_name, t1 - t0)
             if s is None:
                 s = fwk.run_permit(state, assumed, result.node_name)
+                self.metrics.extension_point(
+                    "Permit", s, fwk.profile_name, time.perf_counter() - t1
+                )
             if s is not None and not s.is_wait():
                 fwk.run_unreserve(state, assumed, result.node_name)
                 self.cache.forget_pod(assumed)
@@ -232,7 +252,19 @@ class Scheduler:
                 )
             self._spawn(self._binding_cycle(fwk, state, qpi, assumed, cycle))
         finally:
+            fwk.chain = chain
             queue.done(pod.uid)
+
+    def _timed_chain(self, chain: Any) -> Any:
+        """The profile's chain with per-plugin timing (built once per chain)."""
+        cached = self._timed.get(id(chain))
+        if cached is None or cached[0] is not chain:
+            cached = self._timed[id(chain)] = (chain, timed_chain(chain, self.metrics.plugin))
+        return cached[1]
+
+    def _attempt_seconds(self, uid: str) -> float:
+        start = self._attempt_start.pop(uid, None)
+        return 0.0 if start is None else time.perf_counter() - start
 
     def _post_filter_and_fail(
         self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, err: FitError, cycle: int
@@ -240,7 +272,13 @@ class Scheduler:
         diag = err.diagnosis
         nominated: str | None = None
         if fwk.chain.post_filter and not diag.pre_filter_msg.startswith("no nodes"):
+            t0 = time.perf_counter()
             res, s = fwk.run_post_filter(state, qpi.pod, diag.node_to_status)
+            self.metrics.extension_point(
+                "PostFilter", s, fwk.profile_name, time.perf_counter() - t0
+            )
+            if any(p.name == "DefaultPreemption" for p in fwk.chain.post_filter):
+                self.metrics.preemption_attempts.inc()
             if s is not None and s.code == Code.ERROR:
                 self._fail(fwk, qpi, s, cycle)
                 return
@@ -273,6 +311,11 @@ class Scheduler:
         rejected = status.is_rejected()
         reason = "Unschedulable" if rejected else "SchedulerError"
         msg = status.message()
+        self.metrics.attempt(
+            "unschedulable" if rejected else "error",
+            fwk.profile_name,
+            self._attempt_seconds(pod.uid),
+        )
         if rejected:
             self.stats.unschedulable += 1
             if status.plugin and status.code != Code.PENDING:
@@ -326,17 +369,24 @@ class Scheduler:
     ) -> None:
         node = assumed.node_name
         s = await fwk.wait_on_permit(assumed)
+        point = "Permit"
         if s is None:
+            point, t0 = "PreBind", time.perf_counter()
             s = await fwk.run_pre_bind(state, assumed, node)
+            self.metrics.extension_point(point, s, fwk.profile_name, time.perf_counter() - t0)
         if s is None:
+            point, t0 = "Bind", time.perf_counter()
             s = await fwk.run_bind(state, assumed, node)
+            self.metrics.extension_point(point, s, fwk.profile_name, time.perf_counter() - t0)
         if s is not None:
+            self.metrics.bind_errors.labels(point, fwk.profile_name).inc()
             fwk.run_unreserve(state, assumed, node)
             self.cache.forget_pod(assumed)
             self.queues.move_all_to_active_or_backoff(ASSIGNED_POD_DELETE, assumed, None)
             if s.error is not None and isinstance(s.error, NotFound):
                 # The pod is gone: nothing to requeue.
                 self.stats.outcomes.pop(assumed.uid, None)
+                self._attempt_start.pop(assumed.uid, None)
                 return
             self._fail(fwk, qpi, s, cycle)
             return
@@ -344,6 +394,12 @@ class Scheduler:
         self.nominator.delete(assumed)
         self.stats.scheduled += 1
         self.stats.last_bind = time.perf_counter()
+        self.metrics.attempt("scheduled", fwk.profile_name, self._attempt_seconds(assumed.uid))
+        first = qpi.initial_attempt_timestamp
+        self.metrics.scheduled(
+            qpi.attempts,
+            None if first is None else asyncio.get_running_loop().time() - first,
+        )
         self.stats.outcomes[assumed.uid] = PodOutcome(node, "Scheduled", "", qpi.attempts)
         fwk.run_post_bind(state, assumed, node)
         with contextlib.suppress(NotFound):
