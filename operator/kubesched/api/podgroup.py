@@ -1,0 +1,306 @@
+"""PodGroup (``kubesched.dev/v1alpha1``, namespaced): a gang of pods bound all-or-nothing.
+
+Pods join a group with the label ``kubesched.dev/pod-group: <name>`` (or, for migration
+from scheduler-plugins, ``scheduling.x-k8s.io/pod-group``) in the group's namespace.
+These models are the single source of truth for the CRD schema
+(``python -m kubesched.api.crdgen``) and for validating PodGroups in scenarios.
+
+:func:`podgroup_status` is the pure status computation the operator's handlers write
+to ``status``: a phase readable at a glance, member counts, a KEP-1623
+``PodGroupScheduled`` condition and a message naming what blocks the gang.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+__all__ = [
+    "API_VERSION",
+    "CONDITION_SCHEDULED",
+    "GROUP",
+    "KIND",
+    "POD_GROUP_LABEL",
+    "POD_GROUP_LABELS",
+    "SCHEDULER_PLUGINS_POD_GROUP_LABEL",
+    "Condition",
+    "MemberCounts",
+    "Phase",
+    "PodGroup",
+    "PodGroupSpec",
+    "PodGroupStatus",
+    "ScheduledReason",
+    "parse_spec",
+    "pod_group_name",
+    "podgroup_status",
+    "validation_message",
+]
+
+GROUP = "kubesched.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "PodGroup"
+
+POD_GROUP_LABEL = "kubesched.dev/pod-group"
+"""The label that makes a pod a member of the PodGroup it names (same namespace)."""
+SCHEDULER_PLUGINS_POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+"""scheduler-plugins' label, honoured for migration; ours wins when both are set."""
+POD_GROUP_LABELS = (POD_GROUP_LABEL, SCHEDULER_PLUGINS_POD_GROUP_LABEL)
+
+CONDITION_SCHEDULED = "PodGroupScheduled"
+
+# Kubernetes' resource.Quantity pattern (what controller-gen writes for a Quantity).
+QUANTITY_PATTERN = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
+    r"([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+_QUANTITY = re.compile(QUANTITY_PATTERN)
+
+
+def pod_group_name(labels: Mapping[str, str]) -> str | None:
+    """The PodGroup a pod's labels name (ours first, then scheduler-plugins'), or None."""
+    name = labels.get(POD_GROUP_LABEL) or labels.get(SCHEDULER_PLUGINS_POD_GROUP_LABEL)
+    return name or None
+
+
+class Phase(enum.StrEnum):
+    PENDING = "Pending"
+    """Fewer than minMember member pods exist, or the gang has not been tried yet."""
+    SCHEDULING = "Scheduling"
+    """Members are being placed: some are reserved and wait at Permit for the rest."""
+    SCHEDULED = "Scheduled"
+    """At least minMember members are bound to nodes."""
+    RUNNING = "Running"
+    """At least minMember members run (or have finished)."""
+    SUCCEEDED = "Succeeded"
+    """At least minMember members succeeded and none is left running or pending."""
+    FAILED = "Failed"
+    """A member failed, so the gang can no longer complete with minMember members."""
+
+
+class ScheduledReason(enum.StrEnum):
+    SCHEDULED = "Scheduled"
+    UNSCHEDULABLE = "Unschedulable"
+    TIMEOUT = "Timeout"
+    WAITING = "WaitingForMembers"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, use_attribute_docstrings=True)
+
+
+def _check_quantities(v: dict[str, int | str] | None) -> dict[str, int | str] | None:
+    for name, q in (v or {}).items():
+        if isinstance(q, bool) or (isinstance(q, str) and not _QUANTITY.match(q)):
+            raise ValueError(f"{name}: not a quantity: {q!r}")
+        if isinstance(q, int) and q < 0:
+            raise ValueError(f"{name}: must not be negative: {q}")
+    return v
+
+
+class PodGroupSpec(_Model):
+    min_member: int = Field(default=1, ge=1, alias="minMember")
+    """How many member pods must be placed together; none is bound before they all fit."""
+    min_resources: dict[str, int | str] | None = Field(default=None, alias="minResources")
+    """Resources the gang needs in total (informational: shown in status, not enforced;
+    the scheduler dry-runs the members' own requests instead)."""
+    schedule_timeout_seconds: int | None = Field(default=None, gt=0, alias="scheduleTimeoutSeconds")
+    """How long reserved members wait at Permit for the rest of the gang; unset: the
+    Coscheduling plugin's permitWaitingTimeSeconds. No upper cap."""
+
+    _quantities = field_validator("min_resources")(_check_quantities)
+
+
+class Condition(_Model):
+    """A KEP-1623 condition (metav1.Condition)."""
+
+    type: str = Field(max_length=316)
+    status: Literal["True", "False", "Unknown"]
+    reason: str = Field(max_length=1024, min_length=1)
+    message: str = Field(max_length=32768)
+    last_transition_time: str = Field(
+        alias="lastTransitionTime", json_schema_extra={"format": "date-time"}
+    )
+    observed_generation: int | None = Field(default=None, ge=0, alias="observedGeneration")
+
+
+class MemberCounts(_Model):
+    """Member pods by state (a pod counts once, in its most advanced state)."""
+
+    pending: int = Field(default=0, ge=0)
+    """Not bound and not waiting at Permit."""
+    waiting: int = Field(default=0, ge=0)
+    """Reserved on a node, waiting at Permit for the rest of the gang."""
+    bound: int = Field(default=0, ge=0)
+    """Bound to a node, not running yet."""
+    running: int = Field(default=0, ge=0)
+    succeeded: int = Field(default=0, ge=0)
+    failed: int = Field(default=0, ge=0)
+
+
+class PodGroupStatus(_Model):
+    phase: Phase = Phase.PENDING
+    """Pending, Scheduling, Scheduled, Running, Succeeded or Failed."""
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+    """KEP-1623 conditions, one per type: PodGroupScheduled."""
+    observed_generation: int | None = Field(default=None, ge=0, alias="observedGeneration")
+    counts: MemberCounts = Field(default_factory=MemberCounts)
+    schedule_start_time: str | None = Field(
+        default=None, alias="scheduleStartTime", json_schema_extra={"format": "date-time"}
+    )
+    """When the scheduler first tried a member of this gang."""
+    message: str = ""
+    """What blocks the gang, e.g. "3/8 members fit; 5 pods: Insufficient nvidia.com/gpu"."""
+
+
+class PodGroup(_Model):
+    """A gang of pods scheduled all-or-nothing."""
+
+    api_version: Literal["kubesched.dev/v1alpha1"] = Field(alias="apiVersion")
+    kind: Literal["PodGroup"]
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    spec: PodGroupSpec = Field(default_factory=PodGroupSpec)
+    status: PodGroupStatus | None = None
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+def validation_message(err: ValidationError, prefix: str = "") -> str:
+    """The first error as ``field.path: message`` (aliases, list indices as ``[i]``)."""
+    e = err.errors()[0]
+    path = prefix
+    for part in e["loc"]:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += f".{part}" if path else str(part)
+    msg = str(e["msg"]).removeprefix("Value error, ")
+    return f"{path}: {msg}" if path else msg
+
+
+def parse_spec(obj: Mapping[str, Any]) -> PodGroupSpec:
+    """The spec of a PodGroup dict (raises ``pydantic.ValidationError``)."""
+    return PodGroupSpec.model_validate(obj.get("spec") or {})
+
+
+# -- status ---------------------------------------------------------------------------------------
+def _member_state(pod: Mapping[str, Any], waiting_uids: set[str]) -> str:
+    meta = pod.get("metadata") or {}
+    phase = (pod.get("status") or {}).get("phase") or "Pending"
+    if phase == "Succeeded":
+        return "succeeded"
+    if phase == "Failed":
+        return "failed"
+    if (pod.get("spec") or {}).get("nodeName"):
+        return "running" if phase == "Running" else "bound"
+    if str(meta.get("uid") or "") in waiting_uids:
+        return "waiting"
+    return "pending"
+
+
+def podgroup_status(
+    group: Mapping[str, Any],
+    member_pods: Iterable[Mapping[str, Any]],
+    waiting_uids: Iterable[str] = (),
+    *,
+    now: str,
+    blocked: str = "",
+    timed_out: bool = False,
+    schedule_start_time: str | None = None,
+) -> dict[str, Any]:
+    """The ``status`` a PodGroup should have, as a dict ready for a status patch.
+
+    ``member_pods`` are the group's member pods as the API server has them;
+    ``waiting_uids`` those held at Permit; ``now`` an RFC 3339 time for condition
+    transitions; ``blocked`` the scheduler's last reason why the gang does not fit
+    (e.g. "3/8 members fit; 5 pods: Insufficient nvidia.com/gpu"); ``timed_out``
+    whether the last attempt ended at the Permit timeout. The condition's
+    lastTransitionTime is kept from the current status when its status is unchanged.
+    """
+    spec = parse_spec(group)
+    meta = group.get("metadata") or {}
+    generation = meta.get("generation")
+    current = group.get("status") or {}
+    waiting = set(waiting_uids)
+    counts = MemberCounts()
+    for pod in member_pods:
+        state = _member_state(pod, waiting)
+        setattr(counts, state, getattr(counts, state) + 1)
+    n = spec.min_member
+    total = (
+        counts.pending
+        + counts.waiting
+        + counts.bound
+        + counts.running
+        + counts.succeeded
+        + counts.failed
+    )
+    placed = counts.bound + counts.running + counts.succeeded + counts.failed
+    message = ""
+    if counts.failed and total - counts.failed < n and counts.succeeded < n:
+        phase = Phase.FAILED
+        message = f"{counts.failed} member(s) failed; {total - counts.failed}/{n} left"
+    elif (
+        counts.succeeded >= n
+        and counts.pending + counts.waiting + counts.bound + counts.running == 0
+    ):
+        phase = Phase.SUCCEEDED
+    elif counts.running + counts.succeeded >= n:
+        phase = Phase.RUNNING
+    elif placed >= n:
+        phase = Phase.SCHEDULED
+    elif counts.waiting or (total >= n and (blocked or schedule_start_time)):
+        phase = Phase.SCHEDULING
+    else:
+        phase = Phase.PENDING
+    if phase in (Phase.PENDING, Phase.SCHEDULING) and not message:
+        if total < n:
+            message = f"{total}/{n} member pods exist; waiting for {n - total} more"
+        elif blocked:
+            message = blocked
+        elif counts.waiting:
+            message = f"{counts.waiting + placed}/{n} members reserved; waiting at Permit"
+    if placed >= n:
+        cond_status, reason = "True", ScheduledReason.SCHEDULED
+        cond_msg = f"{placed}/{n} members bound"
+    elif timed_out:
+        cond_status, reason = "False", ScheduledReason.TIMEOUT
+        cond_msg = message or "the gang timed out waiting at Permit"
+    elif blocked:
+        cond_status, reason = "False", ScheduledReason.UNSCHEDULABLE
+        cond_msg = blocked
+    else:
+        cond_status, reason = "False", ScheduledReason.WAITING
+        cond_msg = message
+    last = now
+    for c in current.get("conditions") or ():
+        if c.get("type") == CONDITION_SCHEDULED and c.get("status") == cond_status:
+            last = str(c.get("lastTransitionTime") or now)
+    condition: dict[str, Any] = {
+        "type": CONDITION_SCHEDULED,
+        "status": cond_status,
+        "reason": str(reason),
+        "message": cond_msg,
+        "lastTransitionTime": last,
+    }
+    if isinstance(generation, int):
+        condition["observedGeneration"] = generation
+    out: dict[str, Any] = {
+        "phase": str(phase),
+        "conditions": [condition],
+        "counts": counts.model_dump(),
+        "message": message,
+    }
+    if isinstance(generation, int):
+        out["observedGeneration"] = generation
+    start = schedule_start_time or current.get("scheduleStartTime")
+    if start:
+        out["scheduleStartTime"] = start
+    return out
