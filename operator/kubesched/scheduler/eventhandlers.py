@@ -137,6 +137,8 @@ class EventHandlers:
             q = s.queues.queue(pod.scheduler_name)
             if q is not None:
                 q.add(pod)
+        else:
+            s.unserved[pod.uid] = pod
 
     def _pod_updated(self, old: Pod, new: Pod) -> None:
         s = self.sched
@@ -144,6 +146,7 @@ class EventHandlers:
             if not old.node_name:
                 # Bound (by us or someone else): out of the queue, into the cache.
                 s.unscheduled.pop(new.uid, None)
+                s.unserved.pop(new.uid, None)
                 s.nominator.delete(new)
                 q = s.queues.queue(old.scheduler_name)
                 if q is not None:
@@ -167,6 +170,9 @@ class EventHandlers:
         elif s.responsible_for(old):
             # schedulerName cannot change in a real cluster; the simulator may do it.
             self._pod_deleted(old)
+            s.unserved[new.uid] = new
+        else:
+            s.unserved[new.uid] = new
 
     def _pod_deleted(self, pod: Pod) -> None:
         s = self.sched
@@ -177,6 +183,7 @@ class EventHandlers:
             )
             return
         s.unscheduled.pop(pod.uid, None)
+        s.unserved.pop(pod.uid, None)
         s.nominator.delete(pod)
         q = s.queues.queue(pod.scheduler_name)
         if q is not None:

@@ -60,6 +60,10 @@ class Stats:
     outcomes: dict[str, PodOutcome] = field(default_factory=dict)
 
 
+def _arrival(qpi: QueuedPodInfo) -> tuple[float, int]:
+    return (qpi.timestamp, qpi.seq)
+
+
 class Scheduler:
     def __init__(
         self,
@@ -82,6 +86,9 @@ class Scheduler:
         self._tasks: set[asyncio.Task[Any]] = set()
         self.unscheduled: dict[str, Pod] = {}
         """Pods this scheduler serves that exist and are not assigned (latest versions)."""
+        self.unserved: dict[str, Pod] = {}
+        """Unassigned pods whose schedulerName no profile serves (yet): a profile added
+        later for that name picks them up."""
         self._wake = asyncio.Event()
         self.registry = registry
         self.metrics = metrics or SchedulerMetrics()
@@ -103,10 +110,17 @@ class Scheduler:
             nominated_pods_for_node=self.nominator.nominated_pods_for_node,
             nominated_nodes=self.nominator.nodes,
             rng=self.algorithm.rng,
+            get_pod=self._get_pod,
         )
 
+    def _get_pod(self, uid: str) -> Pod | None:
+        return self.unscheduled.get(uid) or self.cache.get_pod(uid)
+
     def set_profile(self, profile: CompiledProfile) -> None:
-        """Install or swap a profile between cycles. Its queue keeps the pods it holds."""
+        """Install or swap a profile between cycles. Its queue keeps the pods it holds
+        (in their order, with their attempt counts), and pods that waited for a profile
+        of this name join it. Pods in a binding cycle finish with the chain that started
+        them (a pod waiting at Permit too); if that fails they are requeued here."""
         fwk = profile.framework
         chain = fwk.chain
         spec = profile.spec
@@ -123,11 +137,37 @@ class Scheduler:
         )
         if old is not None:
             self.queues.remove_queue(name)
-            for qpi, _ in old.pending_pods():
+            pending = sorted((qpi for qpi, _ in old.pending_pods()), key=_arrival)
+            for qpi in pending:
                 q.add(qpi.pod)
+                moved = q.get(qpi.pod.uid)
+                if moved is not None:
+                    moved.attempts = qpi.attempts
+                    moved.initial_attempt_timestamp = qpi.initial_attempt_timestamp
             old.close()
         self.queues.add_queue(name, q)
         self.profiles[name] = profile
+        waiting = [p for p in self.unserved.values() if p.scheduler_name == name]
+        for pod in sorted(waiting, key=lambda p: (p.creation_timestamp or "", p.uid)):
+            del self.unserved[pod.uid]
+            self.unscheduled[pod.uid] = pod
+            if pod.nominated_node_name:
+                self.nominator.add(pod)
+            q.add(pod)
+
+    def remove_profile(self, name: str) -> None:
+        """Stop scheduling pods of schedulerName ``name``. Its pods stay pending,
+        untouched (no event, no status change); a later profile of that name picks them
+        up. Pods in a binding cycle (or waiting at Permit) finish it."""
+        old = self.queues.remove_queue(name)
+        self.profiles.pop(name, None)
+        if old is not None:
+            old.close()
+        for uid, pod in list(self.unscheduled.items()):
+            if pod.scheduler_name == name:
+                del self.unscheduled[uid]
+                self.unserved[uid] = pod
+                self.nominator.delete(pod)
 
     def framework_for(self, pod: Pod) -> Framework | None:
         p = self.profiles.get(pod.scheduler_name)
