@@ -137,6 +137,15 @@ class PodBuilder:
         self._spec.update(fields)
         return self
 
+    def volume(self, name: str, **source: Any) -> PodBuilder:
+        """A volume: ``.volume("d", gcePersistentDisk={"pdName": "x"})``."""
+        self._spec.setdefault("volumes", []).append({"name": name, **source})
+        return self
+
+    def pvc(self, claim: str, volume: str = "") -> PodBuilder:
+        """A PersistentVolumeClaim volume (named after the claim unless ``volume``)."""
+        return self.volume(volume or claim, persistentVolumeClaim={"claimName": claim})
+
     def obj(self) -> dict[str, Any]:
         return self._obj
 

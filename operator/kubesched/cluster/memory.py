@@ -129,7 +129,7 @@ class MemoryCluster:
     # -- fault injection -----------------------------------------------------------------------------
     def fail_next(self, operation: str, error: ClusterError, times: int = 1) -> None:
         """Make the next ``times`` calls of ``operation`` (bind, record_event,
-        patch_pod_status, delete_pod) raise ``error``."""
+        patch_pod_status, delete_pod, bind_volume) raise ``error``."""
         self._faults[operation] = _Fault(error, times)
 
     def _maybe_fail(self, operation: str) -> None:
@@ -240,6 +240,84 @@ class MemoryCluster:
         if condition is not None:
             await self.patch_pod_status(pod, condition=condition)
         self.delete("Pod", pod.key)
+
+    async def bind_volume(
+        self, pvc: Mapping[str, Any], pv_name: str | None, selected_node: str | None
+    ) -> None:
+        """VolumeBinding's PreBind writes, plus what the PV controller would complete
+        (this cluster has none): see ``ClusterPort.bind_volume``."""
+        self._maybe_fail("bind_volume")
+        meta = pvc.get("metadata") or {}
+        ns, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
+        claims = self.objects.setdefault("PersistentVolumeClaim", {})
+        old_pvc = claims.get(f"{ns}/{name}")
+        if old_pvc is None:
+            raise NotFound(f'persistentvolumeclaims "{name}" not found')
+        old_meta = old_pvc.get("metadata") or {}
+        new_pvc = {
+            **old_pvc,
+            "metadata": {**old_meta, "annotations": dict(old_meta.get("annotations") or {})},
+            "spec": dict(old_pvc.get("spec") or {}),
+            "status": dict(old_pvc.get("status") or {}),
+        }
+        if pv_name:
+            volumes = self.objects.setdefault("PersistentVolume", {})
+            old_pv = volumes.get(pv_name)
+            if old_pv is None:
+                raise NotFound(f'persistentvolumes "{pv_name}" not found')
+            ref = (old_pv.get("spec") or {}).get("claimRef") or {}
+            uid = str(old_meta.get("uid") or "")
+            if ref and (
+                ref.get("name") != name
+                or (ref.get("namespace") or "default") != ns
+                or (ref.get("uid") and uid and ref.get("uid") != uid)
+            ):
+                raise Conflict(
+                    f"persistentvolume {pv_name} is bound to claim "
+                    f"{ref.get('namespace')}/{ref.get('name')}"
+                )
+            pv_meta = old_pv.get("metadata") or {}
+            new_pv = {
+                **old_pv,
+                "metadata": {
+                    **pv_meta,
+                    "annotations": {
+                        **(pv_meta.get("annotations") or {}),
+                        "pv.kubernetes.io/bound-by-controller": "yes",
+                    },
+                },
+                "spec": {
+                    **(old_pv.get("spec") or {}),
+                    "claimRef": {
+                        "kind": "PersistentVolumeClaim",
+                        "apiVersion": "v1",
+                        "namespace": ns,
+                        "name": name,
+                        "uid": uid,
+                    },
+                },
+                "status": {**(old_pv.get("status") or {}), "phase": "Bound"},
+            }
+            self._stamp(new_pv)
+            volumes[pv_name] = new_pv
+            self._notify("PersistentVolume", "MODIFIED", new_pv, old_pv)
+            new_pvc["spec"]["volumeName"] = pv_name
+            new_pvc["metadata"]["annotations"]["pv.kubernetes.io/bind-completed"] = "yes"
+            new_pvc["metadata"]["annotations"]["pv.kubernetes.io/bound-by-controller"] = "yes"
+            new_pvc["status"]["phase"] = "Bound"
+            capacity = (new_pv["spec"].get("capacity")) or {}
+            if capacity:
+                new_pvc["status"]["capacity"] = dict(capacity)
+            modes = new_pv["spec"].get("accessModes")
+            if modes:
+                new_pvc["status"]["accessModes"] = list(modes)
+        if selected_node:
+            new_pvc["metadata"]["annotations"]["volume.kubernetes.io/selected-node"] = (
+                selected_node
+            )
+        self._stamp(new_pvc)
+        claims[f"{ns}/{name}"] = new_pvc
+        self._notify("PersistentVolumeClaim", "MODIFIED", new_pvc, old_pvc)
 
     # -- reads for tests and the simulator --------------------------------------------------------------
     def events_for(self, key: str) -> builtins.list[RecordedEvent]:

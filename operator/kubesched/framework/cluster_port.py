@@ -82,6 +82,22 @@ class ClusterPort(Protocol):
         """Delete a victim, after setting ``condition`` (``DisruptionTarget``) on it."""
         ...
 
+    async def bind_volume(
+        self, pvc: Mapping[str, Any], pv_name: str | None, selected_node: str | None
+    ) -> None:
+        """VolumeBinding's PreBind writes for one claim (``pvc`` as the store holds it).
+
+        ``pv_name``: static binding; the PV's ``spec.claimRef`` is set to the claim (with the
+        ``pv.kubernetes.io/bound-by-controller`` annotation), as kube-scheduler writes it.
+        ``selected_node``: dynamic provisioning; the claim is annotated
+        ``volume.kubernetes.io/selected-node: <node>`` for the external provisioner.
+        An adapter without a PV controller behind it (the memory cluster) also completes
+        what the controller would: ``spec.volumeName``, ``pv.kubernetes.io/bind-completed``
+        and the ``Bound`` phases. Raises ``NotFound`` when the claim or PV is gone and
+        ``Conflict`` when the PV is already bound to another claim.
+        """
+        ...
+
 
 class ObjectStore(Protocol):
     """Watched objects other than pods and nodes, as plain dicts (read-only)."""

@@ -44,10 +44,14 @@ from kubesched.plugins import (
     node_resources_balanced_allocation,
     node_resources_fit,
     node_unschedulable,
+    node_volume_limits,
     pod_topology_spread,
     priority_sort,
     scheduling_gates,
     taint_toleration,
+    volume_binding,
+    volume_restrictions,
+    volume_zone,
 )
 
 __all__ = ["DEFAULT_PLUGINS", "IN_TREE_MODULES", "KUBE_DEFAULT_PLUGINS", "in_tree_registry"]
@@ -61,6 +65,10 @@ IN_TREE_MODULES: tuple[ModuleType, ...] = (
     node_affinity,
     node_ports,
     node_resources_fit,
+    volume_restrictions,
+    node_volume_limits,
+    volume_binding,
+    volume_zone,
     pod_topology_spread,
     inter_pod_affinity,
     default_preemption,

@@ -39,6 +39,7 @@ import orjson
 import yaml
 
 from kubesched.framework.types import DEFAULT_SCHEDULER_NAME, Node, ObjectError, Pod
+from kubesched.simulator import storage_kinds
 
 __all__ = [
     "BUILTIN_PRIORITY_CLASSES",
@@ -222,8 +223,7 @@ def _validate_workload(obj: dict[str, Any]) -> None:
     _validate_label_selector(spec.get("selector"), "spec.selector")
 
 
-#: The kinds a scenario may contain. Later issues add PersistentVolumeClaim,
-#: PersistentVolume, StorageClass, CSINode, SchedulingProfile and PodGroup here.
+#: The kinds a scenario may contain. Later issues add SchedulingProfile and PodGroup here.
 SUPPORTED_KINDS: dict[str, KindSpec] = {
     "Namespace": KindSpec(("v1",), namespaced=False, validate=_validate_namespace),
     "Node": KindSpec(("v1",), namespaced=False, validate=_validate_node),
@@ -238,6 +238,17 @@ SUPPORTED_KINDS: dict[str, KindSpec] = {
     "ReplicationController": KindSpec(("v1",), namespaced=True, validate=_validate_map_selector),
     "ReplicaSet": KindSpec(("apps/v1",), namespaced=True, validate=_validate_workload),
     "StatefulSet": KindSpec(("apps/v1",), namespaced=True, validate=_validate_workload),
+    # Read by the volume plugins (see kubesched.simulator.storage_kinds).
+    "PersistentVolumeClaim": KindSpec(
+        ("v1",), namespaced=True, validate=storage_kinds.validate_pvc
+    ),
+    "PersistentVolume": KindSpec(("v1",), namespaced=False, validate=storage_kinds.validate_pv),
+    "StorageClass": KindSpec(
+        ("storage.k8s.io/v1",), namespaced=False, validate=storage_kinds.validate_storage_class
+    ),
+    "CSINode": KindSpec(
+        ("storage.k8s.io/v1",), namespaced=False, validate=storage_kinds.validate_csi_node
+    ),
 }
 
 
@@ -488,7 +499,9 @@ def prepare(documents: Sequence[Document], *, now: datetime | None = None) -> li
                 SUPPORTED_KINDS[c.kind].validate(c.obj)
             except ObjectError as e:
                 raise c.fail(str(e)) from None
-    return [c.obj for c in checked]
+    objects = [c.obj for c in checked]
+    storage_kinds.complete_prebound_claims(objects)
+    return objects
 
 
 def load_scenarios(paths: Sequence[str], *, now: datetime | None = None) -> list[dict[str, Any]]:

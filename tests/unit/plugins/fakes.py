@@ -20,6 +20,8 @@ class FakeCluster:
     def __init__(self) -> None:
         self.binds: list[tuple[str, str]] = []
         self.bind_error: BaseException | None = None
+        self.volume_binds: list[tuple[str, str | None, str | None]] = []
+        """(claim key, PV name, selected node) for every ``bind_volume``."""
 
     async def bind(self, pod: Pod, node_name: str) -> None:
         if self.bind_error is not None:
@@ -51,6 +53,13 @@ class FakeCluster:
     async def delete_pod(self, pod: Pod, *, condition: PodCondition | None = None) -> None:
         raise NotImplementedError
 
+    async def bind_volume(
+        self, pvc: Mapping[str, Any], pv_name: str | None, selected_node: str | None
+    ) -> None:
+        meta = pvc.get("metadata") or {}
+        key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+        self.volume_binds.append((key, pv_name, selected_node))
+
 
 class EmptyStore:
     def get(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
@@ -60,11 +69,38 @@ class EmptyStore:
         return ()
 
 
+class FakeStore(EmptyStore):
+    """A store holding given objects (cluster-scoped kinds keyed by name alone)."""
+
+    CLUSTER_SCOPED = frozenset({"PersistentVolume", "StorageClass", "CSINode", "CSIDriver"})
+
+    def __init__(self, *objects: Mapping[str, Any]) -> None:
+        self.objects: dict[tuple[str, str], Mapping[str, Any]] = {}
+        for o in objects:
+            self.add(o)
+
+    def _key(self, kind: str, namespace: str, name: str) -> tuple[str, str]:
+        if kind in self.CLUSTER_SCOPED:
+            return kind, name
+        return kind, f"{namespace or 'default'}/{name}"
+
+    def add(self, obj: Mapping[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        key = self._key(str(obj["kind"]), str(meta.get("namespace") or ""), str(meta["name"]))
+        self.objects[key] = obj
+
+    def get(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        return self.objects.get(self._key(kind, namespace, name))
+
+    def list(self, kind: str, namespace: str | None = None) -> Iterable[Mapping[str, Any]]:
+        return [o for (k, _), o in self.objects.items() if k == kind]
+
+
 class FakeHandle:
-    def __init__(self, snapshot: Snapshot | None = None) -> None:
+    def __init__(self, snapshot: Snapshot | None = None, store: EmptyStore | None = None) -> None:
         self._snapshot = snapshot if snapshot is not None else Snapshot()
         self._cluster = FakeCluster()
-        self._store = EmptyStore()
+        self._store = store if store is not None else EmptyStore()
 
     @property
     def snapshot(self) -> Snapshot:

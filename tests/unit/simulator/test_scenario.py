@@ -105,7 +105,8 @@ ERRORS = [
         ["apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n"],
         "scenario.yaml document 0 (Deployment web): kind: unsupported kind 'Deployment' "
         "(supported: Namespace, Node, Pod, PriorityClass, PodDisruptionBudget, Service, "
-        "ReplicationController, ReplicaSet, StatefulSet)",
+        "ReplicationController, ReplicaSet, StatefulSet, PersistentVolumeClaim, "
+        "PersistentVolume, StorageClass, CSINode)",
         id="unknown-kind",
     ),
     pytest.param(
@@ -271,6 +272,10 @@ def test_supported_kinds_table() -> None:
         "ReplicationController": ("v1",),
         "ReplicaSet": ("apps/v1",),
         "StatefulSet": ("apps/v1",),
+        "PersistentVolumeClaim": ("v1",),
+        "PersistentVolume": ("v1",),
+        "StorageClass": ("storage.k8s.io/v1",),
+        "CSINode": ("storage.k8s.io/v1",),
     }
 
 

@@ -1,0 +1,367 @@
+"""VolumeBinding: PersistentVolumeClaims a pod can use on a node, and the binding of
+WaitForFirstConsumer claims, as kube-scheduler v1.34's plugin of that name.
+
+- PreFilter: Skip for pods without PVC (or generic ephemeral) volumes. A missing claim,
+  a ``Lost`` claim or one being deleted: UnschedulableAndUnresolvable with kube's
+  message (``persistentvolumeclaim "data" not found``, ...). A claim that is not fully
+  bound (``spec.volumeName`` plus the ``pv.kubernetes.io/bind-completed`` annotation)
+  and not of a WaitForFirstConsumer StorageClass: UnschedulableAndUnresolvable
+  ``pod has unbound immediate PersistentVolumeClaims``. Bound local PVs whose node
+  affinity names hosts (``kubernetes.io/hostname In [...]``) narrow the nodes.
+- Filter (all UnschedulableAndUnresolvable): a bound PV's node affinity rejects the node
+  ``node(s) had volume node affinity conflict``; a WaitForFirstConsumer claim finds
+  neither an available matching PV (class, capacity, access and volume modes, selector,
+  PV node affinity; the smallest wins, claims matched smallest first) nor dynamic
+  provisioning (a provisioner other than ``kubernetes.io/no-provisioner`` whose
+  ``allowedTopologies`` admit the node), or was already provisioned for another node:
+  ``node(s) didn't find available persistent volumes to bind``; a bound claim's PV is
+  gone: ``node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)``.
+- Reserve assumes the chosen bindings (other pods see the PV as taken from the next
+  cycle on); Unreserve reverts them; PreBind writes them through
+  ``ClusterPort.bind_volume`` (static: the PV's claimRef; dynamic: the claim's
+  ``volume.kubernetes.io/selected-node``).
+
+Deliberate differences from kube-scheduler:
+
+- Score always skips: kube scores only with the StorageCapacityScoring feature gate (off
+  by default in v1.34, when its PreScore returns Skip), so ``shape`` is refused.
+- CSIStorageCapacity is not modelled, so ``node(s) did not have enough free storage``
+  is never reported (every provisioner is assumed to have room).
+- PreBind does not wait (``bindTimeoutSeconds``) for the PV controller or an external
+  provisioner to finish: it returns once the writes are accepted.
+- In-tree to CSI migration of PV node affinity is not translated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from kubesched.framework.cluster_port import ClusterError, ObjectStore
+from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.interface import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    EventResource,
+    Handle,
+    PreFilterExtensions,
+    PreFilterResult,
+)
+from kubesched.framework.nodeinfo import NodeInfo
+from kubesched.framework.status import Status
+from kubesched.framework.storage import (
+    PV,
+    PVC,
+    STORAGE_CLASS,
+    ephemeral_owner_error,
+    is_pvc_fully_bound,
+    not_found,
+    pod_claims,
+    pv_class,
+    pvc_class,
+)
+from kubesched.framework.types import Pod
+from kubesched.plugins.volume_binding.binder import (
+    AffinityCache,
+    AssumeCache,
+    PodVolumeClaims,
+    PodVolumes,
+    bind_volume_to_claim,
+    find_pod_volumes,
+    with_selected_node,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+__all__ = ["ERR_REASON_UNBOUND_IMMEDIATE", "NAME", "Args", "VolumeBinding", "new"]
+
+NAME = "VolumeBinding"
+STATE_KEY = NAME
+
+ERR_REASON_UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
+
+Obj = Mapping[str, Any]
+
+
+class Args(BaseModel):
+    """kube-scheduler's VolumeBindingArgs."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    bind_timeout_seconds: int = Field(600, alias="bindTimeoutSeconds", ge=0)
+    """How long kube-scheduler's PreBind waits for bindings to complete (default 600).
+    Accepted for compatibility; kubesched's PreBind does not wait."""
+    shape: list[dict[str, int]] | None = None
+    """Score shape of StorageCapacityScoring, a feature gate off in v1.34: must be unset."""
+
+    @field_validator("shape")
+    @classmethod
+    def _no_shape(cls, v: list[dict[str, int]] | None) -> None:
+        if v is not None:
+            raise ValueError("unsupported when the StorageCapacityScoring feature is disabled")
+        return None
+
+
+@dataclass(slots=True)
+class StateData:
+    claims: PodVolumeClaims | None = None
+    bound_pvs: list[tuple[Obj, Obj | None]] = field(default_factory=list)
+    by_node: dict[str, PodVolumes] = field(default_factory=dict)
+    all_bound: bool = False
+
+
+def is_delay_binding(pvc: Obj, store: ObjectStore) -> tuple[bool, str]:
+    """(WaitForFirstConsumer?, error). No class or a missing class means Immediate."""
+    name = pvc_class(pvc)
+    if not name:
+        return False, ""
+    sc = store.get(STORAGE_CLASS, "", name)
+    if sc is None:
+        return False, ""
+    mode = sc.get("volumeBindingMode")
+    if mode is None:
+        return False, f'VolumeBindingMode not set for StorageClass "{name}"'
+    return mode == "WaitForFirstConsumer", ""
+
+
+def local_pv_node_names(pv: Obj) -> set[str] | None:
+    """kube's GetLocalPersistentVolumeNodeNames: hostnames named by ``In`` expressions
+    (intersected within a term, united across terms); ``None`` when there are none."""
+    required = ((pv.get("spec") or {}).get("nodeAffinity") or {}).get("required")
+    if not required:
+        return None
+    result: set[str] = set()
+    for term in required.get("nodeSelectorTerms") or ():
+        nodes: set[str] | None = None
+        for e in term.get("matchExpressions") or ():
+            if e.get("key") == "kubernetes.io/hostname" and e.get("operator") == "In":
+                vals = set(e.get("values") or ())
+                nodes = vals if nodes is None else nodes & vals
+        result |= nodes or set()
+    return result or None
+
+
+class VolumeBinding:
+    name = NAME
+
+    def __init__(self, args: Args, handle: Handle) -> None:
+        self._handle = handle
+        self.args = args
+        self.pvc_cache = AssumeCache(lambda: handle.store, PVC, namespaced=True)
+        self.pv_cache = AssumeCache(lambda: handle.store, PV, namespaced=False)
+        self._affinity = AffinityCache()
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        add_update = ActionType.ADD | ActionType.UPDATE_OTHER
+        return [
+            ClusterEventWithHint(ClusterEvent(EventResource.STORAGE_CLASS, add_update)),
+            ClusterEventWithHint(ClusterEvent(EventResource.PVC, add_update)),
+            ClusterEventWithHint(ClusterEvent(EventResource.PV, add_update)),
+            ClusterEventWithHint(
+                ClusterEvent(
+                    EventResource.NODE,
+                    ActionType.ADD | ActionType.UPDATE_NODE_LABEL | ActionType.UPDATE_NODE_TAINT,
+                )
+            ),
+            ClusterEventWithHint(ClusterEvent(EventResource.CSI_NODE, add_update)),
+            ClusterEventWithHint(ClusterEvent(EventResource.CSI_DRIVER, ActionType.UPDATE_OTHER)),
+        ]
+
+    # -- PreFilter ---------------------------------------------------------------------------
+    def _claims(self, pod: Pod) -> tuple[list[Obj], Status | None, bool]:
+        """The pod's claims (from the assume cache), a failure, and whether it has any."""
+        out: list[Obj] = []
+        has = False
+        for pc in pod_claims(pod):
+            has = True
+            pvc = self.pvc_cache.get(pod.namespace, pc.claim)
+            if pvc is None:
+                msg = (
+                    "waiting for ephemeral volume controller to create the "
+                    f'persistentvolumeclaim "{pc.claim}"'
+                    if pc.ephemeral
+                    else not_found(PVC, pc.claim)
+                )
+                return out, Status.unresolvable(msg, plugin=NAME), has
+            if (pvc.get("status") or {}).get("phase") == "Lost":
+                vname = (pvc.get("spec") or {}).get("volumeName") or ""
+                return (
+                    out,
+                    Status.unresolvable(
+                        f'persistentvolumeclaim "{pc.claim}" bound to non-existent '
+                        f'persistentvolume "{vname}"',
+                        plugin=NAME,
+                    ),
+                    has,
+                )
+            if (pvc.get("metadata") or {}).get("deletionTimestamp"):
+                return (
+                    out,
+                    Status.unresolvable(
+                        f'persistentvolumeclaim "{pc.claim}" is being deleted', plugin=NAME
+                    ),
+                    has,
+                )
+            if pc.ephemeral:
+                err = ephemeral_owner_error(pod, pvc)
+                if err is not None:
+                    return out, Status.unresolvable(err, plugin=NAME), has
+            out.append(pvc)
+        return out, None, has
+
+    def pre_filter(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        pvcs, status, has = self._claims(pod)
+        if not has:
+            state.write(STATE_KEY, StateData(all_bound=True))
+            return None, Status.skip()
+        if status is not None:
+            return None, status
+        store = self._handle.store
+        claims = PodVolumeClaims()
+        for pvc in pvcs:
+            if is_pvc_fully_bound(pvc):
+                claims.bound.append(pvc)
+                continue
+            delay, err = is_delay_binding(pvc, store)
+            if err:
+                return None, Status.as_error(err, plugin=NAME)
+            if delay and not (pvc.get("spec") or {}).get("volumeName"):
+                claims.unbound_delay.append(pvc)
+            else:
+                claims.unbound_immediate.append(pvc)
+        if claims.unbound_immediate:
+            return None, Status.unresolvable(ERR_REASON_UNBOUND_IMMEDIATE, plugin=NAME)
+        if claims.unbound_delay:
+            all_pvs = self.pv_cache.list()
+            for pvc in claims.unbound_delay:
+                cls = pvc_class(pvc)
+                if cls not in claims.pvs_by_class:
+                    claims.pvs_by_class[cls] = [pv for pv in all_pvs if pv_class(pv) == cls]
+        data = StateData(claims=claims)
+        eligible: set[str] | None = None
+        missing = False
+        for pvc in claims.bound:
+            pv = self.pv_cache.get("", str(pvc["spec"]["volumeName"]))
+            data.bound_pvs.append((pvc, pv))
+            if pv is None:
+                missing = True
+                continue
+            names = local_pv_node_names(pv)
+            if names:
+                eligible = set(names) if eligible is None else eligible & names
+        state.write(STATE_KEY, data)
+        if eligible is not None and not missing:
+            return PreFilterResult(eligible), None
+        return None, None
+
+    def pre_filter_extensions(self) -> PreFilterExtensions | None:
+        return None
+
+    # -- Filter ------------------------------------------------------------------------------
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+        data: StateData | None = state.get(STATE_KEY)
+        if data is None:
+            return Status.as_error(f"cannot read {STATE_KEY!r} from cycleState", plugin=NAME)
+        if data.claims is None:
+            return None
+        node = node_info.node
+        if node is None:
+            return Status.as_error("node not found", plugin=NAME)
+        try:
+            found = find_pod_volumes(
+                data.claims,
+                data.bound_pvs,
+                node.name,
+                node.labels,
+                self._handle.store,
+                self._affinity,
+            )
+        except ValueError as e:  # a malformed selector or node affinity
+            return Status.as_error(str(e), plugin=NAME)
+        if found.error:
+            return Status.as_error(found.error, plugin=NAME)
+        if found.reasons:
+            return Status.unresolvable(*found.reasons, plugin=NAME)
+        data.by_node[node.name] = found.volumes
+        return None
+
+    # -- PreScore / Score --------------------------------------------------------------------
+    def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
+        """Skip: kube scores only with StorageCapacityScoring, off by default in v1.34.
+        The plugin stays in the score chain (weight 1) as in kube's default profile."""
+        return Status.skip()
+
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[int, Status | None]:
+        return 0, None
+
+    def normalize_score(
+        self, state: CycleState, pod: Pod, scores: npt.NDArray[np.int64]
+    ) -> Status | None:
+        return None
+
+    # -- Reserve / Unreserve -----------------------------------------------------------------
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        data: StateData | None = state.get(STATE_KEY)
+        if data is None:
+            return Status.as_error(f"cannot read {STATE_KEY!r} from cycleState", plugin=NAME)
+        volumes = data.by_node.get(node_name)
+        if volumes is None:
+            data.all_bound = True
+            return None
+        if not volumes.static_bindings and not volumes.dynamic_provisions:
+            data.all_bound = True
+            return None
+        for b in volumes.static_bindings:
+            b.pv = bind_volume_to_claim(b.pv, b.pvc)
+            self.pv_cache.assume(b.pv)
+        volumes.dynamic_provisions = [
+            with_selected_node(pvc, node_name) for pvc in volumes.dynamic_provisions
+        ]
+        for pvc in volumes.dynamic_provisions:
+            self.pvc_cache.assume(pvc)
+        data.all_bound = False
+        return None
+
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        data: StateData | None = state.get(STATE_KEY)
+        if data is None:
+            return
+        volumes = data.by_node.get(node_name)
+        if volumes is None:
+            return
+        for b in volumes.static_bindings:
+            self.pv_cache.restore(b.pv)
+        for pvc in volumes.dynamic_provisions:
+            self.pvc_cache.restore(pvc)
+
+    # -- PreBind -----------------------------------------------------------------------------
+    async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        data: StateData | None = state.get(STATE_KEY)
+        if data is None:
+            return Status.as_error(f"cannot read {STATE_KEY!r} from cycleState", plugin=NAME)
+        if data.all_bound:
+            return None
+        volumes = data.by_node.get(node_name)
+        if volumes is None:
+            return Status.as_error(f'no pod volumes found for node "{node_name}"', plugin=NAME)
+        cluster = self._handle.cluster
+        try:
+            for b in volumes.static_bindings:
+                await cluster.bind_volume(b.pvc, str(b.pv["metadata"]["name"]), None)
+            for pvc in volumes.dynamic_provisions:
+                await cluster.bind_volume(pvc, None, node_name)
+        except ClusterError as e:
+            return Status.as_error(e, plugin=NAME)
+        return None
+
+
+def new(args: Args, handle: Handle) -> VolumeBinding:
+    return VolumeBinding(args, handle)
