@@ -1,4 +1,4 @@
-"""The ``kubesched`` command line: ``run``, ``simulate`` and ``version``.
+"""The ``kubesched`` command line: ``run``, ``simulate``, ``explain`` and ``version``.
 
 Each subcommand is a ``_add_<name>`` function that registers its parser and handler;
 handlers return the exit code. Bad input (an invalid scenario, a bad flag) prints one
@@ -253,6 +253,199 @@ def _add_run(sub: Any) -> None:
     p.set_defaults(handler=_run)
 
 
+# --- explain -------------------------------------------------------------------------------
+
+
+def _pod_key(text: str) -> tuple[str, str]:
+    ns, sep, name = text.partition("/")
+    if not sep:
+        ns, name = "default", text
+    if not ns or not name or "/" in name:
+        raise argparse.ArgumentTypeError(f"expected NAMESPACE/NAME, got {text!r}")
+    return ns, name
+
+
+async def _explain_objects(
+    objects: list[dict[str, Any]], ns: str, name: str, *, schedule: bool
+) -> Any:
+    """Load objects into an in-memory cluster (scheduling them first if ``schedule``)
+    and explain one pod against the result."""
+    from kubesched.cluster.memory import MemoryCluster
+    from kubesched.framework.types import Pod
+    from kubesched.scheduler.eventhandlers import EventHandlers
+    from kubesched.scheduler.explain import explain_pod
+    from kubesched.scheduler.scheduler import Scheduler
+
+    cluster = MemoryCluster()
+    sched = Scheduler(cluster, cluster, seed=0)
+    bad: list[str] = []
+    cluster.subscribe(EventHandlers(sched, on_bad_object=lambda k, o, m: bad.append(m)).on_event)
+    for obj in objects:
+        cluster.apply(obj)
+    if schedule:
+        await sched.run_until_idle()
+    raw = cluster.pod(f"{ns}/{name}")
+    if raw is None:
+        raise BadInput(f"pod {ns}/{name} not found")
+    try:
+        return explain_pod(sched, Pod(dict(raw)))
+    except LookupError as e:
+        raise BadInput(f"pod {ns}/{name}: {e}") from None
+
+
+async def _cluster_objects(kubeconfig: str | None) -> list[dict[str, Any]]:
+    """One consistent list of what the plugins read, from the API server."""
+    from kubernetes_asyncio import client as k8s_client
+
+    from kubesched.cluster.kube import API_PATHS, KubeCluster, load_client_configuration
+
+    cfg = await load_client_configuration(kubeconfig)
+    objects: list[dict[str, Any]] = []
+    async with k8s_client.ApiClient(configuration=cfg) as api:
+        kube = KubeCluster(api, reporting_instance_suffix="explain")
+        for kind, (prefix, _) in API_PATHS.items():
+            try:
+                items = await kube.list_objects(kind)
+            except Exception as e:
+                if kind in ("Pod", "Node"):
+                    raise BadInput(f"cannot list {kind}s: {e}") from None
+                print(f"kubesched explain: skipping {kind}s: {e}", file=sys.stderr)
+                continue
+            api_version = prefix.removeprefix("/api/").removeprefix("/apis/")
+            objects.extend({**o, "kind": kind, "apiVersion": api_version} for o in items)
+    return objects
+
+
+async def _explain_from_server(url: str, ns: str, name: str) -> dict[str, Any]:
+    import aiohttp
+
+    async with (
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as s,
+        s.get(f"{url.rstrip('/')}/explain/{ns}/{name}") as resp,
+    ):
+        body = await resp.read()
+        try:
+            doc: dict[str, Any] = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            raise BadInput(f"{url}: HTTP {resp.status}: not a kubesched endpoint") from None
+        if resp.status != 200:
+            raise BadInput(f"{url}: {doc.get('error') or resp.status}")
+        return doc
+
+
+def _explain(args: argparse.Namespace) -> int:
+    from kubesched.scheduler.explain import Explanation
+
+    ns, name = args.pod
+    if args.server and (args.scenario or args.kubeconfig):
+        raise BadInput("--server explains on a running kubesched: no --scenario or --kubeconfig")
+    if args.server:
+        with asyncio.Runner(loop_factory=asyncio.new_event_loop) as runner:
+            doc = runner.run(_explain_from_server(args.server, ns, name))
+        exp = Explanation.from_dict(doc)
+    elif args.scenario:
+        from kubesched.simulator.vtime import VirtualTimeLoop
+
+        documents: list[Document] = []
+        for path in args.scenario:
+            documents.extend(read_documents(path))
+        objects = prepare(documents)
+        loop = VirtualTimeLoop()
+        try:
+            exp = loop.run_until_complete(
+                _explain_objects(objects, ns, name, schedule=not args.no_simulate)
+            )
+        finally:
+            loop.close()
+    else:
+        with asyncio.Runner(loop_factory=asyncio.new_event_loop) as runner:
+            objects = runner.run(_cluster_objects(args.kubeconfig))
+            exp = runner.run(_explain_objects(objects, ns, name, schedule=False))
+    if args.output == "json":
+        sys.stdout.write(orjson.dumps(exp.to_dict()).decode() + "\n")
+    else:
+        sys.stdout.write(exp.table())
+    return EXIT_OK
+
+
+def _add_explain(sub: Any) -> None:
+    p = sub.add_parser(
+        "explain",
+        help="why a pod is pending: every node's verdict and the scores of those that fit",
+        description=(
+            "Run the default profile's PreFilter and every Filter on every node for one pod "
+            "and show, per node, the plugin and reason that rejected it, and for the nodes "
+            "that fit, each Score plugin's weighted score. Reads the cluster once "
+            "(--kubeconfig), a scenario (--scenario, scheduled first as `simulate` would), "
+            "or asks a running kubesched (--server)."
+        ),
+    )
+    p.add_argument("pod", type=_pod_key, metavar="NAMESPACE/NAME")
+    p.add_argument(
+        "--kubeconfig", metavar="FILE", help="default: KUBECONFIG, ~/.kube/config, in-cluster"
+    )
+    p.add_argument(
+        "--scenario",
+        metavar="FILE",
+        action="append",
+        default=[],
+        help="explain a pod of a scenario file (repeatable) instead of a cluster",
+    )
+    p.add_argument(
+        "--no-simulate",
+        action="store_true",
+        help="with --scenario: explain before any pod is scheduled, not after",
+    )
+    p.add_argument(
+        "--server", metavar="URL", help="ask a running kubesched (its /explain endpoint)"
+    )
+    p.add_argument("--output", choices=("table", "json"), default="table", help="default: table")
+    p.set_defaults(handler=_explain)
+
+
+# --- validate ----------------------------------------------------------------------------
+
+EXIT_INVALID = 1
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from kubesched.profile_status import check_objects
+
+    code = EXIT_OK
+    for path in args.files:
+        try:
+            docs = [d for d in read_documents(path) if d.obj is not None]
+        except ScenarioError as e:
+            print(e)
+            code = EXIT_INVALID
+            continue
+        if not docs:
+            print(f"{path}: no SchedulingProfile in the file")
+            code = EXIT_INVALID
+        for doc, (name, err) in zip(docs, check_objects([d.obj for d in docs]), strict=True):
+            where = f"{doc.where()} (SchedulingProfile {name})"
+            if err is None:
+                print(f"{where}: Ready=True Compiled")
+            else:
+                print(f"{where}: Ready=False {err.reason}: {err.message}")
+                code = EXIT_INVALID
+    sys.stdout.flush()
+    return code
+
+
+def _add_validate(sub: Any) -> None:
+    p = sub.add_parser(
+        "validate",
+        help="check SchedulingProfile files offline",
+        description="Check SchedulingProfile files with the operator's validation and "
+        "messages (unknown plugins, plugins at points they do not implement, plugin args, "
+        "two QueueSort plugins, schedulerName conflicts among the files). Exit status 0 if "
+        "every profile is valid, 1 otherwise.",
+    )
+    p.add_argument("files", metavar="FILE", nargs="+", help="YAML, one or more documents")
+    p.set_defaults(handler=_validate)
+
+
 # --- version -----------------------------------------------------------------------------
 
 
@@ -276,7 +469,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_run(sub)
+    _add_explain(sub)
     _add_simulate(sub)
+    _add_validate(sub)
     _add_version(sub)
     return parser
 

@@ -98,6 +98,27 @@ class Explanation:
             "rejected": [n.to_dict() for n in self.rejected],
         }
 
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> Explanation:
+        """The inverse of :meth:`to_dict` (``kubesched explain --server`` renders it)."""
+        nodes = [
+            NodeVerdict(n["node"], True, total=int(n["total"]), scores=dict(n["scores"]))
+            for n in doc.get("feasible") or ()
+        ] + [
+            NodeVerdict(n["node"], False, n["plugin"], n["code"], list(n["reasons"]))
+            for n in doc.get("rejected") or ()
+        ]
+        return cls(
+            doc["namespace"],
+            doc["name"],
+            doc["profile"],
+            doc["message"],
+            nodes,
+            status=doc.get("status") or "Pending",
+            node=doc.get("node"),
+            score_plugins=list(doc.get("scorePlugins") or ()),
+        )
+
     def table(self) -> str:
         """A readable rendering: the summary, then feasible and rejected nodes."""
         where = f" on {self.node}" if self.node else ""
@@ -105,6 +126,8 @@ class Explanation:
             f"Pod {self.namespace}/{self.name} (profile {self.profile}): {self.status}{where}",
             self.message,
         ]
+        if self.status == "Scheduled":
+            lines.append("(evaluated against the cluster as it is now, without this pod)")
         feasible = self.feasible
         if feasible:
             plugins = [p for p in _score_names(self.score_plugins) if _any_score(feasible, p)]

@@ -1,0 +1,152 @@
+"""The HTTP endpoints: /healthz, /readyz, /metrics and /explain/{namespace}/{name}.
+
+- ``/healthz``: 200 ``ok`` whenever the event loop answers (liveness).
+- ``/readyz``: 200 once the caches are synced, on the leader *and* on followers, as
+  kube-scheduler does (its /readyz checks informer sync; leader election is not a
+  readiness condition there). A follower that reported NotReady would never become
+  Ready, so a rolling update of a 2-replica Deployment would stall. The body says which
+  role the replica has. ``/readyz/leader`` answers 200 only on the leader, for a Service
+  or a probe that wants exactly the replica that schedules.
+  ``?verbose`` lists the individual checks, kube-style (``[+]informer-sync ok``).
+- ``/metrics``: the scheduler's own Prometheus registry, in the text format.
+- ``/explain/{namespace}/{name}``: why a pod is (or is not) placed
+  (:mod:`kubesched.scheduler.explain`) as JSON; ``?output=table`` gives the table.
+
+Nothing here returns credentials: responses are built from pod and node names, plugin
+names and scheduling messages only. Explaining runs on the event loop (it reads and
+briefly adjusts the scheduler's cache) and costs one full Filter pass over all nodes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from kubesched.framework.types import ObjectError, Pod
+from kubesched.scheduler.explain import explain_pod
+from kubesched.scheduler.scheduler import Scheduler
+
+__all__ = ["make_app", "serve"]
+
+log = logging.getLogger("kubesched.server")
+
+
+def make_app(
+    *,
+    scheduler: Scheduler,
+    ready: Callable[[], bool],
+    leading: Callable[[], bool],
+) -> web.Application:
+    """The aiohttp application (``serve`` runs it; tests use it with a test client)."""
+
+    async def healthz(request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    def _checks() -> list[tuple[str, bool, str]]:
+        synced = ready()
+        lead = leading()
+        return [
+            ("informer-sync", synced, "ok" if synced else "caches not synced"),
+            ("leader-election", True, "leading" if lead else "following"),
+        ]
+
+    async def readyz(request: web.Request) -> web.Response:
+        checks = _checks()
+        ok = all(passed for _, passed, _ in checks)
+        if "verbose" in request.query:
+            lines = [f"[{'+' if p else '-'}]{name} {msg}" for name, p, msg in checks]
+            lines.append("readyz check " + ("passed" if ok else "failed"))
+            text = "\n".join(lines) + "\n"
+        else:
+            role = "leader" if leading() else "follower"
+            text = f"ok ({role})" if ok else "caches not synced"
+        return web.Response(text=text, status=200 if ok else 503)
+
+    async def readyz_leader(request: web.Request) -> web.Response:
+        if ready() and leading():
+            return web.Response(text="ok (leader)")
+        return web.Response(text="not leading", status=503)
+
+    async def metrics(request: web.Request) -> web.Response:
+        body = generate_latest(scheduler.metrics.registry)
+        resp = web.Response(body=body)
+        resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
+        return resp
+
+    async def explain(request: web.Request) -> web.Response:
+        ns = request.match_info["namespace"]
+        name = request.match_info["name"]
+        raw = _find_pod(scheduler, ns, name)
+        if raw is None:
+            return _json({"error": f"pod {ns}/{name} not found"}, 404)
+        try:
+            pod = Pod(dict(raw))
+            exp = explain_pod(scheduler, pod)
+        except LookupError as e:  # no profile serves its schedulerName
+            return _json({"error": str(e)}, 422)
+        except ObjectError as e:
+            return _json({"error": f"pod {ns}/{name}: {e}"}, 422)
+        if request.query.get("output") == "table":
+            return web.Response(text=exp.table())
+        return _json(exp.to_dict(), 200)
+
+    app = web.Application()
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/livez", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/readyz/leader", readyz_leader)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/explain/{namespace}/{name}", explain)
+    return app
+
+
+def _json(doc: Any, status: int) -> web.Response:
+    return web.Response(body=orjson.dumps(doc), status=status, content_type="application/json")
+
+
+def _find_pod(scheduler: Scheduler, ns: str, name: str) -> Any:
+    store = scheduler.store
+    if store is not None:
+        raw = store.get("Pod", ns, name)
+        if raw is not None:
+            return raw
+    for pod in scheduler.unscheduled.values():
+        if pod.namespace == ns and pod.name == name:
+            return pod.raw
+    return None
+
+
+async def serve(
+    *,
+    host: str,
+    port: int,
+    scheduler: Scheduler,
+    ready: Callable[[], bool],
+    leading: Callable[[], bool],
+    started: Callable[[int], None] | None = None,
+) -> None:
+    """Serve until cancelled. ``started(port)`` (a test hook) gets the bound port, which
+    is the one the OS picked when ``port`` is 0."""
+    app = make_app(scheduler=scheduler, ready=ready, leading=leading)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        bound = port
+        server = getattr(site, "_server", None)
+        sockets = getattr(server, "sockets", None) or []
+        if sockets:
+            bound = int(sockets[0].getsockname()[1])
+        log.info("serving /healthz /readyz /metrics /explain on %s:%d", host, bound)
+        if started is not None:
+            started(bound)
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()
