@@ -1,0 +1,27 @@
+"""The real control plane for e2e tests: build with tests/controlplane/build, run with
+ControlPlane (etcd + kube-apiserver on loopback, optionally the real kube-scheduler)."""
+
+from tests.controlplane.cluster import (
+    DEFAULT_IDENTITIES,
+    Binaries,
+    ControlPlane,
+    ControlPlaneError,
+    KubeScheduler,
+    free_port,
+    node_status,
+    wait_for,
+)
+from tests.controlplane.rest import ApiError, RestClient
+
+__all__ = [
+    "DEFAULT_IDENTITIES",
+    "ApiError",
+    "Binaries",
+    "ControlPlane",
+    "ControlPlaneError",
+    "KubeScheduler",
+    "RestClient",
+    "free_port",
+    "node_status",
+    "wait_for",
+]

@@ -1,0 +1,713 @@
+"""etcd + kube-apiserver (+ optionally kube-scheduler) on loopback, for the e2e tests.
+
+Every instance lives in its own temporary directory with its own free ports, so several
+control planes can run at once. Nodes are bare Node objects with a status (no kubelet), as
+kwok and scheduler_perf do.
+
+Authentication is by static bearer tokens (``--token-auth-file``, read once at start, so the
+identities are fixed when the control plane starts) and by real service-account tokens
+minted through the TokenRequest API (``service_account_token``), which works for any
+service account at any time. Authorization is RBAC only, with the bootstrap roles.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+import secrets
+import shutil
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+import yaml
+
+from tests.controlplane.rest import JSON, ApiError, RestClient
+
+T = TypeVar("T")
+
+BINARIES = ("etcd", "kube-apiserver", "kube-scheduler")
+
+#: Identities with a static token: name -> (user name, groups). ``token_for(name)``.
+#: kube-apiserver adds ``system:authenticated`` to every authenticated user itself.
+DEFAULT_IDENTITIES: dict[str, tuple[str, tuple[str, ...]]] = {
+    # cluster-admin through the system:masters group
+    "admin": ("kubesched-admin", ("system:masters",)),
+    # what kubesched runs as in-cluster (the chart's service account kubesched/kubesched);
+    # RBAC rules for it must be created by the test (e.g. from the chart's ClusterRole)
+    "kubesched-sa": (
+        "system:serviceaccount:kubesched:kubesched",
+        ("system:serviceaccounts", "system:serviceaccounts:kubesched"),
+    ),
+    # the real kube-scheduler's identity: bootstrap RBAC binds system:kube-scheduler and
+    # system:volume-scheduler to it
+    "kube-scheduler": ("system:kube-scheduler", ()),
+    # authenticated, no rights at all
+    "nobody": ("nobody", ()),
+}
+
+#: Admission plugins that only work with controllers we do not run.
+#: ServiceAccount rejects pods until the token controller made the namespace's default SA;
+#: TaintNodesByCondition taints every new node not-ready until the node lifecycle controller
+#: clears it; StorageObjectInUseProtection adds finalizers only the protection controllers
+#: remove (PVC/PV deletion would hang).
+DISABLED_ADMISSION_PLUGINS = (
+    "ServiceAccount",
+    "TaintNodesByCondition",
+    "StorageObjectInUseProtection",
+)
+
+SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
+
+
+class ControlPlaneError(RuntimeError):
+    """A component failed to start; the message ends with the tail of its log."""
+
+
+def free_port() -> int:
+    """A loopback TCP port nobody listens on right now (callers retry if it gets taken)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_for(
+    probe: Callable[[], T | None],
+    *,
+    timeout: float = 30.0,
+    interval: float = 0.1,
+    what: str = "condition",
+) -> T:
+    """Poll ``probe`` until it returns something other than None/False; return that."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = probe()
+        if result is not None and result is not False:
+            return result
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+@dataclass(frozen=True)
+class Binaries:
+    """Paths of the three binaries in an envtest-style directory."""
+
+    etcd: Path
+    kube_apiserver: Path
+    kube_scheduler: Path
+
+    @classmethod
+    def from_dir(cls, directory: str | os.PathLike[str]) -> Binaries:
+        root = Path(directory)
+        missing = [b for b in BINARIES if not os.access(root / b, os.X_OK)]
+        if missing:
+            raise FileNotFoundError(f"{root} lacks executable {', '.join(missing)}")
+        return cls(root / "etcd", root / "kube-apiserver", root / "kube-scheduler")
+
+
+class Process:
+    """A child process with its output in a log file; stopped with SIGTERM, then SIGKILL."""
+
+    def __init__(self, name: str, argv: Sequence[str], log_path: Path) -> None:
+        self.name = name
+        self.argv = list(argv)
+        self.log_path = log_path
+        self._log: IO[bytes] = log_path.open("ab")
+        self.popen = subprocess.Popen(
+            self.argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def running(self) -> bool:
+        return self.popen.poll() is None
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def check_running(self) -> None:
+        if not self.running():
+            raise ControlPlaneError(
+                f"{self.name} exited with {self.popen.returncode}:\n{self.log_tail()}"
+            )
+
+    def stop(self, timeout: float = 15.0) -> None:
+        if self.popen.poll() is None:
+            self.popen.terminate()
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+        self._log.close()
+
+
+class KubeScheduler(Process):
+    """The real kube-scheduler of the same release, running against a ControlPlane."""
+
+    def __init__(self, argv: Sequence[str], log_path: Path, port: int, config: JSON) -> None:
+        super().__init__("kube-scheduler", argv, log_path)
+        self.port = port
+        self.config = config
+        self.url = f"https://127.0.0.1:{port}"
+
+    def _get(self, path: str) -> tuple[int, str]:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE  # the scheduler's own self-signed serving cert
+        try:
+            with urllib.request.urlopen(f"{self.url}{path}", context=ctx, timeout=5) as resp:
+                return int(resp.status), resp.read().decode()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read().decode(errors="replace")
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Until /readyz answers ok (informers synced)."""
+
+        def ready() -> bool:
+            self.check_running()
+            try:
+                return self._get("/readyz")[0] == 200
+            except OSError:
+                return False
+
+        wait_for(ready, timeout=timeout, interval=0.2, what="kube-scheduler /readyz")
+
+    def metrics(self) -> str:
+        """The Prometheus text of /metrics (anonymous access is allowed for it)."""
+        status, text = self._get("/metrics")
+        if status != 200:
+            raise ControlPlaneError(f"kube-scheduler /metrics: {status} {text[:200]}")
+        return text
+
+
+def _write_service_account_key(path: Path) -> None:
+    """An RSA key for signing service-account tokens (openssl, else cryptography)."""
+    openssl = shutil.which("openssl")
+    if openssl:
+        subprocess.run(
+            [openssl, "genrsa", "-out", str(path), "2048"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        return
+    try:
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+    except ImportError as err:  # pragma: no cover - depends on the machine
+        raise ControlPlaneError("need openssl or the cryptography package for a key") from err
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.TraditionalOpenSSL,
+            serialization.NoEncryption(),
+        )
+    )
+
+
+class ControlPlane:
+    """etcd + kube-apiserver on loopback in a temporary directory.
+
+    Use as a context manager, or call ``start()`` and ``stop()``::
+
+        with ControlPlane(Binaries.from_dir(d)) as cp:
+            cp.create_nodes(3)
+            cp.api.create(pod)            # RestClient as admin
+            cp.kubeconfig                 # admin kubeconfig file, for kubernetes_asyncio / kopf
+    """
+
+    def __init__(
+        self,
+        binaries: Binaries,
+        *,
+        identities: Mapping[str, tuple[str, Sequence[str]]] | None = None,
+        apiserver_args: Sequence[str] = (),
+        keep: bool | None = None,
+    ) -> None:
+        self.binaries = binaries
+        self.identities = dict(DEFAULT_IDENTITIES)
+        for name, (user, groups) in (identities or {}).items():
+            self.identities[name] = (user, tuple(groups))
+        self.apiserver_args = list(apiserver_args)
+        self.keep = os.environ.get("KUBESCHED_E2E_KEEP") == "1" if keep is None else keep
+        self.dir = Path(tempfile.mkdtemp(prefix="kubesched-controlplane-"))
+        self.tokens = {name: secrets.token_urlsafe(24) for name in self.identities}
+        self.server = ""
+        self.etcd_url = ""
+        self.etcd: Process | None = None
+        self.apiserver: Process | None = None
+        self.schedulers: list[KubeScheduler] = []
+        self._clients: dict[str, RestClient] = {}
+        self._ssl: ssl.SSLContext | None = None
+        self._node_count = 0
+        #: the serving certificate + CA kube-apiserver generates in its --cert-dir
+        self.ca_file = self.dir / "apiserver-certs" / "apiserver.crt"
+        #: the admin kubeconfig (written once the API server is ready)
+        self.kubeconfig = self.dir / "kubeconfig-admin.yaml"
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def __enter__(self) -> ControlPlane:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self, timeout: float = 90.0) -> None:
+        """Start etcd and kube-apiserver; return once /readyz is ok and `default` exists."""
+        self._write_files()
+        for attempt in range(3):
+            try:
+                self._start_once(timeout)
+                return
+            except ControlPlaneError as err:
+                # a free port taken between choosing and binding it: choose again
+                self._stop_processes()
+                if "address already in use" not in str(err) or attempt == 2:
+                    raise
+
+    def stop(self) -> None:
+        """Stop every process, close clients, remove the directory (unless keep)."""
+        self._stop_processes()
+        if self.keep:
+            print(f"kept control plane directory {self.dir}")
+        else:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _stop_processes(self) -> None:
+        for client in self._clients.values():
+            client.close()
+        self._clients.clear()
+        for proc in [*self.schedulers, self.apiserver, self.etcd]:
+            if proc is not None:
+                proc.stop()
+        self.schedulers.clear()
+        self.apiserver = self.etcd = None
+
+    def _write_files(self) -> None:
+        lines = []
+        for index, (name, (user, groups)) in enumerate(self.identities.items()):
+            lines.append(f'{self.tokens[name]},{user},uid-{index},"{",".join(groups)}"')
+        (self.dir / "tokens.csv").write_text("\n".join(lines) + "\n")
+        key = self.dir / "service-account.key"
+        if not key.exists():
+            _write_service_account_key(key)
+
+    def _start_once(self, timeout: float) -> None:
+        client_port, peer_port, api_port = free_port(), free_port(), free_port()
+        self.etcd_url = f"http://127.0.0.1:{client_port}"
+        peer = f"http://127.0.0.1:{peer_port}"
+        data_dir = self.dir / "etcd"
+        shutil.rmtree(data_dir, ignore_errors=True)
+        self.etcd = Process(
+            "etcd",
+            [
+                str(self.binaries.etcd),
+                "--name=default",
+                f"--data-dir={data_dir}",
+                f"--listen-client-urls={self.etcd_url}",
+                f"--advertise-client-urls={self.etcd_url}",
+                f"--listen-peer-urls={peer}",
+                f"--initial-advertise-peer-urls={peer}",
+                f"--initial-cluster=default={peer}",
+                "--unsafe-no-fsync",
+                "--log-level=warn",
+            ],
+            self.dir / "etcd.log",
+        )
+
+        def etcd_healthy() -> bool:
+            assert self.etcd is not None
+            self.etcd.check_running()
+            try:
+                with urllib.request.urlopen(f"{self.etcd_url}/health", timeout=2) as resp:
+                    return b'"health":"true"' in resp.read()
+            except OSError:
+                return False
+
+        wait_for(etcd_healthy, timeout=timeout, what="etcd /health")
+
+        cert_dir = self.dir / "apiserver-certs"
+        key = self.dir / "service-account.key"
+        self.server = f"https://127.0.0.1:{api_port}"
+        self.apiserver = Process(
+            "kube-apiserver",
+            [
+                str(self.binaries.kube_apiserver),
+                f"--etcd-servers={self.etcd_url}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={api_port}",
+                f"--cert-dir={cert_dir}",
+                "--authorization-mode=RBAC",
+                f"--token-auth-file={self.dir / 'tokens.csv'}",
+                f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
+                f"--service-account-key-file={key}",
+                f"--service-account-signing-key-file={key}",
+                "--service-cluster-ip-range=10.0.0.0/24",
+                f"--disable-admission-plugins={','.join(DISABLED_ADMISSION_PLUGINS)}",
+                "--enable-priority-and-fairness=false",
+                "--allow-privileged=true",
+                "--profiling=false",
+                *self.apiserver_args,
+            ],
+            self.dir / "kube-apiserver.log",
+        )
+        insecure = ssl.create_default_context()
+        insecure.check_hostname = False
+        insecure.verify_mode = ssl.CERT_NONE
+
+        def apiserver_ready() -> bool:
+            assert self.apiserver is not None
+            self.apiserver.check_running()
+            request = urllib.request.Request(
+                f"{self.server}/readyz",
+                headers={"Authorization": f"Bearer {self.tokens['admin']}"},
+            )
+            try:
+                with urllib.request.urlopen(request, context=insecure, timeout=5) as resp:
+                    return int(resp.status) == 200
+            except OSError:
+                return False
+
+        wait_for(apiserver_ready, timeout=timeout, interval=0.2, what="kube-apiserver /readyz")
+        # The serving certificate kube-apiserver generated (self-signed, 127.0.0.1 among its
+        # addresses) followed by its CA: trust that file, verify hostnames as usual.
+        self._ssl = ssl.create_default_context(cafile=str(self.ca_file))
+        self.kubeconfig = self.kubeconfig_for("admin")
+        wait_for(
+            lambda: self._exists("/api/v1/namespaces/default"),
+            timeout=timeout,
+            what="namespace default",
+        )
+
+    def _exists(self, path: str) -> bool:
+        try:
+            self.api.get(path)
+        except ApiError as err:
+            if err.status == 404:
+                return False
+            raise
+        return True
+
+    # -- identities --------------------------------------------------------------------------
+
+    @property
+    def admin_token(self) -> str:
+        return self.tokens["admin"]
+
+    def token_for(self, name: str) -> str:
+        """The static token of a pre-declared identity (see DEFAULT_IDENTITIES).
+
+        kube-apiserver reads its token file only at start: declare more identities with
+        ``ControlPlane(identities={name: (user, groups)})``, or use
+        ``service_account_token()`` for service accounts, which works at any time.
+        """
+        try:
+            return self.tokens[name]
+        except KeyError:
+            raise KeyError(
+                f"no static token for {name!r} (known: {', '.join(self.tokens)}); declare it "
+                "when starting the control plane, or use service_account_token()"
+            ) from None
+
+    def user_for(self, name: str) -> str:
+        """The user name a static identity authenticates as."""
+        return self.identities[name][0]
+
+    def service_account_token(
+        self, namespace: str, name: str, *, expiration_seconds: int = 3600
+    ) -> str:
+        """A real service-account token (TokenRequest API); creates namespace and SA."""
+        self.ensure_namespace(namespace)
+        with contextlib.suppress(ApiError):
+            self.api.create(
+                {
+                    "apiVersion": "v1",
+                    "kind": "ServiceAccount",
+                    "metadata": {"name": name, "namespace": namespace},
+                }
+            )
+        review = self.api.post(
+            f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+            {
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenRequest",
+                "spec": {"expirationSeconds": expiration_seconds},
+            },
+        )
+        token: str = review["status"]["token"]
+        return token
+
+    def client(self, name: str = "admin") -> RestClient:
+        """A RestClient authenticated as a static identity."""
+        if name not in self._clients:
+            assert self._ssl is not None, "control plane not started"
+            self._clients[name] = RestClient(self.server, self.token_for(name), self._ssl)
+        return self._clients[name]
+
+    def client_with_token(self, token: str) -> RestClient:
+        """A RestClient for any bearer token (the caller closes it)."""
+        assert self._ssl is not None, "control plane not started"
+        return RestClient(self.server, token, self._ssl)
+
+    @property
+    def api(self) -> RestClient:
+        """The admin RestClient."""
+        return self.client("admin")
+
+    def kubeconfig_for(self, name: str | None = None, *, token: str | None = None) -> Path:
+        """Write a kubeconfig for a static identity (or a raw token); return its path."""
+        if token is None:
+            token = self.token_for(name or "admin")
+        label = name or f"token-{secrets.token_hex(4)}"
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "kubesched-e2e",
+                    "cluster": {
+                        "server": self.server,
+                        "certificate-authority": str(self.ca_file),
+                    },
+                }
+            ],
+            "users": [{"name": label, "user": {"token": token}}],
+            "contexts": [
+                {
+                    "name": label,
+                    "context": {"cluster": "kubesched-e2e", "user": label, "namespace": "default"},
+                }
+            ],
+            "current-context": label,
+        }
+        path = self.dir / f"kubeconfig-{label}.yaml"
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        path.chmod(0o600)
+        return path
+
+    # -- objects -----------------------------------------------------------------------------
+
+    def ensure_namespace(self, name: str) -> None:
+        try:
+            self.api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        except ApiError as err:
+            if err.status != 409:
+                raise
+
+    def create_nodes(
+        self,
+        n: int,
+        *,
+        cpu: str = "4",
+        memory: str = "32Gi",
+        pods: str = "110",
+        zones: int = 3,
+        prefix: str = "node-",
+        labels: Mapping[str, str] | None = None,
+        taints: Sequence[Mapping[str, str]] = (),
+        extra_resources: Mapping[str, str] | None = None,
+        workers: int = 16,
+    ) -> list[str]:
+        """Create ``n`` ready Nodes with capacity = allocatable; return their names.
+
+        Labels: kubernetes.io/hostname, os/arch, and (zones > 0) topology zone
+        ``zone-<i % zones>`` and region ``region-0``. Names continue across calls.
+        """
+        start = self._node_count
+        self._node_count += n
+        resources = {"cpu": cpu, "memory": memory, "pods": pods, "ephemeral-storage": "100Gi"}
+        resources.update(extra_resources or {})
+
+        def one(index: int) -> str:
+            name = f"{prefix}{index}"
+            node_labels = {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+            }
+            if zones > 0:
+                node_labels["topology.kubernetes.io/zone"] = f"zone-{index % zones}"
+                node_labels["topology.kubernetes.io/region"] = "region-0"
+            node_labels.update(labels or {})
+            status = node_status(resources)
+            created = self.api.create(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "metadata": {"name": name, "labels": node_labels},
+                    "spec": {"taints": [dict(t) for t in taints]} if taints else {},
+                    "status": status,
+                }
+            )
+            if created.get("status", {}).get("allocatable") != status["allocatable"]:
+                # status dropped on create: set it through the status subresource
+                self.api.patch(f"/api/v1/nodes/{name}/status", {"status": status})
+            return name
+
+        indices = range(start, start + n)
+        if n <= 1 or workers <= 1:
+            return [one(i) for i in indices]
+        with ThreadPoolExecutor(max_workers=min(workers, n)) as pool:
+            return list(pool.map(one, indices))
+
+    def create_pod(
+        self,
+        name: str,
+        *,
+        namespace: str = "default",
+        scheduler_name: str = "default-scheduler",
+        cpu: str | None = "100m",
+        memory: str | None = "128Mi",
+        labels: Mapping[str, str] | None = None,
+        spec: Mapping[str, Any] | None = None,
+    ) -> JSON:
+        """Create a pause pod (never run: there is no kubelet) and return it."""
+        requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
+        container: JSON = {"name": "pause", "image": "registry.k8s.io/pause:3.10"}
+        if requests:
+            container["resources"] = {"requests": requests}
+        pod_spec: JSON = {"schedulerName": scheduler_name, "containers": [container]}
+        pod_spec.update(copy.deepcopy(dict(spec or {})))
+        return self.api.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {})},
+                "spec": pod_spec,
+            }
+        )
+
+    def wait_bound(self, name: str, namespace: str = "default", timeout: float = 30.0) -> str:
+        """Wait until the pod has spec.nodeName; return it."""
+
+        def node() -> str | None:
+            pod = self.api.read("v1", "Pod", name, namespace)
+            bound: str | None = pod["spec"].get("nodeName")
+            return bound
+
+        return wait_for(node, timeout=timeout, interval=0.1, what=f"pod {namespace}/{name} bound")
+
+    # -- kube-scheduler ----------------------------------------------------------------------
+
+    def start_kube_scheduler(
+        self,
+        config: str | os.PathLike[str] | Mapping[str, Any] | None = None,
+        extra_args: Iterable[str] = (),
+        *,
+        identity: str = "kube-scheduler",
+        qps: float = 5000,
+        burst: int = 5000,
+        wait: bool = True,
+    ) -> KubeScheduler:
+        """Run the real kube-scheduler against this control plane.
+
+        ``config`` is a KubeSchedulerConfiguration (a file or a dict); missing
+        ``clientConnection.kubeconfig`` / ``qps`` / ``burst`` and ``leaderElection`` are
+        filled in (kubeconfig of ``identity``, the given rate limits, no leader election).
+        It serves HTTPS on a free loopback port; /healthz, /readyz, /livez and /metrics need
+        no credentials. Stopped with the control plane, or earlier with ``.stop()``.
+        """
+        if config is None:
+            cfg: JSON = {
+                "apiVersion": "kubescheduler.config.k8s.io/v1",
+                "kind": "KubeSchedulerConfiguration",
+            }
+        elif isinstance(config, Mapping):
+            cfg = copy.deepcopy(dict(config))
+        else:
+            cfg = yaml.safe_load(Path(config).read_text())
+        kubeconfig = self.kubeconfig_for(identity)
+        conn = cfg.setdefault("clientConnection", {})
+        conn.setdefault("kubeconfig", str(kubeconfig))
+        conn.setdefault("qps", qps)
+        conn.setdefault("burst", burst)
+        cfg.setdefault("leaderElection", {}).setdefault("leaderElect", False)
+        index = len(self.schedulers)
+        config_path = self.dir / f"kube-scheduler-{index}.yaml"
+        config_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+        for attempt in range(3):
+            port = free_port()
+            argv = [
+                str(self.binaries.kube_scheduler),
+                f"--config={config_path}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--cert-dir={self.dir / f'kube-scheduler-{index}-certs'}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--authentication-skip-lookup=true",
+                "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+                *extra_args,
+            ]
+            sched = KubeScheduler(argv, self.dir / f"kube-scheduler-{index}.log", port, cfg)
+            self.schedulers.append(sched)
+            if not wait:
+                return sched
+            try:
+                sched.wait_ready()
+                return sched
+            except ControlPlaneError as err:
+                sched.stop()
+                self.schedulers.remove(sched)
+                if "address already in use" not in str(err) or attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+
+def node_status(resources: Mapping[str, str]) -> JSON:
+    """A Ready node status with capacity = allocatable = resources."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return {
+        "capacity": dict(resources),
+        "allocatable": dict(resources),
+        "phase": "Running",
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "KubeletReady",
+                "message": "bare node for tests (no kubelet)",
+                "lastHeartbeatTime": now,
+                "lastTransitionTime": now,
+            }
+        ],
+        "nodeInfo": {
+            "architecture": "amd64",
+            "operatingSystem": "linux",
+            "kubeletVersion": "v1.34.4",
+            "kubeProxyVersion": "",
+            "containerRuntimeVersion": "",
+            "osImage": "",
+            "kernelVersion": "",
+            "machineID": "",
+            "systemUUID": "",
+            "bootID": "",
+        },
+    }

@@ -1,0 +1,115 @@
+"""The real control plane itself: it serves, enforces RBAC, holds bare nodes, and the real
+kube-scheduler of the same release schedules on them (the side-by-side machinery)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from kubernetes_asyncio import client, config
+
+from tests.controlplane import ApiError, ControlPlane, wait_for
+
+
+def test_apiserver_serves(controlplane: ControlPlane) -> None:
+    version = controlplane.api.get("/version")
+    assert version["gitVersion"].startswith("v1.")
+    assert controlplane.api.get("/readyz") == "ok"
+    assert controlplane.server.startswith("https://127.0.0.1:")
+    names = {ns["metadata"]["name"] for ns in controlplane.api.list("v1", "Namespace")}
+    assert {"default", "kube-system"} <= names
+
+
+def test_rbac_is_enforced(controlplane: ControlPlane, namespace: str) -> None:
+    nobody = controlplane.client("nobody")
+    with pytest.raises(ApiError) as denied:
+        nobody.list("v1", "Pod", namespace)
+    assert denied.value.status == 403
+    assert "cannot list resource" in str(denied.value)
+    # the admin (system:masters) can
+    assert controlplane.api.list("v1", "Pod", namespace) == []
+
+
+def test_service_account_tokens_are_minted_and_authorized(
+    controlplane: ControlPlane, namespace: str
+) -> None:
+    sa = controlplane.client_with_token(controlplane.service_account_token(namespace, "reader"))
+    try:
+        with pytest.raises(ApiError) as denied:
+            sa.list("v1", "Pod", namespace)
+        assert denied.value.status == 403
+        assert f"system:serviceaccount:{namespace}:reader" in str(denied.value)
+        controlplane.api.create(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": {"name": "reader-view", "namespace": namespace},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": "view",
+                },
+                "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": namespace}],
+            }
+        )
+        assert sa.list("v1", "Pod", namespace) == []
+    finally:
+        sa.close()
+
+
+async def test_kubeconfig_works_with_kubernetes_asyncio(controlplane: ControlPlane) -> None:
+    # the generated CA verifies the serving certificate for 127.0.0.1 (no insecure skip)
+    api_client = await config.new_client_from_config(config_file=str(controlplane.kubeconfig))
+    async with api_client:
+        namespaces = await client.CoreV1Api(api_client).list_namespace()
+    assert "default" in {ns.metadata.name for ns in namespaces.items}
+
+
+def test_control_planes_run_side_by_side(
+    controlplane: ControlPlane, controlplane_factory: Callable[..., ControlPlane]
+) -> None:
+    with ThreadPoolExecutor(2) as pool:
+        others = list(pool.map(lambda _: controlplane_factory(), range(2)))
+    servers = {cp.server for cp in [controlplane, *others]}
+    assert len(servers) == 3
+    others[0].create_nodes(1, prefix="only-here-")
+    assert [n["metadata"]["name"] for n in others[0].api.list("v1", "Node")] == ["only-here-0"]
+    assert others[1].api.list("v1", "Node") == []
+
+
+def test_real_kube_scheduler_binds_pods_on_bare_nodes(
+    controlplane_factory: Callable[..., ControlPlane],
+) -> None:
+    cp = controlplane_factory()
+    names = cp.create_nodes(3, cpu="2", memory="4Gi", pods="10", zones=3)
+    assert names == ["node-0", "node-1", "node-2"]
+    nodes = {n["metadata"]["name"]: n for n in cp.api.list("v1", "Node")}
+    assert set(nodes) == set(names)
+    for node in nodes.values():
+        assert node["status"]["allocatable"]["cpu"] == "2"
+        assert node["status"]["allocatable"]["memory"] == "4Gi"
+        assert node["status"]["allocatable"]["pods"] == "10"
+        assert node["metadata"]["labels"]["topology.kubernetes.io/zone"].startswith("zone-")
+        assert not node["spec"].get("taints")  # TaintNodesByCondition is off
+
+    scheduler = cp.start_kube_scheduler()
+    assert scheduler.config["clientConnection"]["qps"] == 5000
+    cp.create_pod("fits", cpu="1500m")
+    bound = cp.wait_bound("fits")
+    assert bound in names
+    # a second pod asking as much cannot share that node
+    cp.create_pod("fits-elsewhere", cpu="1500m")
+    assert cp.wait_bound("fits-elsewhere") not in {bound}
+    # a pod for another scheduler is left alone
+    cp.create_pod("not-ours", scheduler_name="kubesched")
+
+    def scheduled_event() -> bool:
+        events = cp.api.list("v1", "Event", "default", fieldSelector="involvedObject.name=fits")
+        return any(e["reason"] == "Scheduled" for e in events)
+
+    wait_for(scheduled_event, timeout=30, what="the Scheduled event")
+    assert "scheduler_schedule_attempts_total" in scheduler.metrics()
+    assert "nodeName" not in cp.api.read("v1", "Pod", "not-ours", "default")["spec"]
+    scheduler.stop()
+    assert not scheduler.running()
