@@ -131,6 +131,7 @@ class LeaderElector:
         clock: Callable[[], float] | None = None,
         wall_clock: Callable[[], float] | None = None,
         rng: random.Random | None = None,
+        release_on_cancel: bool = True,
     ) -> None:
         # client-go's NewLeaderElector validation.
         if lease_duration <= renew_deadline:
@@ -151,6 +152,9 @@ class LeaderElector:
         self._clock = clock
         self._wall = wall_clock or _wall_time
         self._rng = rng or random.Random()
+        self.release_on_cancel = release_on_cancel
+        """client-go's ReleaseOnCancel: give the lease up on a graceful stop (a follower
+        then takes over within one retry period instead of one lease duration)."""
         self._leading = False
         self._observed: dict[str, Any] | None = None  # the lease spec last seen
         self._observed_rv = ""
@@ -198,7 +202,7 @@ class LeaderElector:
             with contextlib.suppress(BaseException):
                 await task
             on_stopped_leading()
-            if not lost:
+            if not lost and self.release_on_cancel:
                 await self._release()
         if failed is not None:
             raise failed

@@ -257,3 +257,15 @@ def test_invalid_timings_are_refused(lease: float, renew: float, retry: float) -
             renew_deadline=renew,
             retry_period=retry,
         )
+
+
+async def test_without_release_on_cancel_the_lease_is_left_to_expire() -> None:
+    api = FakeLeases()
+    le = LeaderElector(
+        api, namespace="kube-system", name="kubesched", identity="a", release_on_cancel=False
+    )
+    task = asyncio.create_task(le.run(asyncio.Event().wait, lambda: None))
+    await asyncio.sleep(3)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert api.spec()["holderIdentity"] == "a"
