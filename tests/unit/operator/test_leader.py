@@ -264,7 +264,11 @@ async def test_without_release_on_cancel_the_lease_is_left_to_expire() -> None:
     le = LeaderElector(
         api, namespace="kube-system", name="kubesched", identity="a", release_on_cancel=False
     )
-    task = asyncio.create_task(le.run(asyncio.Event().wait, lambda: None))
+
+    async def lead() -> None:
+        await asyncio.Event().wait()
+
+    task = asyncio.create_task(le.run(lead, lambda: None))
     await asyncio.sleep(3)
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
