@@ -14,7 +14,9 @@ from tests.unit.plugins.fakes import FakeHandle, FakeStore
 from tests.unit.plugins.storage_builders import make_pvc
 
 DISK = "node(s) had no available disk"
-RWOP = "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode"
+RWOP = (
+    "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode"
+)
 
 
 def pod_with(name: str, vol: dict[str, Any]) -> Pod:
@@ -123,5 +125,7 @@ def test_rwop_remove_pod_lets_preemption_resolve_the_conflict() -> None:
 def test_missing_claim_is_unresolvable() -> None:
     s = run(make_pod("p").pvc("nope").pod())
     assert s == Status(
-        Code.UNSCHEDULABLE_AND_UNRESOLVABLE, 'persistentvolumeclaim "nope" not found', plugin=vr.NAME
+        Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+        'persistentvolumeclaim "nope" not found',
+        plugin=vr.NAME,
     )

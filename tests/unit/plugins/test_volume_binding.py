@@ -1,0 +1,273 @@
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.nodeinfo import NodeInfo
+from kubesched.framework.snapshot import Snapshot
+from kubesched.framework.status import Code, Status
+from kubesched.framework.types import Pod
+from kubesched.plugins import volume_binding as vb
+from tests.builders import make_node, make_pod
+from tests.unit.plugins.fakes import FakeHandle, FakeStore
+from tests.unit.plugins.storage_builders import make_pv, make_pvc, make_sc
+
+NODE_CONFLICT = "node(s) had volume node affinity conflict"
+BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
+PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
+UNBOUND = "pod has unbound immediate PersistentVolumeClaims"
+
+NODES = [make_node("n1").zone("a").info(), make_node("n2").zone("b").info()]
+LOCAL = make_sc("local", provisioner="kubernetes.io/no-provisioner", wffc=True)
+DYNAMIC = make_sc("fast", wffc=True, zones=("a",))
+
+
+def plugin(*objs: dict[str, Any]) -> tuple[vb.VolumeBinding, FakeHandle]:
+    handle = FakeHandle(Snapshot(NODES), store=FakeStore(*objs))
+    return vb.new(vb.Args(), handle), handle
+
+
+def filter_all(
+    pl: vb.VolumeBinding, pod: Pod, nodes: list[NodeInfo] = NODES
+) -> tuple[CycleState, Status | None, dict[str, Status | None], set[str] | None]:
+    state = CycleState()
+    res, s = pl.pre_filter(state, pod, nodes)
+    if s is not None:
+        return state, s, {}, None
+    return (
+        state,
+        None,
+        {ni.name: pl.filter(state, pod, ni) for ni in nodes},
+        None if res is None else res.node_names,
+    )
+
+
+def unresolvable(*reasons: str) -> Status:
+    return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, *reasons, plugin=vb.NAME)
+
+
+POD = make_pod("p").pvc("data").pod()
+
+
+@pytest.mark.parametrize(
+    ("objs", "message"),
+    [
+        pytest.param([], 'persistentvolumeclaim "data" not found', id="missing-claim"),
+        pytest.param([make_pvc("data")], UNBOUND, id="unbound-without-class"),
+        pytest.param(
+            [make_pvc("data", sc="std"), make_sc("std")], UNBOUND, id="unbound-immediate-class"
+        ),
+        pytest.param(
+            [make_pvc("data", sc="local", volume="pv1", bound=False), LOCAL],
+            UNBOUND,
+            id="prebound-claim-is-immediate",
+        ),
+        pytest.param(
+            [{**make_pvc("data", volume="pv1"), "status": {"phase": "Lost"}}],
+            'persistentvolumeclaim "data" bound to non-existent persistentvolume "pv1"',
+            id="lost-claim",
+        ),
+    ],
+)
+def test_prefilter_rejections(objs: list[dict[str, Any]], message: str) -> None:
+    pl, _ = plugin(*objs)
+    assert filter_all(pl, POD)[1] == unresolvable(message)
+
+
+def test_pod_without_claims_skips() -> None:
+    pl, _ = plugin()
+    s = filter_all(pl, make_pod("p").pod())[1]
+    assert s is not None and s.is_skip()
+
+
+def test_ephemeral_claim_not_yet_created() -> None:
+    pl, _ = plugin()
+    pod = make_pod("p").volume("scratch", ephemeral={"volumeClaimTemplate": {}}).pod()
+    assert filter_all(pl, pod)[1] == unresolvable(
+        'waiting for ephemeral volume controller to create the persistentvolumeclaim "p-scratch"'
+    )
+
+
+ZONE_A_PV = make_pv(
+    "pv1",
+    claim="data",
+    nodeAffinity={
+        "required": {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["a"]}
+                    ]
+                }
+            ]
+        }
+    },
+)
+
+
+@pytest.mark.parametrize(
+    ("objs", "expected", "narrowed"),
+    [
+        pytest.param(
+            [make_pvc("data", volume="pv1"), ZONE_A_PV],
+            {"n1": None, "n2": unresolvable(NODE_CONFLICT)},
+            None,
+            id="bound-pv-node-affinity",
+        ),
+        pytest.param(
+            [make_pvc("data", volume="pv1"), make_pv("pv1", claim="data", hosts=("n2",))],
+            {"n1": unresolvable(NODE_CONFLICT), "n2": None},
+            {"n2"},
+            id="bound-local-pv-narrows-prefilter",
+        ),
+        pytest.param(
+            [make_pvc("data", volume="pv1")],
+            {"n1": unresolvable(PV_NOT_EXIST), "n2": unresolvable(PV_NOT_EXIST)},
+            None,
+            id="bound-pv-missing",
+        ),
+        pytest.param(
+            [make_pvc("data", sc="local"), LOCAL, make_pv("pv1", sc="local", hosts=("n1",))],
+            {"n1": None, "n2": unresolvable(BIND_CONFLICT)},
+            None,
+            id="wffc-local-pv-only-on-its-node",
+        ),
+        pytest.param(
+            [
+                make_pvc("data", sc="local", storage="10Gi"),
+                LOCAL,
+                make_pv("pv1", sc="local", hosts=("n1",), storage="5Gi"),
+            ],
+            {"n1": unresolvable(BIND_CONFLICT), "n2": unresolvable(BIND_CONFLICT)},
+            None,
+            id="wffc-pv-too-small",
+        ),
+        pytest.param(
+            [
+                make_pvc("data", sc="local", modes=("ReadWriteMany",)),
+                LOCAL,
+                make_pv("pv1", sc="local", hosts=("n1",)),
+            ],
+            {"n1": unresolvable(BIND_CONFLICT), "n2": unresolvable(BIND_CONFLICT)},
+            None,
+            id="wffc-access-mode-mismatch",
+        ),
+        pytest.param(
+            [make_pvc("data", sc="local"), LOCAL, make_pv("pv1", sc="other", hosts=("n1",))],
+            {"n1": unresolvable(BIND_CONFLICT), "n2": unresolvable(BIND_CONFLICT)},
+            None,
+            id="wffc-class-mismatch",
+        ),
+        pytest.param(
+            [make_pvc("data", sc="local"), LOCAL, make_pv("pv1", sc="local", claim="other")],
+            {"n1": unresolvable(BIND_CONFLICT), "n2": unresolvable(BIND_CONFLICT)},
+            None,
+            id="wffc-pv-claimed-by-another",
+        ),
+        pytest.param(
+            [make_pvc("data", sc="fast"), DYNAMIC],
+            {"n1": None, "n2": unresolvable(BIND_CONFLICT)},
+            None,
+            id="dynamic-provisioning-allowed-topologies",
+        ),
+        pytest.param(
+            [
+                make_pvc(
+                    "data",
+                    sc="fast",
+                    bound=False,
+                ),
+                make_sc("fast", wffc=True),
+            ],
+            {"n1": None, "n2": None},
+            None,
+            id="dynamic-provisioning-anywhere",
+        ),
+    ],
+)
+def test_filter(
+    objs: list[dict[str, Any]], expected: dict[str, Status | None], narrowed: set[str] | None
+) -> None:
+    pl, _ = plugin(*objs)
+    _, s, statuses, names = filter_all(pl, POD)
+    assert s is None
+    assert statuses == expected
+    assert names == narrowed
+
+
+def test_selected_node_claim_only_fits_that_node() -> None:
+    pvc = make_pvc("data", sc="fast")
+    pvc["metadata"]["annotations"] = {"volume.kubernetes.io/selected-node": "n2"}
+    pl, _ = plugin(pvc, make_sc("fast", wffc=True))
+    assert filter_all(pl, POD)[2] == {"n1": unresolvable(BIND_CONFLICT), "n2": None}
+
+
+def test_smallest_matching_pv_wins_and_prebind_writes_it() -> None:
+    objs = [
+        make_pvc("data", sc="local", storage="1Gi"),
+        LOCAL,
+        make_pv("big", sc="local", hosts=("n1",), storage="10Gi"),
+        make_pv("small", sc="local", hosts=("n1",), storage="2Gi"),
+    ]
+    pl, handle = plugin(*objs)
+    state, _, statuses, _ = filter_all(pl, POD)
+    assert statuses["n1"] is None
+    assert pl.reserve(state, POD, "n1") is None
+    # The next pod sees the reserved PV as taken.
+    other = make_pod("q").pvc("data2").pod()
+    handle.store.add(make_pvc("data2", sc="local", storage="1Gi"))  # type: ignore[attr-defined]
+    pl2_state = CycleState()
+    pl.pre_filter(pl2_state, other, NODES)
+    pl.filter(pl2_state, other, NODES[0])
+    assert [
+        b.pv["metadata"]["name"] for b in pl2_state.read(vb.NAME).by_node["n1"].static_bindings
+    ] == ["big"]
+    assert asyncio.run(pl.pre_bind(state, POD, "n1")) is None
+    assert handle.cluster.volume_binds == [("default/data", "small", None)]
+
+
+def test_unreserve_releases_the_pv() -> None:
+    objs = [make_pvc("data", sc="local"), make_pvc("data2", sc="local"), LOCAL]
+    objs.append(make_pv("only", sc="local", hosts=("n1",)))
+    pl, _ = plugin(*objs)
+    state, _, statuses, _ = filter_all(pl, POD)
+    assert statuses["n1"] is None
+    pl.reserve(state, POD, "n1")
+    other = make_pod("q").pvc("data2").pod()
+    assert filter_all(pl, other)[2]["n1"] == unresolvable(BIND_CONFLICT)
+    pl.unreserve(state, POD, "n1")
+    assert filter_all(pl, other)[2]["n1"] is None
+
+
+def test_dynamic_provisioning_prebind_selects_the_node() -> None:
+    pl, handle = plugin(make_pvc("data", sc="fast"), DYNAMIC)
+    state, _, statuses, _ = filter_all(pl, POD)
+    assert statuses == {"n1": None, "n2": unresolvable(BIND_CONFLICT)}
+    assert pl.reserve(state, POD, "n1") is None
+    assert asyncio.run(pl.pre_bind(state, POD, "n1")) is None
+    assert handle.cluster.volume_binds == [("default/data", None, "n1")]
+
+
+def test_all_bound_prebind_writes_nothing() -> None:
+    pl, handle = plugin(make_pvc("data", volume="pv1"), make_pv("pv1", claim="data"))
+    state, _, _, _ = filter_all(pl, POD)
+    assert pl.reserve(state, POD, "n1") is None
+    assert asyncio.run(pl.pre_bind(state, POD, "n1")) is None
+    assert handle.cluster.volume_binds == []
+
+
+def test_score_is_skipped() -> None:
+    pl, _ = plugin()
+    s = pl.pre_score(CycleState(), POD, NODES)
+    assert s is not None and s.is_skip()
+
+
+def test_args_defaults_and_shape_refused() -> None:
+    assert vb.Args().bind_timeout_seconds == 600
+    with pytest.raises(ValueError, match="StorageCapacityScoring"):
+        vb.Args.model_validate({"shape": [{"utilization": 0, "score": 0}]})
+    with pytest.raises(ValueError):
+        vb.Args.model_validate({"bindTimeoutSeconds": -1})
