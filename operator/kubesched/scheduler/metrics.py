@@ -16,6 +16,10 @@ per extension point.
 
 Queue gauges (``scheduler_pending_pods``, ``scheduler_unschedulable_pods``) are read from
 the queues when scraped, by a collector, rather than updated on every queue move.
+
+Not reported yet: ``scheduler_queue_incoming_pods_total`` (needs a hook in the queue for
+where each pod goes) and ``scheduler_preemption_victims`` (DefaultPreemption does not
+hand its victim count to the scheduler).
 """
 
 from __future__ import annotations
@@ -106,12 +110,6 @@ class SchedulerMetrics:
             "Total preemption attempts in the cluster till now",
             registry=r,
         )
-        self.preemption_victims = Histogram(
-            "scheduler_preemption_victims",
-            "Number of selected preemption victims",
-            buckets=_exponential(1, 2, 7),
-            registry=r,
-        )
         self.pod_scheduling_sli_duration = Histogram(
             "scheduler_pod_scheduling_sli_duration_seconds",
             "E2e latency for a pod being scheduled, from the time the pod enters the "
@@ -138,12 +136,6 @@ class SchedulerMetrics:
             "Duration for running a plugin at a specific extension point.",
             ["plugin", "extension_point", "status"],
             buckets=_exponential(0.00001, 1.5, 20),
-            registry=r,
-        )
-        self.queue_incoming_pods = Counter(
-            "scheduler_queue_incoming_pods",
-            "Number of pods added to scheduling queues by event and queue type.",
-            ["queue", "event"],
             registry=r,
         )
         self.bind_errors = Counter(
