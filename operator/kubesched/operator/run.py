@@ -24,6 +24,7 @@ from kubernetes_asyncio import client as k8s_client
 
 from kubesched.cluster.kube import KubeCluster, load_client_configuration
 from kubesched.operator.handlers import WatchRouter, build_registry
+from kubesched.operator.server import serve
 from kubesched.operator.settings import Settings
 from kubesched.profiles import default_profile_spec
 from kubesched.scheduler.eventhandlers import EventHandlers
@@ -151,8 +152,17 @@ async def run(
         ),
     )
     spawn("stop", stop.wait())
-    # TODO(engineer B): start operator/server.py's serve(...) here with rt (healthz,
-    # readyz = rt.synced.is_set() and (rt.leading or not leader_elect), metrics, explain).
+    # /healthz, /readyz (synced; followers too, as kube-scheduler), /metrics, /explain.
+    spawn(
+        "server",
+        serve(
+            host=settings.bind_address,
+            port=settings.port,
+            scheduler=rt.scheduler,
+            ready=rt.synced.is_set,
+            leading=lambda: rt.leading,
+        ),
+    )
     try:
         spawn("sync", _initial_sync(rt, kopf_ready, ready))
         spawn("schedule", _lead(rt) if settings.leader_elect else _schedule(rt))
@@ -229,7 +239,7 @@ async def _resync(rt: Runtime) -> None:
 async def _shutdown(
     rt: Runtime, tasks: dict[str, asyncio.Task[Any]], kopf_stop: asyncio.Event
 ) -> None:
-    for name in ("schedule", "resync", "sync", "stop"):
+    for name in ("schedule", "resync", "sync", "stop", "server"):
         t = tasks.get(name)
         if t is not None:
             t.cancel()
