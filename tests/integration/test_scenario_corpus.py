@@ -39,7 +39,6 @@ def test_the_corpus_covers_every_plugin_family() -> None:
         "inter_pod_affinity",
         "preemption",
         "scheduling-gates",
-        "gang",
     } <= families
 
 

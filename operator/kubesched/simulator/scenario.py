@@ -39,6 +39,8 @@ import orjson
 import yaml
 
 from kubesched.framework.types import DEFAULT_SCHEDULER_NAME, Node, ObjectError, Pod
+from kubesched.profile_status import validate_spec
+from kubesched.profiles import ProfileError
 from kubesched.simulator import storage_kinds
 
 __all__ = [
@@ -223,8 +225,20 @@ def _validate_workload(obj: dict[str, Any]) -> None:
     _validate_label_selector(spec.get("selector"), "spec.selector")
 
 
+def _validate_scheduling_profile(obj: dict[str, Any]) -> None:
+    """Compiled as the operator would (``kubesched validate`` says the same)."""
+    try:
+        validate_spec(obj.get("spec"))
+    except ProfileError as e:
+        raise ObjectError(f"spec.{e.message}") from None
+
+
 #: The kinds a scenario may contain. Later issues add SchedulingProfile and PodGroup here.
 SUPPORTED_KINDS: dict[str, KindSpec] = {
+    # Profiles serve their spec.schedulerName; one named kubesched replaces the default.
+    "SchedulingProfile": KindSpec(
+        ("kubesched.dev/v1alpha1",), namespaced=False, validate=_validate_scheduling_profile
+    ),
     "Namespace": KindSpec(("v1",), namespaced=False, validate=_validate_namespace),
     "Node": KindSpec(("v1",), namespaced=False, validate=_validate_node),
     "Pod": KindSpec(("v1",), namespaced=True, validate=_validate_pod),
@@ -452,6 +466,7 @@ def prepare(documents: Sequence[Document], *, now: datetime | None = None) -> li
     }
     global_default = ""
     nodes: set[str] = set()
+    profiles: dict[str, _Checked] = {}
     for seq, doc in enumerate(documents):
         c = _check_identity(doc, seq)
         key = (c.kind, c.namespace, c.name)
@@ -480,6 +495,17 @@ def prepare(documents: Sequence[Document], *, now: datetime | None = None) -> li
                 global_default = c.name
         elif c.kind == "Node":
             nodes.add(c.name)
+        elif c.kind == "SchedulingProfile":
+            spec = c.obj.get("spec")
+            name = spec.get("schedulerName") if isinstance(spec, Mapping) else None
+            name = name or KUBESCHED_SCHEDULER_NAME
+            other = profiles.get(name)
+            if other is not None:
+                raise c.fail(
+                    f"spec.schedulerName: {name!r} is already served by SchedulingProfile "
+                    f"{other.name!r} ({other.doc.where()}) (SchedulerNameConflict)"
+                )
+            profiles[name] = c
 
     base = (now or datetime.now(UTC)).replace(microsecond=0) - timedelta(seconds=len(checked))
     for seq, c in enumerate(checked):
