@@ -39,6 +39,7 @@ def test_the_corpus_covers_every_plugin_family() -> None:
         "inter_pod_affinity",
         "preemption",
         "scheduling-gates",
+        "gang",
     } <= families
 
 
