@@ -233,12 +233,8 @@ def _validate_scheduling_profile(obj: dict[str, Any]) -> None:
         raise ObjectError(f"spec.{e.message}") from None
 
 
-#: The kinds a scenario may contain. Later issues add SchedulingProfile and PodGroup here.
+#: The kinds a scenario may contain.
 SUPPORTED_KINDS: dict[str, KindSpec] = {
-    # Profiles serve their spec.schedulerName; one named kubesched replaces the default.
-    "SchedulingProfile": KindSpec(
-        ("kubesched.dev/v1alpha1",), namespaced=False, validate=_validate_scheduling_profile
-    ),
     "Namespace": KindSpec(("v1",), namespaced=False, validate=_validate_namespace),
     "Node": KindSpec(("v1",), namespaced=False, validate=_validate_node),
     "Pod": KindSpec(("v1",), namespaced=True, validate=_validate_pod),
@@ -262,6 +258,10 @@ SUPPORTED_KINDS: dict[str, KindSpec] = {
     ),
     "CSINode": KindSpec(
         ("storage.k8s.io/v1",), namespaced=False, validate=storage_kinds.validate_csi_node
+    ),
+    # Profiles serve their spec.schedulerName; one named kubesched replaces the default.
+    "SchedulingProfile": KindSpec(
+        ("kubesched.dev/v1alpha1",), namespaced=False, validate=_validate_scheduling_profile
     ),
 }
 
