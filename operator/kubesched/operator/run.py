@@ -97,6 +97,12 @@ class Runtime:
         self.synced = asyncio.Event()
         """Set once pods and nodes are listed into the cache and Kopf is up (readiness)."""
         self.leading = False
+        """Scheduling (the lease is held, or leader election is off)."""
+        self.port: int | None = None
+        """The HTTP port once listening (the OS picks it when ``settings.port`` is 0)."""
+
+    def http_started(self, port: int) -> None:
+        self.port = port
 
 
 async def _login(cfg: k8s_client.Configuration) -> kopf.ConnectionInfo:
@@ -123,6 +129,9 @@ async def run(
     """Run until ``stop`` is set (or Kopf stops on a signal). ``ready`` is set once the
     cache is synced and Kopf is up; ``runtime`` (a test hook) receives what was built."""
     stop = stop or asyncio.Event()
+    # Kopf logs "Handler ... succeeded." at INFO for every watch event of every object:
+    # at thousands of pods that is most of the log and a measurable share of the CPU.
+    logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     cfg = await load_client_configuration(settings.kubeconfig)
     api = k8s_client.ApiClient(configuration=cfg)
     rt = Runtime(settings, api)
@@ -161,6 +170,7 @@ async def run(
             scheduler=rt.scheduler,
             ready=rt.synced.is_set,
             leading=lambda: rt.leading,
+            started=rt.http_started,
         ),
     )
     try:
