@@ -237,6 +237,10 @@ def compile_profile(
 
     chain = PluginChain()
     qs = resolved["queueSort"]
+    if not qs and "PrioritySort" in registry:
+        # kubesched's default QueueSort is Coscheduling's; a profile that disables it
+        # gets kube-scheduler's default back rather than no QueueSort at all.
+        qs = [instance("PrioritySort", "default plugins")]
     if len(qs) != 1:
         raise ProfileError(
             "InvalidPlugin",

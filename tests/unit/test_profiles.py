@@ -76,6 +76,17 @@ KUBE_DEFAULT_CHAINS: dict[str, list[str]] = {
 
 REGISTERED = set(in_tree_registry())
 
+# kubesched's default profile: kube's chains, with Coscheduling's QueueSort instead of
+# PrioritySort and Coscheduling appended wherever it implements the point.
+KUBESCHED_ADDITIONS = ("preEnqueue", "preFilter", "postFilter", "reserve", "permit")
+
+
+def kubesched_default_chain(point: str) -> list[str]:
+    if point == "queueSort":
+        return ["Coscheduling"]
+    kube = [n for n in KUBE_DEFAULT_CHAINS.get(point, []) if n.split(":")[0] in REGISTERED]
+    return kube + (["Coscheduling"] if point in KUBESCHED_ADDITIONS else [])
+
 
 def chain_of(spec: ProfileSpec | dict[str, Any], registry: Registry | None = None) -> PluginChain:
     if isinstance(spec, dict):
@@ -83,10 +94,16 @@ def chain_of(spec: ProfileSpec | dict[str, Any], registry: Registry | None = Non
     return compile_profile(spec, registry=registry).framework.chain
 
 
-@pytest.mark.parametrize("point", list(KUBE_DEFAULT_CHAINS))
-def test_default_chain_matches_kube_scheduler(point: str) -> None:
-    expected = [n for n in KUBE_DEFAULT_CHAINS[point] if n.split(":")[0] in REGISTERED]
-    assert chain_of(default_profile_spec()).names().get(point, []) == expected
+@pytest.mark.parametrize("point", [*KUBE_DEFAULT_CHAINS, "permit"])
+def test_default_chain_matches_kube_scheduler_plus_coscheduling(point: str) -> None:
+    assert chain_of(default_profile_spec()).names().get(point, []) == kubesched_default_chain(point)
+
+
+def test_disabling_coscheduling_gives_kube_schedulers_default_profile() -> None:
+    names = chain_of({"plugins": {"multiPoint": {"disabled": [{"name": "Coscheduling"}]}}}).names()
+    for point, chain in KUBE_DEFAULT_CHAINS.items():
+        assert names.get(point, []) == [n for n in chain if n.split(":")[0] in REGISTERED]
+    assert "permit" not in names
 
 
 def test_default_score_weights() -> None:
@@ -287,7 +304,7 @@ ERROR_CASES: list[tuple[str, dict[str, Any], str, str]] = [
         "two-queue-sort-plugins",
         {"plugins": {"queueSort": {"enabled": [{"name": "OtherSort"}]}}},
         "InvalidPlugin",
-        "plugins.queueSort: exactly one queueSort plugin must be enabled, got [PrioritySort, OtherSort]",
+        "plugins.queueSort: exactly one queueSort plugin must be enabled, got [Coscheduling, OtherSort]",
     ),
     (
         "no-bind-plugin",
@@ -314,7 +331,7 @@ def test_errors_give_a_reason_and_name_the_field(
 
 def test_a_default_plugin_missing_from_the_registry_is_not_blamed_on_the_user() -> None:
     reg = Registry()
-    for name in ("PrioritySort", "DefaultBinder"):
+    for name in ("Coscheduling", "DefaultBinder"):
         spec = in_tree_registry().get(name)
         assert spec is not None
         reg.register(name, spec.factory, spec.args)

@@ -216,6 +216,17 @@ class Handle(Protocol):
 
     def nominated_pods_for_node(self, node_name: str) -> list[Pod]: ...
 
+    def get_pod(self, uid: str) -> Pod | None:
+        """The latest version of a pod the scheduler knows (unscheduled, assumed or
+        bound); None once it is deleted."""
+        ...
+
+    def run_pre_filter(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None, list[str]]:
+        """The profile's PreFilter plugins for ``pod`` (a what-if: e.g. a gang's dry run)."""
+        ...
+
     def run_filter_plugins_with_nominated_pods(
         self, state: CycleState, pod: Pod, node_info: NodeInfo
     ) -> Status | None: ...

@@ -24,7 +24,6 @@ from kubernetes_asyncio import client as k8s_client
 
 from kubesched.cluster.kube import KubeCluster, load_client_configuration
 from kubesched.operator.handlers import WatchRouter, build_registry
-from kubesched.operator.server import serve
 from kubesched.operator.settings import Settings
 from kubesched.profiles import default_profile_spec
 from kubesched.scheduler.eventhandlers import EventHandlers
@@ -97,12 +96,6 @@ class Runtime:
         self.synced = asyncio.Event()
         """Set once pods and nodes are listed into the cache and Kopf is up (readiness)."""
         self.leading = False
-        """Scheduling (the lease is held, or leader election is off)."""
-        self.port: int | None = None
-        """The HTTP port once listening (the OS picks it when ``settings.port`` is 0)."""
-
-    def http_started(self, port: int) -> None:
-        self.port = port
 
 
 async def _login(cfg: k8s_client.Configuration) -> kopf.ConnectionInfo:
@@ -129,9 +122,6 @@ async def run(
     """Run until ``stop`` is set (or Kopf stops on a signal). ``ready`` is set once the
     cache is synced and Kopf is up; ``runtime`` (a test hook) receives what was built."""
     stop = stop or asyncio.Event()
-    # Kopf logs "Handler ... succeeded." at INFO for every watch event of every object:
-    # at thousands of pods that is most of the log and a measurable share of the CPU.
-    logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     cfg = await load_client_configuration(settings.kubeconfig)
     api = k8s_client.ApiClient(configuration=cfg)
     rt = Runtime(settings, api)
@@ -161,18 +151,8 @@ async def run(
         ),
     )
     spawn("stop", stop.wait())
-    # /healthz, /readyz (synced; followers too, as kube-scheduler), /metrics, /explain.
-    spawn(
-        "server",
-        serve(
-            host=settings.bind_address,
-            port=settings.port,
-            scheduler=rt.scheduler,
-            ready=rt.synced.is_set,
-            leading=lambda: rt.leading,
-            started=rt.http_started,
-        ),
-    )
+    # TODO(engineer B): start operator/server.py's serve(...) here with rt (healthz,
+    # readyz = rt.synced.is_set() and (rt.leading or not leader_elect), metrics, explain).
     try:
         spawn("sync", _initial_sync(rt, kopf_ready, ready))
         spawn("schedule", _lead(rt) if settings.leader_elect else _schedule(rt))
@@ -249,7 +229,7 @@ async def _resync(rt: Runtime) -> None:
 async def _shutdown(
     rt: Runtime, tasks: dict[str, asyncio.Task[Any]], kopf_stop: asyncio.Event
 ) -> None:
-    for name in ("schedule", "resync", "sync", "stop", "server"):
+    for name in ("schedule", "resync", "sync", "stop"):
         t = tasks.get(name)
         if t is not None:
             t.cancel()

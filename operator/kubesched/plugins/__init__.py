@@ -26,6 +26,15 @@ plugins that exist here, in kube-scheduler's order, with its score weights:
     DefaultBinder
 
 Plugins without a weight get weight 1 where they score (kube-scheduler's default).
+
+kubesched's own defaults (:data:`KUBESCHED_DEFAULT_PLUGINS`) follow kube's list:
+
+    Coscheduling                     gangs (PodGroups) all-or-nothing
+
+Coscheduling's QueueSort replaces PrioritySort (a profile has exactly one QueueSort):
+it orders pods outside gangs exactly as PrioritySort does and keeps a gang's members
+together. :data:`DEFAULT_PLUGINS` is kube's list without PrioritySort, then kubesched's.
+A profile that disables Coscheduling gets PrioritySort back (see ``kubesched.profiles``).
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ from types import ModuleType
 
 from kubesched.framework.registry import Registry
 from kubesched.plugins import (
+    coscheduling,
     default_binder,
     default_preemption,
     image_locality,
@@ -54,7 +64,14 @@ from kubesched.plugins import (
     volume_zone,
 )
 
-__all__ = ["DEFAULT_PLUGINS", "IN_TREE_MODULES", "KUBE_DEFAULT_PLUGINS", "in_tree_registry"]
+__all__ = [
+    "DEFAULT_PLUGINS",
+    "IN_TREE_MODULES",
+    "KUBESCHED_DEFAULT_PLUGINS",
+    "KUBE_DEFAULT_PLUGINS",
+    "REPLACED_BY_KUBESCHED",
+    "in_tree_registry",
+]
 
 IN_TREE_MODULES: tuple[ModuleType, ...] = (
     scheduling_gates,
@@ -75,6 +92,7 @@ IN_TREE_MODULES: tuple[ModuleType, ...] = (
     node_resources_balanced_allocation,
     image_locality,
     default_binder,
+    coscheduling,
 )
 
 KUBE_DEFAULT_PLUGINS: tuple[tuple[str, int | None], ...] = (
@@ -109,10 +127,23 @@ def in_tree_registry() -> Registry:
     return registry
 
 
+KUBESCHED_DEFAULT_PLUGINS: tuple[tuple[str, int | None], ...] = (("Coscheduling", None),)
+"""kubesched's additions to the default profile, after kube-scheduler's."""
+
+REPLACED_BY_KUBESCHED: dict[str, str] = {"PrioritySort": "Coscheduling"}
+"""Kube defaults left out because a kubesched default takes their place (QueueSort)."""
+
+
 def _default_plugins() -> tuple[tuple[str, int | None], ...]:
     registry = in_tree_registry()
-    return tuple((name, weight) for name, weight in KUBE_DEFAULT_PLUGINS if name in registry)
+    kube = tuple(
+        (name, weight)
+        for name, weight in KUBE_DEFAULT_PLUGINS
+        if name in registry and name not in REPLACED_BY_KUBESCHED
+    )
+    return kube + tuple((n, w) for n, w in KUBESCHED_DEFAULT_PLUGINS if n in registry)
 
 
 DEFAULT_PLUGINS: tuple[tuple[str, int | None], ...] = _default_plugins()
-""":data:`KUBE_DEFAULT_PLUGINS` restricted to the registered in-tree plugins, in order."""
+""":data:`KUBE_DEFAULT_PLUGINS` restricted to the registered in-tree plugins, in order,
+without those in :data:`REPLACED_BY_KUBESCHED`; then :data:`KUBESCHED_DEFAULT_PLUGINS`."""

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from kubesched.framework.cluster_port import PodCondition
 from kubesched.framework.cycle_state import CycleState
-from kubesched.framework.interface import WaitingPod
+from kubesched.framework.interface import PreFilterResult, WaitingPod
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Status
@@ -135,6 +135,14 @@ class FakeHandle:
 
     def nominated_pods_for_node(self, node_name: str) -> list[Pod]:
         return []
+
+    def get_pod(self, uid: str) -> Pod | None:
+        return None
+
+    def run_pre_filter(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None, list[str]]:
+        raise NotImplementedError
 
     def run_filter_plugins_with_nominated_pods(
         self, state: CycleState, pod: Pod, node_info: NodeInfo

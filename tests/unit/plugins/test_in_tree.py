@@ -10,6 +10,7 @@ from kubesched.framework.interface import (
     BindPlugin,
     EnqueueExtensions,
     FilterPlugin,
+    PermitPlugin,
     PostFilterPlugin,
     PreBindPlugin,
     PreEnqueuePlugin,
@@ -35,6 +36,7 @@ from tests.unit.plugins.fakes import FakeHandle
 def test_registry_holds_every_in_tree_plugin() -> None:
     assert in_tree_registry().names() == sorted(
         [
+            "Coscheduling",
             "DefaultBinder",
             "DefaultPreemption",
             "ImageLocality",
@@ -64,9 +66,10 @@ def test_registry_refuses_duplicates() -> None:
 
 
 def test_default_plugins_follow_kube_scheduler_order_and_weights() -> None:
+    # kube-scheduler's list, PrioritySort replaced by Coscheduling's QueueSort, then
+    # kubesched's own defaults.
     assert DEFAULT_PLUGINS == (
         ("SchedulingGates", None),
-        ("PrioritySort", None),
         ("NodeUnschedulable", None),
         ("NodeName", None),
         ("TaintToleration", 3),
@@ -83,6 +86,7 @@ def test_default_plugins_follow_kube_scheduler_order_and_weights() -> None:
         ("NodeResourcesBalancedAllocation", 1),
         ("ImageLocality", 1),
         ("DefaultBinder", None),
+        ("Coscheduling", None),
     )
     kube_order = [n for n, _ in KUBE_DEFAULT_PLUGINS]
     assert kube_order.index("DynamicResources") == kube_order.index("DefaultPreemption") - 1
@@ -91,6 +95,15 @@ def test_default_plugins_follow_kube_scheduler_order_and_weights() -> None:
 
 EXPECTED_POINTS: dict[str, set[type]] = {
     "PrioritySort": {QueueSortPlugin},
+    "Coscheduling": {
+        QueueSortPlugin,
+        PreEnqueuePlugin,
+        PreFilterPlugin,
+        PostFilterPlugin,
+        ReservePlugin,
+        PermitPlugin,
+        EnqueueExtensions,
+    },
     "NodeUnschedulable": {FilterPlugin, VectorFilterPlugin, EnqueueExtensions},
     "NodeName": {FilterPlugin, VectorFilterPlugin, EnqueueExtensions},
     "TaintToleration": {

@@ -1,0 +1,476 @@
+"""Coscheduling: gangs declared by PodGroups are bound all-or-nothing.
+
+A pod is a member of the PodGroup named by its ``kubesched.dev/pod-group`` label (or
+scheduler-plugins' ``scheduling.x-k8s.io/pod-group``) in its namespace; the group is
+read from the object store (``PodGroup``, namespace, name). Pods without either label
+pass every extension point at the cost of two dict lookups.
+
+- **QueueSort** orders by priority, then *the gang's time* (when the scheduler first
+  saw the gang, or its last failure), then the gang's key, then the pod's name, so
+  members of one gang come out of activeQ together. Pods outside gangs get exactly
+  PrioritySort's order (priority, then queue time, then arrival). A profile has one
+  QueueSort: kubesched's default profile enables this one instead of PrioritySort.
+- **PreEnqueue** holds a member until ``minMember`` members exist (the member that
+  completes the gang activates the others), and a pod whose PodGroup does not exist
+  (with a ``FailedScheduling`` event saying so, once per pod).
+- **PreFilter** dry-runs the whole gang (:mod:`.dryrun`) before anything is reserved
+  and rejects it as UnschedulableAndUnresolvable when the members cannot all be
+  placed, e.g. ``3/8 members fit; 5 pods: Insufficient nvidia.com/gpu``. A successful
+  dry run is trusted by the members that follow; a failed one by the members tried
+  against the same snapshot, so a gang of N costs one dry run, not N.
+- **Permit** holds members until ``minMember`` are reserved or bound, then allows the
+  waiting ones at once. The gang's deadline is ``scheduleTimeoutSeconds`` (else
+  ``permitWaitingTimeSeconds``) after its first member began to wait; when it passes,
+  every waiting member is rejected and unreserved and the gang backs off for
+  ``podGroupBackoffSeconds``. When a member begins to wait, its pending siblings are
+  activated so they are tried promptly.
+- **PostFilter / Unreserve**: a member that finds no node, or is unreserved (bind
+  failure, rejection, deletion while waiting), rejects its waiting siblings, so their
+  reservations are freed at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field
+
+from kubesched.api.podgroup import PodGroupSpec, parse_spec, validation_message
+from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.interface import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    EventResource,
+    Handle,
+    PostFilterResult,
+    PreFilterResult,
+)
+from kubesched.framework.nodeinfo import NodeInfo, QueuedPodInfo
+from kubesched.framework.status import Code, Status
+from kubesched.framework.types import Node, Pod
+from kubesched.plugins.coscheduling.dryrun import DRY_RUN_KEY, DryRunError, dry_run
+from kubesched.plugins.coscheduling.gangs import AssignedIndex, Failure, Gang, Plan, gang_key
+
+__all__ = ["NAME", "Args", "Coscheduling", "GangReport", "new"]
+
+NAME = "Coscheduling"
+KIND = "PodGroup"
+
+log = logging.getLogger(__name__)
+
+
+class Args(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, use_attribute_docstrings=True)
+
+    permit_waiting_time_seconds: float = Field(default=60.0, gt=0, alias="permitWaitingTimeSeconds")
+    """How long reserved members wait at Permit for the rest of a gang whose PodGroup
+    sets no scheduleTimeoutSeconds (scheduler-plugins' default: 60 s)."""
+    pod_group_backoff_seconds: float = Field(default=10.0, ge=0, alias="podGroupBackoffSeconds")
+    """After a gang times out or a member fails, its members are not tried for this long,
+    so other gangs and pods get the freed room first (scheduler-plugins: 0, disabled;
+    kubesched: 10 s, kube-scheduler's maximum pod backoff)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GangReport:
+    """What the scheduler knows about a gang that the API server does not (for status)."""
+
+    waiting_uids: frozenset[str]
+    blocked: str
+    timed_out: bool
+    schedule_start: float | None
+
+
+class Coscheduling:
+    name = NAME
+
+    def __init__(self, args: Args, handle: Handle) -> None:
+        self.args = args
+        self._handle = handle
+        self._gangs: dict[str, Gang] = {}
+        self._specs: dict[str, tuple[str, PodGroupSpec | str]] = {}
+        self._index = AssignedIndex()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- gang state --------------------------------------------------------------------------
+    def _now(self) -> float:
+        try:
+            return self._handle.now()
+        except RuntimeError:  # no running loop (unit tests of pure parts)
+            return 0.0
+
+    def _gang(self, key: str, now: float | None = None) -> Gang:
+        g = self._gangs.get(key)
+        if g is None:
+            g = self._gangs[key] = Gang(key, self._now() if now is None else now)
+        return g
+
+    def _spec(self, key: str) -> PodGroupSpec | str | None:
+        """The PodGroup's parsed spec, an error message if it is invalid, None if absent."""
+        ns, _, name = key.partition("/")
+        obj = self._handle.store.get(KIND, ns, name)
+        if obj is None:
+            return None
+        rv = str((obj.get("metadata") or {}).get("resourceVersion") or id(obj))
+        cached = self._specs.get(key)
+        if cached is not None and cached[0] == rv:
+            return cached[1]
+        try:
+            spec: PodGroupSpec | str = parse_spec(obj)
+        except pydantic.ValidationError as e:
+            spec = f"PodGroup {key} is invalid: {validation_message(e, 'spec')}"
+        self._specs[key] = (rv, spec)
+        return spec
+
+    def _members(self, g: Gang) -> list[Pod]:
+        """The gang's member pods that still exist (latest versions), by name."""
+        out = []
+        get = self._handle.get_pod
+        for uid in list(g.candidates):
+            p = get(uid)
+            if p is None or gang_key(p) != g.key:
+                del g.candidates[uid]
+                continue
+            out.append(p)
+        out.sort(key=lambda p: p.name)
+        return out
+
+    def _waiting(self, g: Gang) -> set[str]:
+        get = self._handle.get_waiting_pod
+        for uid in list(g.waiting):
+            if get(uid) is None:
+                del g.waiting[uid]
+        return set(g.waiting)
+
+    def _progress(self, g: Gang) -> set[str]:
+        """Uids of members bound, assumed or waiting at Permit."""
+        return self._index.members(self._handle.snapshot, g.key) | self._waiting(g)
+
+    def report(self, namespace: str, name: str) -> GangReport | None:
+        """What the operator's status handler needs beyond the API server's view."""
+        g = self._gangs.get(f"{namespace}/{name}")
+        if g is None:
+            return None
+        return GangReport(frozenset(self._waiting(g)), g.blocked, g.timed_out, g.schedule_start)
+
+    # -- QueueSort --------------------------------------------------------------------------
+    def sort_key(self, qpi: QueuedPodInfo) -> tuple[int, float, str, str, int]:
+        pod = qpi.pod
+        key = gang_key(pod)
+        if key is None:
+            return (-pod.priority, qpi.timestamp, "", "", qpi.seq)
+        g = self._gangs.get(key)
+        t = g.sort_time if g is not None else self._gang(key, qpi.timestamp).sort_time
+        return (-pod.priority, t, key, pod.name, qpi.seq)
+
+    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        return self.sort_key(a) < self.sort_key(b)
+
+    # -- PreEnqueue -------------------------------------------------------------------------
+    def pre_enqueue(self, pod: Pod) -> Status | None:
+        key = gang_key(pod)
+        if key is None:
+            return None
+        g = self._gang(key)
+        g.candidates[pod.uid] = None
+        spec = self._spec(key)
+        if spec is None:
+            msg = f'pod group "{key}" does not exist; waiting for it to be created'
+            self._report_missing(g, pod, msg)
+            return Status.unresolvable(msg, plugin=NAME)
+        if isinstance(spec, str):
+            return Status.unresolvable(spec, plugin=NAME)
+        need = spec.min_member
+        assigned = self._index.members(self._handle.snapshot, key)
+        if len(g.candidates) + len(assigned) < need:
+            g.released = False
+            return Status.unresolvable(_gated_message(key, need), plugin=NAME)
+        members = self._members(g)
+        exist = len({p.uid for p in members} | assigned)
+        if exist < need:
+            g.released = False
+            return Status.unresolvable(_gated_message(key, need), plugin=NAME)
+        if not g.released:
+            # This member completes the gang: let the ones held back go too.
+            g.released = True
+            others = [p for p in members if p.uid != pod.uid]
+            # Not from inside PreEnqueue: the queue may be iterating its gated pool.
+            try:
+                asyncio.get_running_loop().call_soon(self._handle.activate, others)
+            except RuntimeError:
+                self._handle.activate(others)
+        return None
+
+    def _report_missing(self, g: Gang, pod: Pod, msg: str) -> None:
+        if pod.uid in g.not_found_reported:
+            return
+        g.not_found_reported.add(pod.uid)
+        self._spawn(self._event(pod, msg))
+
+    async def _event(self, pod: Pod, msg: str) -> None:
+        with contextlib.suppress(Exception):
+            await self._handle.cluster.record_event(
+                pod,
+                event_type="Warning",
+                reason="FailedScheduling",
+                action="Scheduling",
+                message=msg,
+                reporting_controller=self._handle.profile_name,
+            )
+
+    def _spawn(self, coro: Any) -> None:
+        try:
+            task = asyncio.get_running_loop().create_task(coro)
+        except RuntimeError:
+            coro.close()
+            return
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- PreFilter ---------------------------------------------------------------------------
+    def pre_filter(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        key = gang_key(pod)
+        if key is None or state.get(DRY_RUN_KEY):
+            return None, None
+        spec = self._spec(key)
+        if spec is None:
+            return None, Status(
+                Code.PENDING, f'pod group "{key}" does not exist; waiting for it to be created'
+            )
+        if isinstance(spec, str):
+            return None, Status.unresolvable(spec)
+        now = self._now()
+        g = self._gang(key, now)
+        g.candidates[pod.uid] = None
+        if g.schedule_start is None:
+            g.schedule_start = now
+        if now < g.backoff_until:
+            left = g.backoff_until - now
+            self._activate_later(g, left)
+            return None, Status.unschedulable(
+                f'pod group "{key}" is backing off for {left:g}s after a failed attempt'
+            )
+        need = spec.min_member
+        snap = self._handle.snapshot
+        progress = self._progress(g)
+        missing = need - len(progress)
+        if missing <= 0:
+            return None, None  # the gang already holds minMember: a spare member
+        plan = g.plan
+        if (
+            plan is not None
+            and plan.labels_version == snap.labels_version
+            and len(progress) >= plan.progress
+            and now < plan.expires
+        ):
+            return _follow(plan, pod), None
+        f = g.failure
+        if (
+            f is not None
+            and f.generation == snap.generation
+            and f.labels_version == snap.labels_version
+            and f.progress == len(progress)
+        ):
+            return None, f.status
+        members = [p for p in self._members(g) if p.uid not in progress and p.uid != pod.uid]
+        if len(members) + 1 < missing:
+            exist = len(members) + 1 + len(progress)
+            return None, Status.unresolvable(_members_message(key, exist, need))
+        try:
+            res = dry_run(self._handle, snap, [pod, *members[: missing - 1]])
+        except DryRunError as e:
+            return None, Status.as_error(f"gang dry run: {e.status.message()}")
+        if res.ok:
+            g.plan = Plan(
+                snap.labels_version, len(progress), now + self._timeout(spec), res.placements
+            )
+            g.failure = None
+            g.blocked = ""
+            return _follow(g.plan, pod), None
+        fit = len(progress) + res.placed
+        msg = f"{fit}/{need} members fit; {res.unplaced} pods: " + (
+            ", ".join(res.reasons) or "no node fits"
+        )
+        g.blocked = msg
+        status = Status.unresolvable(msg)
+        g.failure = Failure(snap.generation, snap.labels_version, len(progress), status)
+        return None, status
+
+    def pre_filter_extensions(self) -> None:
+        return None
+
+    def _timeout(self, spec: PodGroupSpec) -> float:
+        t = spec.schedule_timeout_seconds
+        return float(t) if t is not None else self.args.permit_waiting_time_seconds
+
+    def _activate_later(self, g: Gang, delay: float) -> None:
+        """Bring the gang's parked members back when its backoff ends (once per deadline)."""
+        when = self._now() + delay
+        if g.reactivate_at >= when:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        g.reactivate_at = when
+        loop.call_later(delay, lambda: self._handle.activate(self._members(g)))
+
+    # -- PostFilter --------------------------------------------------------------------------
+    def post_filter(
+        self, state: CycleState, pod: Pod, statuses: dict[str, Status]
+    ) -> tuple[PostFilterResult | None, Status | None]:
+        key = gang_key(pod)
+        if key is None:
+            return None, Status.unschedulable()
+        g = self._gangs.get(key)
+        spec = self._spec(key)
+        if g is None or not isinstance(spec, PodGroupSpec):
+            return None, Status.unschedulable()
+        if len(self._progress(g)) >= spec.min_member:
+            return None, Status.unschedulable()
+        rejected = self._reject_waiting(
+            g, f'pod group "{key}": member {pod.name} found no node', exclude=pod.uid
+        )
+        if rejected or g.plan is not None:
+            # A trusted dry run went stale (the gang's own dry-run rejection is kept):
+            # forget it, and try the gang again shortly with a fresh one.
+            g.fail(self._now(), "", backoff=0.0, timed_out=False)
+            self._activate_later(g, max(1.0, self.args.pod_group_backoff_seconds))
+        if rejected:
+            return None, Status.unschedulable(
+                f"coscheduling: released {rejected} waiting member(s) of pod group {key}."
+            )
+        return None, Status.unschedulable()
+
+    def _reject_waiting(self, g: Gang, message: str, exclude: str = "") -> int:
+        n = 0
+        for uid in list(g.waiting):
+            if uid == exclude:
+                continue
+            wp = self._handle.get_waiting_pod(uid)
+            del g.waiting[uid]
+            if wp is not None:
+                wp.reject(NAME, message)
+                n += 1
+        return n
+
+    # -- Reserve / Permit ---------------------------------------------------------------------
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        return None
+
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        key = gang_key(pod)
+        if key is None:
+            return
+        g = self._gangs.get(key)
+        if g is None:
+            return
+        was_waiting = g.waiting.pop(pod.uid, None) is not None or bool(g.waiting)
+        if not was_waiting:
+            return
+        now = self._now()
+        timed_out = g.wait_deadline is not None and now >= g.wait_deadline
+        why = "timed out waiting at Permit" if timed_out else f"member {pod.name} was unreserved"
+        msg = f'pod group "{key}" {why}'
+        self._reject_waiting(g, f"rejected: {msg}")
+        g.fail(
+            now,
+            msg if timed_out else "",
+            backoff=self.args.pod_group_backoff_seconds if timed_out else 0.0,
+            timed_out=timed_out,
+        )
+        if timed_out and self.args.pod_group_backoff_seconds > 0:
+            self._activate_later(g, self.args.pod_group_backoff_seconds)
+
+    def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status | None, float]:
+        key = gang_key(pod)
+        if key is None:
+            return None, 0.0
+        spec = self._spec(key)
+        if not isinstance(spec, PodGroupSpec):
+            return None, 0.0
+        g = self._gang(key)
+        progress = self._progress(g)
+        progress.add(pod.uid)
+        if len(progress) >= spec.min_member:
+            for uid in list(g.waiting):
+                wp = self._handle.get_waiting_pod(uid)
+                if wp is not None:
+                    wp.allow(NAME)
+            g.waiting.clear()
+            g.wait_deadline = None
+            g.blocked = ""
+            g.timed_out = False
+            return None, 0.0
+        now = self._now()
+        if g.wait_deadline is None or not g.waiting:
+            g.wait_deadline = now + self._timeout(spec)
+        g.waiting[pod.uid] = None
+        if not g.siblings_activated:
+            g.siblings_activated = True
+            self._handle.activate([p for p in self._members(g) if p.uid not in progress])
+        msg = f"{len(progress)}/{spec.min_member} members of pod group {key} reserved"
+        return Status.wait(msg, plugin=NAME), max(0.0, g.wait_deadline - now)
+
+    # -- events ------------------------------------------------------------------------------
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return [
+            ClusterEventWithHint(ClusterEvent(EventResource.POD, ActionType.ADD), _same_gang_pod),
+            ClusterEventWithHint(ClusterEvent(EventResource.POD, ActionType.DELETE)),
+            ClusterEventWithHint(
+                ClusterEvent(
+                    EventResource.NODE,
+                    ActionType.ADD
+                    | ActionType.UPDATE_NODE_ALLOCATABLE
+                    | ActionType.UPDATE_NODE_LABEL
+                    | ActionType.UPDATE_NODE_TAINT,
+                ),
+                _is_node,
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.POD_GROUP, ActionType.ADD | ActionType.UPDATE),
+                _own_pod_group,
+            ),
+        ]
+
+
+def _follow(plan: Plan, pod: Pod) -> PreFilterResult | None:
+    node = plan.placements.get(pod.uid)
+    return None if node is None else PreFilterResult({node})
+
+
+def _gated_message(key: str, need: int) -> str:
+    # No count: the message of a held pod is not refreshed as siblings arrive.
+    return f'pod group "{key}" needs {need} member pods; waiting for the rest to be created'
+
+
+def _members_message(key: str, exist: int, need: int) -> str:
+    return f'pod group "{key}": {exist}/{need} member pods exist; waiting for more'
+
+
+def _same_gang_pod(pod: Pod, old: object, new: object) -> bool:
+    return isinstance(new, Pod) and gang_key(new) == gang_key(pod)
+
+
+def _is_node(pod: Pod, old: object, new: object) -> bool:
+    return isinstance(new, Node) or new is None
+
+
+def _own_pod_group(pod: Pod, old: object, new: object) -> bool:
+    if not isinstance(new, Mapping):
+        return True
+    meta = new.get("metadata") or {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name')}" == gang_key(pod)
+
+
+def new(args: Args, handle: Handle) -> Coscheduling:
+    return Coscheduling(args, handle)
