@@ -1,6 +1,7 @@
 """The simulation engine: the real scheduler on an in-memory cluster, in virtual time.
 
-Objects are applied in document order (pods are queued as if created one after
+SchedulingProfiles in the scenario are compiled and serve their schedulerNames. Other
+objects are applied in document order (pods are queued as if created one after
 another), then the scheduler runs until nothing is left to do. ``seconds`` is wall
 time from the first scheduling cycle to the last bind.
 """
@@ -15,11 +16,12 @@ from typing import Any
 from kubesched.api.profile import ProfileSpec
 from kubesched.cluster.memory import MemoryCluster
 from kubesched.framework.types import Pod
+from kubesched.profiles import default_profile_spec
 from kubesched.scheduler.eventhandlers import EventHandlers
 from kubesched.scheduler.scheduler import Scheduler
 from kubesched.simulator.vtime import VirtualTimeLoop
 
-__all__ = ["PodResult", "SimulationResult", "run_simulation", "simulate"]
+__all__ = ["PodResult", "SimulationResult", "run_simulation", "scenario_profiles", "simulate"]
 
 
 @dataclass
@@ -42,11 +44,31 @@ class SimulationResult:
         return sum(1 for p in self.pods if p.status == "Scheduled")
 
 
+def scenario_profiles(
+    objects: Sequence[dict[str, Any]], profiles: Sequence[ProfileSpec] | None = None
+) -> tuple[list[ProfileSpec] | None, list[dict[str, Any]]]:
+    """Split the scenario's SchedulingProfiles (validated by ``prepare``) from the cluster
+    objects. They serve their schedulerNames beside the default profile, which one named
+    ``kubesched`` replaces (as in the operator)."""
+    found = [
+        ProfileSpec.model_validate(o.get("spec") or {})
+        for o in objects
+        if o.get("kind") == "SchedulingProfile"
+    ]
+    rest = [o for o in objects if o.get("kind") != "SchedulingProfile"]
+    if not found:
+        return (list(profiles) if profiles is not None else None), rest
+    base = list(profiles) if profiles is not None else [default_profile_spec()]
+    names = {p.scheduler_name for p in found}
+    return [p for p in base if p.scheduler_name not in names] + found, rest
+
+
 async def _simulate(
     objects: Sequence[dict[str, Any]],
     profiles: Sequence[ProfileSpec] | None,
     seed: int | None,
 ) -> tuple[SimulationResult, Scheduler, MemoryCluster]:
+    profiles, objects = scenario_profiles(objects, profiles)
     cluster = MemoryCluster()
     sched = Scheduler(cluster, cluster, profiles=profiles, seed=seed)
     bad: list[str] = []

@@ -41,6 +41,8 @@ import yaml
 
 from kubesched.api import podgroup
 from kubesched.framework.types import DEFAULT_SCHEDULER_NAME, Node, ObjectError, Pod
+from kubesched.profile_status import validate_spec
+from kubesched.profiles import ProfileError
 from kubesched.simulator import storage_kinds
 
 __all__ = [
@@ -232,7 +234,15 @@ def _validate_pod_group(obj: dict[str, Any]) -> None:
         raise ObjectError(podgroup.validation_message(e)) from None
 
 
-#: The kinds a scenario may contain. Later issues add SchedulingProfile and PodGroup here.
+def _validate_scheduling_profile(obj: dict[str, Any]) -> None:
+    """Compiled as the operator would (``kubesched validate`` says the same)."""
+    try:
+        validate_spec(obj.get("spec"))
+    except ProfileError as e:
+        raise ObjectError(f"spec.{e.message}") from None
+
+
+#: The kinds a scenario may contain.
 SUPPORTED_KINDS: dict[str, KindSpec] = {
     "Namespace": KindSpec(("v1",), namespaced=False, validate=_validate_namespace),
     "Node": KindSpec(("v1",), namespaced=False, validate=_validate_node),
@@ -257,6 +267,10 @@ SUPPORTED_KINDS: dict[str, KindSpec] = {
     ),
     "CSINode": KindSpec(
         ("storage.k8s.io/v1",), namespaced=False, validate=storage_kinds.validate_csi_node
+    ),
+    # Profiles serve their spec.schedulerName; one named kubesched replaces the default.
+    "SchedulingProfile": KindSpec(
+        ("kubesched.dev/v1alpha1",), namespaced=False, validate=_validate_scheduling_profile
     ),
     # Gangs for Coscheduling (kubesched's own kind, validated by its pydantic model).
     "PodGroup": KindSpec((podgroup.API_VERSION,), namespaced=True, validate=_validate_pod_group),
@@ -463,6 +477,7 @@ def prepare(documents: Sequence[Document], *, now: datetime | None = None) -> li
     }
     global_default = ""
     nodes: set[str] = set()
+    profiles: dict[str, _Checked] = {}
     for seq, doc in enumerate(documents):
         c = _check_identity(doc, seq)
         key = (c.kind, c.namespace, c.name)
@@ -491,6 +506,17 @@ def prepare(documents: Sequence[Document], *, now: datetime | None = None) -> li
                 global_default = c.name
         elif c.kind == "Node":
             nodes.add(c.name)
+        elif c.kind == "SchedulingProfile":
+            spec = c.obj.get("spec")
+            name = spec.get("schedulerName") if isinstance(spec, Mapping) else None
+            name = name or KUBESCHED_SCHEDULER_NAME
+            other = profiles.get(name)
+            if other is not None:
+                raise c.fail(
+                    f"spec.schedulerName: {name!r} is already served by SchedulingProfile "
+                    f"{other.name!r} ({other.doc.where()}) (SchedulerNameConflict)"
+                )
+            profiles[name] = c
 
     base = (now or datetime.now(UTC)).replace(microsecond=0) - timedelta(seconds=len(checked))
     for seq, c in enumerate(checked):

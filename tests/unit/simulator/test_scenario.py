@@ -106,7 +106,7 @@ ERRORS = [
         "scenario.yaml document 0 (Deployment web): kind: unsupported kind 'Deployment' "
         "(supported: Namespace, Node, Pod, PriorityClass, PodDisruptionBudget, Service, "
         "ReplicationController, ReplicaSet, StatefulSet, PersistentVolumeClaim, "
-        "PersistentVolume, StorageClass, CSINode, PodGroup)",
+        "PersistentVolume, StorageClass, CSINode, SchedulingProfile, PodGroup)",
         id="unknown-kind",
     ),
     pytest.param(
@@ -117,6 +117,27 @@ ERRORS = [
         "scenario.yaml document 0 (PodGroup default/train): spec.minMember: "
         "Input should be greater than or equal to 1",
         id="invalid-pod-group",
+    ),
+    pytest.param(
+        [
+            "apiVersion: kubesched.dev/v1alpha1\nkind: SchedulingProfile\nmetadata: {name: p}\n"
+            "spec: {pluginConfig: [{name: NodeResourcesFit, args: {scoringStrategy: {type: X}}}]}\n"
+        ],
+        "scenario.yaml document 0 (SchedulingProfile p): spec.pluginConfig[0].args."
+        "scoringStrategy.type: Input should be 'LeastAllocated', 'MostAllocated' or "
+        "'RequestedToCapacityRatio'",
+        id="invalid-scheduling-profile",
+    ),
+    pytest.param(
+        [
+            "apiVersion: kubesched.dev/v1alpha1\nkind: SchedulingProfile\nmetadata: {name: a}\n",
+            "apiVersion: kubesched.dev/v1alpha1\nkind: SchedulingProfile\nmetadata: {name: b}\n"
+            "spec: {schedulerName: kubesched}\n",
+        ],
+        "scenario.yaml document 1 (SchedulingProfile b): spec.schedulerName: 'kubesched' is "
+        "already served by SchedulingProfile 'a' (scenario.yaml document 0) "
+        "(SchedulerNameConflict)",
+        id="scheduler-name-conflict",
     ),
     pytest.param(
         [HIGH.replace("scheduling.k8s.io/v1", "v1")],
@@ -285,6 +306,7 @@ def test_supported_kinds_table() -> None:
         "PersistentVolume": ("v1",),
         "StorageClass": ("storage.k8s.io/v1",),
         "CSINode": ("storage.k8s.io/v1",),
+        "SchedulingProfile": ("kubesched.dev/v1alpha1",),
         "PodGroup": ("kubesched.dev/v1alpha1",),
     }
 
