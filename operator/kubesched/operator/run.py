@@ -15,8 +15,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Collection, Iterator
 from typing import Any
 
 import kopf
@@ -24,6 +25,7 @@ from kubernetes_asyncio import client as k8s_client
 
 from kubesched.cluster.kube import KubeCluster, load_client_configuration
 from kubesched.operator.handlers import WatchRouter, build_registry
+from kubesched.operator.server import serve
 from kubesched.operator.settings import Settings
 from kubesched.profiles import default_profile_spec
 from kubesched.scheduler.eventhandlers import EventHandlers
@@ -96,6 +98,12 @@ class Runtime:
         self.synced = asyncio.Event()
         """Set once pods and nodes are listed into the cache and Kopf is up (readiness)."""
         self.leading = False
+        """Scheduling (the lease is held, or leader election is off)."""
+        self.port: int | None = None
+        """The HTTP port once listening (the OS picks it when ``settings.port`` is 0)."""
+
+    def http_started(self, port: int) -> None:
+        self.port = port
 
 
 async def _login(cfg: k8s_client.Configuration) -> kopf.ConnectionInfo:
@@ -122,6 +130,9 @@ async def run(
     """Run until ``stop`` is set (or Kopf stops on a signal). ``ready`` is set once the
     cache is synced and Kopf is up; ``runtime`` (a test hook) receives what was built."""
     stop = stop or asyncio.Event()
+    # Kopf logs "Handler ... succeeded." at INFO for every watch event of every object:
+    # at thousands of pods that is most of the log and a measurable share of the CPU.
+    logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     cfg = await load_client_configuration(settings.kubeconfig)
     api = k8s_client.ApiClient(configuration=cfg)
     rt = Runtime(settings, api)
@@ -141,7 +152,7 @@ async def run(
 
     spawn(
         "kopf",
-        kopf.operator(
+        _kopf_operator(
             registry=rt.registry,
             settings=kopf_settings(settings),
             clusterwide=True,
@@ -151,8 +162,18 @@ async def run(
         ),
     )
     spawn("stop", stop.wait())
-    # TODO(engineer B): start operator/server.py's serve(...) here with rt (healthz,
-    # readyz = rt.synced.is_set() and (rt.leading or not leader_elect), metrics, explain).
+    # /healthz, /readyz (synced; followers too, as kube-scheduler), /metrics, /explain.
+    spawn(
+        "server",
+        serve(
+            host=settings.bind_address,
+            port=settings.port,
+            scheduler=rt.scheduler,
+            ready=rt.synced.is_set,
+            leading=lambda: rt.leading,
+            started=rt.http_started,
+        ),
+    )
     try:
         spawn("sync", _initial_sync(rt, kopf_ready, ready))
         spawn("schedule", _lead(rt) if settings.leader_elect else _schedule(rt))
@@ -170,6 +191,33 @@ async def run(
             log.info("the Kopf operator stopped: shutting down")
     finally:
         await _shutdown(rt, tasks, kopf_stop)
+
+
+class _NotKopfs(Collection["asyncio.Task[Any]"]):
+    """Tasks whose coroutine is not Kopf's code: ours and our caller's.
+
+    When ``kopf.operator`` stops, it cancels every task of the loop that was created after
+    it started ("hung tasks"), whoever made it: our binding cycles, the HTTP server, and
+    the caller's own tasks (a test fixture's teardown). Handing this as ``ignored`` to
+    ``kopf.run_tasks`` keeps Kopf to its own tasks; we stop ours in ``_shutdown``."""
+
+    def __contains__(self, task: object) -> bool:
+        get_coro = getattr(task, "get_coro", None)
+        coro = get_coro() if get_coro is not None else None
+        code = getattr(coro, "cr_code", None) or getattr(coro, "gi_code", None)
+        return code is None or f"{os.sep}kopf{os.sep}" not in code.co_filename
+
+    def __iter__(self) -> Iterator[asyncio.Task[Any]]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+async def _kopf_operator(**kwargs: Any) -> None:
+    """``kopf.operator``, minus its cancelling of tasks that are not Kopf's."""
+    tasks = await kopf.spawn_tasks(**kwargs)
+    await kopf.run_tasks(tasks, ignored=_NotKopfs())
 
 
 async def _initial_sync(
@@ -229,7 +277,7 @@ async def _resync(rt: Runtime) -> None:
 async def _shutdown(
     rt: Runtime, tasks: dict[str, asyncio.Task[Any]], kopf_stop: asyncio.Event
 ) -> None:
-    for name in ("schedule", "resync", "sync", "stop"):
+    for name in ("schedule", "resync", "sync", "stop", "server"):
         t = tasks.get(name)
         if t is not None:
             t.cancel()

@@ -98,11 +98,11 @@ class Settings(BaseModel):
     """How often pods and nodes are listed to catch deletions a relisted watch never
     reports (Kopf relists after 410 Gone without DELETED events). 0 disables."""
 
-    watch_server_timeout: float = 300.0
-    """Asks the API server to end each watch after this long; Kopf resumes from the last
-    resourceVersion, so a silently dead connection costs at most this much."""
+    watch_server_timeout: int = Field(default=300, ge=1)
+    """Asks the API server to end each watch after this long (whole seconds: the API
+    refuses a fraction); Kopf resumes from the last resourceVersion."""
 
-    watch_client_timeout: float = 330.0
+    watch_client_timeout: float = Field(default=330.0, gt=0)
     """The client gives up on a watch this long after it started, a little after the
     server should have ended it: the backstop for a connection nobody closes."""
 
