@@ -151,7 +151,7 @@ class SchedulerMetrics:
             registry=r,
         )
         self._queues: QueueSet | None = None
-        self._ep_children: dict[tuple[str, str, str], Any] = {}
+        self._ep_children: dict[tuple[str, Code | None, str], Any] = {}
         self._plugin_children: dict[tuple[str, str, str], Any] = {}
         self._attempt_children: dict[tuple[str, str], tuple[Any, Any]] = {}
         self._sli_children: dict[str, Any] = {}
@@ -170,10 +170,11 @@ class SchedulerMetrics:
         return self._rng.random() * 100 < self.sample_percent
 
     def extension_point(self, point: str, status: Status | None, profile: str, sec: float) -> None:
-        key = (point, status_label(status), profile)
+        key = (point, None if status is None else status.code, profile)
         child = self._ep_children.get(key)
         if child is None:
-            child = self._ep_children[key] = self.extension_point_duration.labels(*key)
+            labels = (point, status_label(status), profile)
+            child = self._ep_children[key] = self.extension_point_duration.labels(*labels)
         child.observe(sec)
 
     def plugin(self, plugin: str, point: str, status: str, sec: float) -> None:
