@@ -370,6 +370,8 @@ class ControlPlane:
                 f"--service-account-key-file={key}",
                 f"--service-account-signing-key-file={key}",
                 "--service-cluster-ip-range=10.0.0.0/24",
+                # the kubernetes Service's endpoints cannot be a loopback address
+                "--endpoint-reconciler-type=none",
                 f"--disable-admission-plugins={','.join(DISABLED_ADMISSION_PLUGINS)}",
                 "--enable-priority-and-fairness=false",
                 "--allow-privileged=true",

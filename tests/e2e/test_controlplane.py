@@ -40,20 +40,40 @@ def test_service_account_tokens_are_minted_and_authorized(
             sa.list("v1", "Pod", namespace)
         assert denied.value.status == 403
         assert f"system:serviceaccount:{namespace}:reader" in str(denied.value)
+        # (not the `view` ClusterRole: aggregated roles stay empty without the
+        # kube-controller-manager's aggregation controller)
+        rbac = "rbac.authorization.k8s.io/v1"
         controlplane.api.create(
             {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "apiVersion": rbac,
+                "kind": "Role",
+                "metadata": {"name": "pod-reader", "namespace": namespace},
+                "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}],
+            }
+        )
+        controlplane.api.create(
+            {
+                "apiVersion": rbac,
                 "kind": "RoleBinding",
-                "metadata": {"name": "reader-view", "namespace": namespace},
+                "metadata": {"name": "reader-pods", "namespace": namespace},
                 "roleRef": {
                     "apiGroup": "rbac.authorization.k8s.io",
-                    "kind": "ClusterRole",
-                    "name": "view",
+                    "kind": "Role",
+                    "name": "pod-reader",
                 },
                 "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": namespace}],
             }
         )
-        assert sa.list("v1", "Pod", namespace) == []
+
+        def allowed() -> bool:  # the RBAC authorizer sees the binding through its informer
+            try:
+                return sa.list("v1", "Pod", namespace) == []
+            except ApiError as err:
+                if err.status != 403:
+                    raise
+                return False
+
+        wait_for(allowed, timeout=10, what="the RoleBinding to take effect")
     finally:
         sa.close()
 
