@@ -64,6 +64,22 @@ API_PATHS = {
     "PersistentVolume": ("/api/v1", "persistentvolumes"),
 }
 
+LIST_PATHS = {
+    **API_PATHS,
+    # the other watched kinds: listed once before the first cycle (``run``'s initial sync),
+    # as kube-scheduler waits for every informer's cache before it schedules
+    "Namespace": ("/api/v1", "namespaces"),
+    "Service": ("/api/v1", "services"),
+    "ReplicationController": ("/api/v1", "replicationcontrollers"),
+    "ReplicaSet": ("/apis/apps/v1", "replicasets"),
+    "StatefulSet": ("/apis/apps/v1", "statefulsets"),
+    "StorageClass": ("/apis/storage.k8s.io/v1", "storageclasses"),
+    "CSINode": ("/apis/storage.k8s.io/v1", "csinodes"),
+    "CSIDriver": ("/apis/storage.k8s.io/v1", "csidrivers"),
+    "PodDisruptionBudget": ("/apis/policy/v1", "poddisruptionbudgets"),
+    "PriorityClass": ("/apis/scheduling.k8s.io/v1", "priorityclasses"),
+}
+
 
 def micro_time(now: datetime) -> str:
     """A ``metav1.MicroTime`` (RFC 3339 with microseconds, UTC)."""
@@ -407,7 +423,7 @@ class KubeCluster:
     # -- reads (list for reconciliation) ----------------------------------------------------------
     async def list_objects(self, kind: str) -> builtins.list[dict[str, Any]]:
         """All objects of a kind, straight from the API server (a consistent read)."""
-        prefix, plural = API_PATHS[kind]
+        prefix, plural = LIST_PATHS[kind]
         out: builtins.list[dict[str, Any]] = []
         token = ""
         while True:

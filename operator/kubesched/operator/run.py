@@ -16,15 +16,17 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 import socket
-from collections.abc import Awaitable, Collection, Iterator
+import threading
+from collections.abc import Awaitable, Callable, Collection, Iterator
 from typing import Any
 
 import kopf
 from kubernetes_asyncio import client as k8s_client
 
 from kubesched.cluster.kube import KubeCluster, load_client_configuration
-from kubesched.operator.handlers import WatchRouter, build_registry
+from kubesched.operator.handlers import WATCHED, WatchRouter, build_registry
 from kubesched.operator.server import serve
 from kubesched.operator.settings import Settings
 from kubesched.profiles import default_profile_spec
@@ -99,6 +101,9 @@ class Runtime:
         """Set once pods and nodes are listed into the cache and Kopf is up (readiness)."""
         self.leading = False
         """Scheduling (the lease is held, or leader election is off)."""
+        self.stopping = False
+        """A graceful stop began: the leading term ends by finishing its binds in flight
+        (then the lease is released). Otherwise (the lease lost) they are cancelled."""
         self.port: int | None = None
         """The HTTP port once listening (the OS picks it when ``settings.port`` is 0)."""
 
@@ -146,6 +151,10 @@ async def run(
 
     kopf_stop, kopf_ready = asyncio.Event(), asyncio.Event()
     tasks: dict[str, asyncio.Task[Any]] = {}
+    trapped: list[signal.Signals] = []
+
+    def trap_signals() -> None:
+        trapped.extend(_trap_signals(stop))
 
     def spawn(name: str, coro: Awaitable[Any]) -> None:
         tasks[name] = asyncio.ensure_future(coro)
@@ -159,6 +168,7 @@ async def run(
             standalone=True,
             stop_flag=kopf_stop,
             ready_flag=kopf_ready,
+            on_spawned=trap_signals,
         ),
     )
     spawn("stop", stop.wait())
@@ -190,7 +200,38 @@ async def run(
         if tasks["kopf"].done() and not stop.is_set():
             log.info("the Kopf operator stopped: shutting down")
     finally:
-        await _shutdown(rt, tasks, kopf_stop)
+        try:
+            await _shutdown(rt, tasks, kopf_stop)
+        finally:
+            loop = asyncio.get_running_loop()
+            for sig in trapped:
+                loop.remove_signal_handler(sig)
+
+
+def _trap_signals(stop: asyncio.Event) -> list[signal.Signals]:
+    """SIGTERM and SIGINT set ``stop`` (replacing the handlers Kopf installed).
+
+    Kopf's own handling stops its watches first and then waits 5 s for its stop-flag
+    waiter, which nothing ends; ours stops scheduling, lets binds in flight finish,
+    releases the lease, and only then stops Kopf through its stop flag: the follower
+    takes over within a retry period and the process exits at once. Main thread only
+    (the only one that receives signals)."""
+    if threading.current_thread() is not threading.main_thread():
+        return []
+    loop = asyncio.get_running_loop()
+
+    def received(sig: signal.Signals) -> None:
+        log.info("signal %s received: stopping", sig.name)
+        stop.set()
+
+    trapped = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, received, sig)
+        except (NotImplementedError, RuntimeError):  # no signals here (e.g. Windows)
+            continue
+        trapped.append(sig)
+    return trapped
 
 
 class _NotKopfs(Collection["asyncio.Task[Any]"]):
@@ -214,16 +255,21 @@ class _NotKopfs(Collection["asyncio.Task[Any]"]):
         return 0
 
 
-async def _kopf_operator(**kwargs: Any) -> None:
-    """``kopf.operator``, minus its cancelling of tasks that are not Kopf's."""
+async def _kopf_operator(*, on_spawned: Callable[[], None], **kwargs: Any) -> None:
+    """``kopf.operator``, minus its cancelling of tasks that are not Kopf's;
+    ``on_spawned`` runs once Kopf has set up (and installed its signal handlers)."""
     tasks = await kopf.spawn_tasks(**kwargs)
+    on_spawned()
     await kopf.run_tasks(tasks, ignored=_NotKopfs())
 
 
 async def _initial_sync(
     rt: Runtime, kopf_ready: asyncio.Event, ready: asyncio.Event | None
 ) -> None:
-    await rt.router.reconcile()
+    # Every watched kind, not only pods and nodes: a first cycle that ran before the PDBs
+    # (or PVCs, ...) arrived would preempt or place without them. kube-scheduler likewise
+    # waits for all its informers' caches before scheduling.
+    await rt.router.reconcile(tuple(w.kind for w in WATCHED))
     await kopf_ready.wait()
     rt.synced.set()
     log.info(
@@ -242,6 +288,25 @@ async def _schedule(rt: Runtime) -> None:
         await rt.scheduler.run()
     finally:
         rt.leading = False
+        await _end_term(rt)
+
+
+async def _end_term(rt: Runtime) -> None:
+    """Binding cycles in flight when scheduling stops. On a graceful stop they finish
+    first, so the lease is released only after their binds reached the API server (the
+    next leader's cache then holds them); the wait stays within the time the lease
+    remains ours unrenewed. After the lease is lost they are cancelled at once: another
+    replica may lead now, and nothing more may be written."""
+    try:
+        if rt.stopping:
+            s = rt.settings
+            grace = SHUTDOWN_GRACE
+            if s.leader_elect:
+                grace = max(0.0, min(grace, s.renew_deadline - s.retry_period))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(rt.scheduler.drain(), grace)
+    finally:
+        await rt.scheduler.abort()
 
 
 async def _lead(rt: Runtime) -> None:
@@ -277,6 +342,7 @@ async def _resync(rt: Runtime) -> None:
 async def _shutdown(
     rt: Runtime, tasks: dict[str, asyncio.Task[Any]], kopf_stop: asyncio.Event
 ) -> None:
+    rt.stopping = True
     for name in ("schedule", "resync", "sync", "stop", "server"):
         t = tasks.get(name)
         if t is not None:

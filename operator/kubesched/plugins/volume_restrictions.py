@@ -10,8 +10,8 @@ Two rules:
 - *ReadWriteOncePod* claims: a pod whose PVC has the ``ReadWriteOncePod`` access mode
   cannot schedule while any other scheduled (or assumed) pod uses that claim. PreFilter
   counts the users over the whole snapshot; Filter rejects every node with Unschedulable
-  ``node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod
-  access mode`` (Unschedulable, not Unresolvable: preemption may remove the user, so
+  ``node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode
+  already in-use by another pod`` (kube-scheduler v1.34's wording; Unschedulable, not Unresolvable: preemption may remove the user, so
   AddPod/RemovePod keep the count). A missing claim fails PreFilter with
   UnschedulableAndUnresolvable ``persistentvolumeclaim "<name>" not found``.
 
@@ -55,7 +55,8 @@ PRE_FILTER_STATE_KEY = "PreFilter" + NAME
 
 ERR_REASON_DISK_CONFLICT = "node(s) had no available disk"
 ERR_REASON_RWOP_CONFLICT = (
-    "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode"
+    "node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode "
+    "already in-use by another pod"
 )
 READ_WRITE_ONCE_POD = "ReadWriteOncePod"
 

@@ -15,7 +15,8 @@ from tests.unit.plugins.storage_builders import make_pvc
 
 DISK = "node(s) had no available disk"
 RWOP = (
-    "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode"
+    "node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode "
+    "already in-use by another pod"
 )
 
 

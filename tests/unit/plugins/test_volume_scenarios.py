@@ -53,8 +53,8 @@ def test_read_write_once_pod_claim_in_use_blocks_a_second_pod() -> None:
     pods = by_name("rwop-conflict.yaml")
     assert pods["second-writer"].status == "Unschedulable"
     assert pods["second-writer"].message.startswith(
-        "0/2 nodes are available: 2 node has pod using PersistentVolumeClaim with the same "
-        "name and ReadWriteOncePod access mode."
+        "0/2 nodes are available: 2 node(s) unavailable due to PersistentVolumeClaim with "
+        "ReadWriteOncePod access mode already in-use by another pod."
     )
 
 

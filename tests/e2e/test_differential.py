@@ -1,0 +1,512 @@
+"""Differential test: the scenario corpus on the real kube-apiserver, scheduled once by the
+real kube-scheduler and once by ``kubesched run``.
+
+Each file under tests/scenarios/ starts with ``# expect: ns/name=NODE|NODE2 ...`` saying
+what kube-scheduler does with it. For every scenario, on one control plane of this
+module's own (so no other test's nodes count):
+
+1. wipe nodes, pods and the other scenario objects;
+2. apply the scenario (``load_scenarios`` defaults it; pods get the scheduler's name);
+3. start the scheduler only then, so every pod is queued before the first cycle, as in
+   the simulator; wait until each pod reached its expected outcome (or a timeout);
+4. read the outcome: the node, ``Unschedulable`` (``PodScheduled=False``, reason
+   Unschedulable) or ``Waiting`` (pending without that condition, e.g. gated).
+
+kube-scheduler's outcome must satisfy the ``# expect:`` line (this validates the corpus);
+kubesched's too; where the expectation names one node both put the pod there, and the
+same pods stay unscheduled in both, with the same message.
+
+No controllers run, so this module plays their part (:class:`Controllers`): pods being
+deleted (preemption victims; no kubelet finishes them) are force-deleted, a PV's
+``claimRef`` written by VolumeBinding is completed into a bound claim (the PV
+controller's ``pv.kubernetes.io/bind-completed``, volumeName and phases), and statuses a
+scenario states (PDB ``disruptionsAllowed``, PV/PVC phases, node images) are written
+through the status subresource. The API server's Priority admission refuses a
+``spec.priority`` without a class, so such pods get a PriorityClass of that value.
+
+Gang scenarios (PodGroup) run with neither: kube-scheduler has no Coscheduling, and
+``kubesched run`` does not watch PodGroups yet; they run in the simulator
+(tests/integration/test_scenario_corpus.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import pathlib
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from kubesched.operator.run import run
+from kubesched.operator.settings import Settings
+from kubesched.simulator.scenario import load_scenarios
+from tests.controlplane import ApiError, Binaries, ControlPlane, RestClient
+
+pytestmark = pytest.mark.timeout(120)
+
+JSON = dict[str, Any]
+
+CORPUS = pathlib.Path(__file__).resolve().parent.parent / "scenarios"
+FILES = sorted(CORPUS.rglob("*.yaml"))
+
+#: Families neither scheduler runs on the real control plane (see the module docstring).
+CLUSTER_SKIPPED = {
+    "gang": "PodGroups: kube-scheduler has no Coscheduling and kubesched run "
+    "does not watch PodGroups yet (covered by the simulator corpus test)"
+}
+
+KUBESCHED = "kubesched"
+KUBE_SCHEDULER = "default-scheduler"
+
+#: How long a scenario may take to reach its expected outcome (preemption needs a
+#: backoff round: about 1-2 s).
+SETTLE_TIMEOUT = 20.0
+#: After the expectations are met, how long pods expected to stay pending are watched.
+QUIET = 1.0
+
+ANN_BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
+ANN_BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
+
+#: Namespaced kinds wiped between scenarios, with their API versions.
+NAMESPACED = (
+    ("v1", "Pod"),
+    ("v1", "PersistentVolumeClaim"),
+    ("v1", "Service"),
+    ("v1", "ReplicationController"),
+    ("apps/v1", "ReplicaSet"),
+    ("apps/v1", "StatefulSet"),
+    ("policy/v1", "PodDisruptionBudget"),
+)
+CLUSTER_SCOPED = (
+    ("v1", "Node"),
+    ("v1", "PersistentVolume"),
+    ("storage.k8s.io/v1", "StorageClass"),
+    ("storage.k8s.io/v1", "CSINode"),
+    ("storage.k8s.io/v1", "CSIDriver"),
+    ("scheduling.k8s.io/v1", "PriorityClass"),
+)
+#: Creation order: what others refer to first.
+ORDER = (
+    "Namespace",
+    "PriorityClass",
+    "StorageClass",
+    "CSIDriver",
+    "Node",
+    "CSINode",
+    "PersistentVolumeClaim",
+    "PersistentVolume",
+    "PodDisruptionBudget",
+    "Service",
+    "ReplicationController",
+    "ReplicaSet",
+    "StatefulSet",
+    "Pod",
+)
+
+
+def expectations(path: pathlib.Path) -> dict[str, set[str]]:
+    first = path.read_text().splitlines()[0]
+    assert first.startswith("# expect:"), f"{path} must start with an '# expect:' line"
+    out: dict[str, set[str]] = {}
+    for item in first.removeprefix("# expect:").split():
+        key, _, value = item.partition("=")
+        out[key] = set(value.split("|"))
+    return out
+
+
+def key_of(obj: Mapping[str, Any]) -> str:
+    meta = obj["metadata"]
+    return f"{meta.get('namespace') or 'default'}/{meta['name']}"
+
+
+# -- the controllers nobody runs ----------------------------------------------------------------
+
+
+class Controllers:
+    """A thread playing kubelet (finish deletions), PV controller (complete bindings)."""
+
+    def __init__(self, api: RestClient, interval: float = 0.1) -> None:
+        self.api = api
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="controllers", daemon=True)
+        self.errors: list[str] = []
+
+    def __enter__(self) -> Controllers:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.step()
+            except ApiError as err:
+                if err.status not in (404, 409):
+                    self.errors.append(str(err))
+
+    def step(self) -> None:
+        for pod in self.api.list("v1", "Pod"):
+            meta = pod["metadata"]
+            if meta.get("deletionTimestamp"):
+                # the kubelet would stop the containers and remove the pod
+                self.api.remove(
+                    "v1", "Pod", meta["name"], meta["namespace"], grace_period_seconds=0
+                )
+        for pv in self.api.list("v1", "PersistentVolume"):
+            ref = pv["spec"].get("claimRef")
+            if ref:
+                self._complete_binding(pv, ref)
+
+    def _complete_binding(self, pv: JSON, ref: Mapping[str, Any]) -> None:
+        """The PV controller's syncVolume/syncClaim for a claimRef VolumeBinding wrote."""
+        ns, name = ref.get("namespace") or "default", ref["name"]
+        pv_name = pv["metadata"]["name"]
+        try:
+            pvc = self.api.read("v1", "PersistentVolumeClaim", name, ns)
+        except ApiError as err:
+            if err.status == 404:
+                return
+            raise
+        annotations = pvc["metadata"].get("annotations") or {}
+        if pvc["spec"].get("volumeName") != pv_name or ANN_BIND_COMPLETED not in annotations:
+            if pvc["spec"].get("volumeName") not in (None, "", pv_name):
+                return  # bound elsewhere: not ours to fix
+            pvc["metadata"].setdefault("annotations", {}).update(
+                {ANN_BIND_COMPLETED: "yes", ANN_BOUND_BY_CONTROLLER: "yes"}
+            )
+            pvc["spec"]["volumeName"] = pv_name
+            pvc = self.api.put(self.api.path("v1", "PersistentVolumeClaim", name, ns), pvc)
+        if (pvc.get("status") or {}).get("phase") != "Bound":
+            self.api.patch(
+                self.api.path("v1", "PersistentVolumeClaim", name, ns, "status"),
+                {
+                    "status": {
+                        "phase": "Bound",
+                        "accessModes": pvc["spec"].get("accessModes"),
+                        "capacity": pv["spec"].get("capacity"),
+                    }
+                },
+            )
+        if (pv.get("status") or {}).get("phase") != "Bound":
+            self.api.patch(
+                self.api.path("v1", "PersistentVolume", pv_name, subresource="status"),
+                {"status": {"phase": "Bound"}},
+            )
+
+
+# -- scenarios on the cluster -------------------------------------------------------------------
+
+
+def wipe(api: RestClient) -> None:
+    """Remove every object a scenario may have created (namespaces stay: without the
+    namespace controller a deleted namespace would stay Terminating)."""
+    for version, kind in NAMESPACED:
+        for obj in api.list(version, kind):
+            meta = obj["metadata"]
+            api.remove(version, kind, meta["name"], meta["namespace"], grace_period_seconds=0)
+    for version, kind in CLUSTER_SCOPED:
+        for obj in api.list(version, kind):
+            name = obj["metadata"]["name"]
+            if kind == "PriorityClass" and name.startswith("system-"):
+                continue
+            api.remove(version, kind, name)
+
+
+def _strip(obj: JSON) -> JSON:
+    out = copy.deepcopy(obj)
+    meta = out["metadata"]
+    for f in ("uid", "resourceVersion", "creationTimestamp", "generation"):
+        meta.pop(f, None)
+    return out
+
+
+def prepare(objects: list[JSON], scheduler_name: str) -> tuple[list[JSON], list[str]]:
+    """Cluster-ready copies of the loaded objects (in creation order) and the keys of the
+    pods to be scheduled, in document order."""
+    classes = {o["metadata"]["name"]: o for o in objects if o["kind"] == "PriorityClass"}
+    global_default = next((c for c in classes.values() if c.get("globalDefault")), None)
+    extra: dict[str, JSON] = {}
+    out: list[JSON] = []
+    pending: list[str] = []
+    for obj in objects:
+        o = _strip(obj)
+        if o["kind"] == "Pod":
+            spec = o["spec"]
+            priority = spec.pop("priority", 0)
+            policy = spec.pop("preemptionPolicy", "PreemptLowerPriority")
+            o.pop("status", None)
+            if (
+                not spec.get("priorityClassName")
+                and not (global_default is not None and priority == global_default["value"])
+                and (priority or policy != "PreemptLowerPriority")
+            ):
+                # Priority admission refuses spec.priority without a class: give it one
+                name = f"diff-p{priority}" + ("-never" if policy == "Never" else "")
+                extra[name] = {
+                    "apiVersion": "scheduling.k8s.io/v1",
+                    "kind": "PriorityClass",
+                    "metadata": {"name": name},
+                    "value": priority,
+                    "preemptionPolicy": policy,
+                }
+                spec["priorityClassName"] = name
+            if not spec.get("nodeName"):
+                spec["schedulerName"] = scheduler_name
+                pending.append(key_of(o))
+        out.append(o)
+    out.extend(extra.values())
+    namespaces = {o["metadata"].get("namespace") for o in out if o["metadata"].get("namespace")} - {
+        o["metadata"]["name"] for o in out if o["kind"] == "Namespace"
+    }
+    out.extend(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+        for ns in sorted(namespaces)
+    )
+    rank = {kind: i for i, kind in enumerate(ORDER)}
+    out.sort(key=lambda o: rank.get(o["kind"], len(ORDER)))  # stable: document order kept
+    return out, pending
+
+
+def apply(api: RestClient, objects: list[JSON]) -> None:
+    uids: dict[str, str] = {}
+    for obj in objects:
+        body = copy.deepcopy(obj)
+        kind = body["kind"]
+        status = body.get("status")
+        if kind == "PersistentVolume":
+            ref = body["spec"].get("claimRef")
+            if ref and ref.get("uid"):
+                ref["uid"] = uids.get(f"{ref.get('namespace') or 'default'}/{ref['name']}", "")
+        try:
+            created = api.create(body)
+        except ApiError as err:
+            if kind == "Namespace" and err.status == 409:
+                continue
+            raise
+        if kind == "PersistentVolumeClaim":
+            uids[key_of(created)] = created["metadata"]["uid"]
+        if status and kind in (
+            "Node",
+            "PersistentVolume",
+            "PersistentVolumeClaim",
+            "PodDisruptionBudget",
+        ):
+            if kind == "PodDisruptionBudget":
+                status = {
+                    "observedGeneration": created["metadata"].get("generation", 1),
+                    "disruptedPods": {},
+                    **status,
+                }
+            meta = created["metadata"]
+            api.patch(
+                api.path(
+                    created["apiVersion"], kind, meta["name"], meta.get("namespace"), "status"
+                ),
+                {"status": status},
+            )
+
+
+def outcome(pod: JSON) -> tuple[str, str]:
+    """(node | Unschedulable | Waiting, the PodScheduled message)."""
+    node = pod["spec"].get("nodeName")
+    for c in pod.get("status", {}).get("conditions") or ():
+        if c["type"] == "PodScheduled" and c["status"] == "False":
+            if node:
+                break
+            if c.get("reason") == "Unschedulable":
+                return "Unschedulable", str(c.get("message") or "")
+            return "Waiting", str(c.get("message") or "")
+    return (node, "") if node else ("Waiting", "")
+
+
+def observe(api: RestClient, keys: list[str]) -> dict[str, tuple[str, str]]:
+    got: dict[str, tuple[str, str]] = {}
+    for key in keys:
+        ns, name = key.split("/")
+        try:
+            got[key] = outcome(api.read("v1", "Pod", name, ns))
+        except ApiError as err:
+            if err.status != 404:
+                raise
+            got[key] = ("Deleted", "")
+    return got
+
+
+def settle(
+    api: RestClient, keys: list[str], expected: Mapping[str, set[str]]
+) -> dict[str, tuple[str, str]]:
+    """Wait until every pod matches its expectation (or SETTLE_TIMEOUT); the outcome."""
+    deadline = time.monotonic() + SETTLE_TIMEOUT
+    while True:
+        got = observe(api, keys)
+        met = all(got[k][0] in expected.get(k, {got[k][0]}) for k in keys)
+        if met or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    if met and any(v == {"Waiting"} or v == {"Unschedulable"} for v in expected.values()):
+        time.sleep(QUIET)  # a pod expected to stay pending must not be bound meanwhile
+        got = observe(api, keys)
+    return got
+
+
+@dataclass
+class Run:
+    scheduler: str
+    outcomes: dict[str, tuple[str, str]] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+class KubeschedThread:
+    """``kubesched run`` (its ``run`` coroutine) in a thread with its own event loop."""
+
+    def __init__(self, kubeconfig: str) -> None:
+        self.settings = Settings(
+            kubeconfig=kubeconfig,
+            scheduler_names=[KUBESCHED],
+            leader_elect=False,
+            bind_address="127.0.0.1",
+            port=0,
+            client_qps=0,
+            resync_seconds=0,
+        )
+        self._ready = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._main, name="kubesched", daemon=True)
+
+    def _main(self) -> None:
+        async def main() -> None:
+            self._loop = asyncio.get_running_loop()
+            self._stop = asyncio.Event()
+            ready = asyncio.Event()
+            task = asyncio.create_task(run(settings=self.settings, stop=self._stop, ready=ready))
+            await ready.wait()
+            self._ready.set()
+            await task
+
+        try:
+            asyncio.run(main())
+        except BaseException as err:
+            self._error = err
+        finally:
+            self._ready.set()
+
+    def __enter__(self) -> KubeschedThread:
+        self._thread.start()
+        assert self._ready.wait(60), "kubesched run not ready within 60 s"
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._loop is not None and self._stop is not None and self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(30)
+        if self._error is not None:
+            raise self._error
+
+
+def run_scenario(
+    cp: ControlPlane, objects: list[JSON], expected: Mapping[str, set[str]], scheduler: str
+) -> Run:
+    api = cp.api
+    wipe(api)
+    prepared, pending = prepare(objects, scheduler)
+    apply(api, prepared)
+    result = Run(scheduler)
+    start = time.monotonic()
+    if scheduler == KUBE_SCHEDULER:
+        sched = cp.start_kube_scheduler()
+        try:
+            result.outcomes = settle(api, pending, expected)
+        finally:
+            sched.stop()
+            cp.schedulers.remove(sched)
+    else:
+        with KubeschedThread(str(cp.kubeconfig)):
+            result.outcomes = settle(api, pending, expected)
+    result.seconds = time.monotonic() - start
+    return result
+
+
+# -- the tests ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def diff_cluster(controlplane_binaries: Binaries) -> Iterator[ControlPlane]:
+    """A control plane of this module's own: node counts appear in failure messages."""
+    with ControlPlane(controlplane_binaries) as cp, Controllers(cp.api) as ctl:
+        yield cp
+        assert not ctl.errors, ctl.errors
+
+
+def _ids() -> list[Any]:
+    params = []
+    for path in FILES:
+        family = path.parent.name
+        marks = (
+            [pytest.mark.skip(reason=CLUSTER_SKIPPED[family])] if family in CLUSTER_SKIPPED else []
+        )
+        params.append(pytest.param(path, id=str(path.relative_to(CORPUS)), marks=marks))
+    return params
+
+
+#: kube-scheduler v1.34's DynamicResources PostFilter, which kubesched does not have (see
+#: docs/differences.md): it adds this reason before preemption's ...
+DRA_NO_CLAIMS = "no new claims to deallocate, "
+#: ... or, when an earlier PreFilter rejected the pod so that its own PreFilter state is
+#: missing, ends PostFilter with this error (preemption's message is then absent).
+DRA_STATE_MISSING = ". not found"
+
+
+def comparable(message: str) -> tuple[str, str | None]:
+    """(the Filter diagnosis, the PostFilter part or None where DRA hid it)."""
+    message = message.replace(DRA_NO_CLAIMS, "")
+    if message.endswith(DRA_STATE_MISSING):
+        return message.removesuffix(DRA_STATE_MISSING), None
+    head, sep, post = message.partition(". preemption: ")
+    return head, (sep + post) if sep else ""
+
+
+def _fmt(outcomes: Mapping[str, tuple[str, str]]) -> str:
+    return "; ".join(f"{k}={v[0]}" + (f" ({v[1]})" if v[1] else "") for k, v in outcomes.items())
+
+
+@pytest.mark.parametrize("path", _ids())
+def test_kube_scheduler_and_kubesched_agree(diff_cluster: ControlPlane, path: pathlib.Path) -> None:
+    expected = expectations(path)
+    objects = load_scenarios([str(path)])
+    theirs = run_scenario(diff_cluster, objects, expected, KUBE_SCHEDULER)
+    ours = run_scenario(diff_cluster, objects, expected, KUBESCHED)
+    report = (
+        f"\nkube-scheduler ({theirs.seconds:.1f} s): {_fmt(theirs.outcomes)}"
+        f"\nkubesched      ({ours.seconds:.1f} s): {_fmt(ours.outcomes)}"
+    )
+    for key, allowed in expected.items():
+        assert key in theirs.outcomes, f"{key} is not a pod the scenario schedules"
+        assert theirs.outcomes[key][0] in allowed, (
+            f"the corpus is wrong: kube-scheduler put {key} on {theirs.outcomes[key][0]}, "
+            f"expected {sorted(allowed)}{report}"
+        )
+        assert ours.outcomes[key][0] in allowed, (
+            f"kubesched put {key} on {ours.outcomes[key][0]}, expected {sorted(allowed)}{report}"
+        )
+    for key, (where, message) in theirs.outcomes.items():
+        mine, my_message = ours.outcomes[key]
+        if len(expected.get(key, ())) == 1 or where in ("Unschedulable", "Waiting"):
+            assert mine == where, f"{key}: kube-scheduler {where}, kubesched {mine}{report}"
+        if where == "Unschedulable":
+            (filters, post), (my_filters, my_post) = comparable(message), comparable(my_message)
+            assert my_filters == filters, f"{key}: messages differ{report}"
+            if post is not None:
+                assert my_post == post, f"{key}: messages differ{report}"
