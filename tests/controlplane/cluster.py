@@ -36,7 +36,7 @@ from tests.controlplane.rest import JSON, ApiError, RestClient
 
 T = TypeVar("T")
 
-BINARIES = ("etcd", "kube-apiserver", "kube-scheduler")
+BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kubectl")
 
 #: Identities with a static token: name -> (user name, groups). ``token_for(name)``.
 #: kube-apiserver adds ``system:authenticated`` to every authenticated user itself.
@@ -102,19 +102,23 @@ def wait_for(
 
 @dataclass(frozen=True)
 class Binaries:
-    """Paths of the three binaries in an envtest-style directory."""
+    """Paths of the four binaries in an envtest-style directory."""
 
     etcd: Path
     kube_apiserver: Path
     kube_scheduler: Path
+    kubectl: Path
 
     @classmethod
     def from_dir(cls, directory: str | os.PathLike[str]) -> Binaries:
         root = Path(directory)
         missing = [b for b in BINARIES if not os.access(root / b, os.X_OK)]
         if missing:
-            raise FileNotFoundError(f"{root} lacks executable {', '.join(missing)}")
-        return cls(root / "etcd", root / "kube-apiserver", root / "kube-scheduler")
+            raise FileNotFoundError(
+                f"{root} lacks executable {', '.join(missing)} "
+                "(tests/controlplane/build completes a cache: it builds only what is missing)"
+            )
+        return cls(*(root / b for b in BINARIES))
 
 
 class Process:
@@ -258,6 +262,7 @@ class ControlPlane:
         self.apiserver: Process | None = None
         self.schedulers: list[KubeScheduler] = []
         self._clients: dict[str, RestClient] = {}
+        self._kubeconfigs: dict[str, Path] = {}
         self._ssl: ssl.SSLContext | None = None
         self._node_count = 0
         #: the serving certificate + CA kube-apiserver generates in its --cert-dir
@@ -401,6 +406,7 @@ class ControlPlane:
         # The serving certificate kube-apiserver generated (self-signed, 127.0.0.1 among its
         # addresses) followed by its CA: trust that file, verify hostnames as usual.
         self._ssl = ssl.create_default_context(cafile=str(self.ca_file))
+        self._kubeconfigs.clear()  # a new server address: kubectl kubeconfigs are rewritten
         self.kubeconfig = self.kubeconfig_for("admin")
         wait_for(
             lambda: self._exists("/api/v1/namespaces/default"),
@@ -513,6 +519,41 @@ class ControlPlane:
         path.write_text(yaml.safe_dump(config, sort_keys=False))
         path.chmod(0o600)
         return path
+
+    def kubectl(
+        self,
+        *args: str | os.PathLike[str],
+        input: str | None = None,
+        identity: str = "admin",
+        check: bool = False,
+        timeout: float = 60.0,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the built kubectl as a static identity; return the finished process.
+
+        Text in and out (``.stdout``, ``.stderr``, ``.returncode``): a failing command is
+        something tests assert on (admission messages), so it raises only with ``check``.
+        ``input`` goes to stdin (``kubectl("apply", "-f", "-", input=yaml_text)``). The
+        namespace is ``default`` unless ``-n`` is given; no user kubeconfig or cache is read
+        (``KUBECONFIG`` and ``HOME`` point into the control plane's directory).
+        """
+        if identity not in self._kubeconfigs:
+            self._kubeconfigs[identity] = self.kubeconfig_for(identity)
+        home = self.dir / "kubectl-home"
+        home.mkdir(exist_ok=True)
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(home),  # kubectl's discovery cache lives under $HOME/.kube/cache
+            "KUBECONFIG": str(self._kubeconfigs[identity]),
+        }
+        return subprocess.run(
+            [str(self.binaries.kubectl), *map(str, args)],
+            input=input,
+            capture_output=True,
+            text=True,
+            env=env,
+            check=check,
+            timeout=timeout,
+        )
 
     # -- objects -----------------------------------------------------------------------------
 

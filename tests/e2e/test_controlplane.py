@@ -133,3 +133,20 @@ def test_real_kube_scheduler_binds_pods_on_bare_nodes(
     assert "nodeName" not in cp.api.read("v1", "Pod", "not-ours", "default")["spec"]
     scheduler.stop()
     assert not scheduler.running()
+
+
+def test_kubectl_applies_and_gets_as_an_identity(
+    controlplane: ControlPlane, namespace: str
+) -> None:
+    config_map = (
+        "apiVersion: v1\nkind: ConfigMap\n"
+        f"metadata: {{name: applied, namespace: {namespace}}}\ndata: {{k: v}}\n"
+    )
+    applied = controlplane.kubectl("apply", "-f", "-", input=config_map)
+    assert applied.returncode == 0, applied.stderr
+    assert applied.stdout.strip() == "configmap/applied created"
+    got = controlplane.kubectl("get", "configmap", "applied", "-n", namespace, "-o", "name")
+    assert got.stdout.strip() == "configmap/applied"
+    denied = controlplane.kubectl("get", "pods", "-n", namespace, identity="nobody")
+    assert denied.returncode != 0
+    assert 'User "nobody" cannot list resource "pods"' in denied.stderr
