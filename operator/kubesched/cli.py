@@ -1,4 +1,4 @@
-"""The ``kubesched`` command line: ``run``, ``simulate``, ``explain`` and ``version``.
+"""The ``kubesched`` command line: ``run``, ``bench``, ``simulate``, ``explain`` and ``version``.
 
 Each subcommand is a ``_add_<name>`` function that registers its parser and handler;
 handlers return the exit code. Bad input (an invalid scenario, a bad flag) prints one
@@ -459,6 +459,106 @@ def _add_version(sub: Any) -> None:
     p.set_defaults(handler=_version)
 
 
+# --- bench ---------------------------------------------------------------------------------
+
+
+def _bench(args: argparse.Namespace) -> int:
+    # Imported here: aiohttp and the kube client are not needed by the other subcommands.
+    from kubesched.bench.cluster import KUBE_SCHEDULER, KUBESCHED, BenchOptions, bench_cluster
+    from kubesched.bench.controlplane import ControlPlaneError, binaries_dir
+    from kubesched.bench.report import document, render_table
+
+    if args.workload not in WORKLOADS:
+        raise BadInput(f"unknown workload {args.workload!r} (known: {', '.join(WORKLOADS)})")
+    for flag in ("nodes", "pods"):
+        if getattr(args, flag) is not None and getattr(args, flag) < 0:
+            raise BadInput(f"--{flag} must not be negative")
+    schedulers = [KUBESCHED] + ([KUBE_SCHEDULER] if args.compare else [])
+    try:
+        binaries = None
+        if args.kubeconfig is None or args.compare:
+            binaries = binaries_dir(args.controlplane_dir)
+        options = BenchOptions(
+            workload=args.workload,
+            nodes=args.nodes,
+            pods=args.pods,
+            kubeconfig=args.kubeconfig,
+            binaries=binaries,
+            creators=args.creators,
+        )
+        with asyncio.Runner(loop_factory=asyncio.new_event_loop) as runner:
+            results = runner.run(bench_cluster(options, schedulers))
+    except ControlPlaneError as e:
+        raise BadInput(str(e)) from None
+    w = WORKLOADS[args.workload]
+    doc = document(
+        workload=args.workload,
+        nodes=w.default_nodes if args.nodes is None else args.nodes,
+        pods=w.default_pods if args.pods is None else args.pods,
+        target=args.target,
+        results=results,
+    )
+    if args.output == "json":
+        print(orjson.dumps(doc).decode())
+    else:
+        print(render_table(doc))
+    return EXIT_OK
+
+
+def _add_bench(sub: Any) -> None:
+    p = sub.add_parser(
+        "bench",
+        help="measure scheduling throughput and latency (scheduler_perf workloads)",
+        description=(
+            "Schedule a generated workload and measure throughput (bound pods per second, "
+            "sampled every second), create-to-bound latency, CPU and peak RSS. "
+            "--target cluster runs `kubesched run` (and with --compare kube-scheduler, the "
+            "real kube-scheduler on an identical copy) against a real API server: a fresh "
+            "etcd + kube-apiserver per scheduler unless --kubeconfig names a cluster."
+        ),
+    )
+    p.add_argument(
+        "--workload",
+        default="SchedulingBasic",
+        metavar="NAME",
+        help=f"one of {', '.join(WORKLOADS)} (default: SchedulingBasic)",
+    )
+    p.add_argument("--nodes", type=int, metavar="N", help="default: the workload's")
+    p.add_argument("--pods", type=int, metavar="M", help="default: the workload's")
+    p.add_argument(
+        "--target",
+        choices=("cluster",),
+        default="cluster",
+        help="where to schedule (default: cluster)",
+    )
+    p.add_argument(
+        "--compare",
+        choices=("kube-scheduler",),
+        help="also measure kube-scheduler on an identical copy of the workload",
+    )
+    p.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="a cluster to use (bare nodes and pods are created there in a fresh "
+        "namespace, then removed); default: a throw-away control plane",
+    )
+    p.add_argument(
+        "--controlplane-dir",
+        metavar="DIR",
+        help="etcd, kube-apiserver, kube-scheduler (default: "
+        "KUBESCHED_CONTROLPLANE_DIR, then KUBEBUILDER_ASSETS)",
+    )
+    p.add_argument(
+        "--creators",
+        type=int,
+        default=32,
+        metavar="N",
+        help="pod create requests in flight (default: 32)",
+    )
+    p.add_argument("--output", choices=("table", "json"), default="table")
+    p.set_defaults(handler=_bench)
+
+
 # --- entry point -------------------------------------------------------------------------
 
 
@@ -469,6 +569,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_run(sub)
+    _add_bench(sub)
     _add_explain(sub)
     _add_simulate(sub)
     _add_validate(sub)

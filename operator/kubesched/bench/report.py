@@ -1,0 +1,154 @@
+"""Benchmark numbers: percentiles, scheduler_perf's throughput summary, and the output.
+
+One run of one scheduler yields a :class:`RunResult`; ``kubesched bench`` prints one
+document per invocation::
+
+    {"workload": ..., "nodes": N, "pods": M, "target": "cluster",
+     "kubesched": {...}, "kube-scheduler": {...} (with --compare),
+     "ratio": kubesched's average throughput / kube-scheduler's}
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["RunResult", "document", "percentile", "render_table", "throughput_summary"]
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Nearest-rank percentile (q in 0..100) of ``values``; None when empty."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+def throughput_summary(samples: Sequence[float]) -> dict[str, float | None]:
+    """scheduler_perf's SchedulingThroughput: pods/s per one-second sample (the first,
+    partial one already dropped by the caller), as average and percentiles."""
+    return {
+        "average": sum(samples) / len(samples) if samples else None,
+        "p50": percentile(samples, 50),
+        "p90": percentile(samples, 90),
+        "p99": percentile(samples, 99),
+        "samples": len(samples),
+    }
+
+
+@dataclass
+class RunResult:
+    """What one scheduler did with one copy of the workload."""
+
+    scheduler: str
+    pods: int
+    scheduled: int = 0
+    samples: list[float] = field(default_factory=list)
+    """Bound pods per second, one per one-second interval, the first dropped."""
+    latencies: list[float] = field(default_factory=list)
+    """Create-to-bound seconds of each bound pod."""
+    seconds: float = 0.0
+    """From the first pod created to the last pod bound (or to giving up)."""
+    cpu_seconds: float | None = None
+    """The scheduler process's user + system CPU over the measured window."""
+    peak_rss_bytes: int | None = None
+    """The scheduler process's peak resident set size (VmHWM), startup included."""
+    creation_seconds: float = 0.0
+    """How long the benchmark took to create the pods (a bound on measurable throughput)."""
+
+    def to_json(self) -> dict[str, Any]:
+        tp = throughput_summary(self.samples)
+        return {
+            "scheduled": self.scheduled,
+            "pods": self.pods,
+            "throughput": {
+                **tp,
+                "overall": self.scheduled / self.seconds if self.seconds > 0 else None,
+            },
+            "latency_seconds": {
+                "p50": percentile(self.latencies, 50),
+                "p90": percentile(self.latencies, 90),
+                "p99": percentile(self.latencies, 99),
+            },
+            "seconds": round(self.seconds, 3),
+            "pod_creation_seconds": round(self.creation_seconds, 3),
+            "cpu_seconds": self.cpu_seconds,
+            "peak_rss_bytes": self.peak_rss_bytes,
+        }
+
+
+def document(
+    *,
+    workload: str,
+    nodes: int,
+    pods: int,
+    target: str,
+    results: Mapping[str, RunResult],
+) -> dict[str, Any]:
+    doc: dict[str, Any] = {"workload": workload, "nodes": nodes, "pods": pods, "target": target}
+    for name, result in results.items():
+        doc[name] = result.to_json()
+    ratio = None
+    ours, theirs = results.get("kubesched"), results.get("kube-scheduler")
+    if ours is not None and theirs is not None:
+        # scheduler_perf's average of one-second samples; runs too short for a sample
+        # (under about two seconds) fall back to pods bound / seconds taken
+        a = throughput_summary(ours.samples)["average"]
+        b = throughput_summary(theirs.samples)["average"]
+        if a is None or b is None:
+            a = ours.to_json()["throughput"]["overall"]
+            b = theirs.to_json()["throughput"]["overall"]
+        if a is not None and b:
+            ratio = round(a / b, 3)
+    doc["ratio"] = ratio
+    return doc
+
+
+def _fmt(value: Any, unit: str = "", digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}{unit}"
+    return f"{value}{unit}"
+
+
+Row = tuple[str, Callable[[Mapping[str, Any]], str]]
+
+
+def _mib(value: int | None) -> float | None:
+    return value / 2**20 if value is not None else None
+
+
+def _tp(r: Mapping[str, Any]) -> str:
+    return "/".join(_fmt(r["throughput"][k], digits=0) for k in ("p50", "p90", "p99"))
+
+
+ROWS: tuple[Row, ...] = (
+    ("scheduled", lambda r: f"{r['scheduled']}/{r['pods']}"),
+    ("throughput avg (pods/s)", lambda r: _fmt(r["throughput"]["average"])),
+    ("throughput p50/p90/p99", _tp),
+    ("throughput overall (pods/s)", lambda r: _fmt(r["throughput"]["overall"])),
+    ("latency p50 (s)", lambda r: _fmt(r["latency_seconds"]["p50"], digits=3)),
+    ("latency p90 (s)", lambda r: _fmt(r["latency_seconds"]["p90"], digits=3)),
+    ("latency p99 (s)", lambda r: _fmt(r["latency_seconds"]["p99"], digits=3)),
+    ("cpu (s)", lambda r: _fmt(r["cpu_seconds"], digits=2)),
+    ("peak rss (MiB)", lambda r: _fmt(_mib(r["peak_rss_bytes"]))),
+    ("duration (s)", lambda r: _fmt(r["seconds"], digits=2)),
+)
+
+
+def render_table(doc: Mapping[str, Any]) -> str:
+    names = [n for n in ("kubesched", "kube-scheduler") if n in doc]
+    width = max(len(label) for label, _ in ROWS)
+    lines = [
+        f"{doc['workload']}: {doc['nodes']} nodes, {doc['pods']} pods, target {doc['target']}",
+        " " * width + "".join(f"  {n:>16}" for n in names),
+    ]
+    for label, get in ROWS:
+        lines.append(f"{label:<{width}}" + "".join(f"  {get(doc[n]):>16}" for n in names))
+    if doc.get("ratio") is not None:
+        lines.append(f"ratio (kubesched / kube-scheduler throughput): {doc['ratio']:.3f}")
+    return "\n".join(lines)
