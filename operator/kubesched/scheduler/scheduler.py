@@ -21,7 +21,13 @@ from kubesched.api.profile import ProfileSpec
 from kubesched.backend.cache import Cache
 from kubesched.backend.nominator import Nominator
 from kubesched.backend.queue import QueueSet, SchedulingQueue
-from kubesched.framework.cluster_port import ClusterPort, NotFound, ObjectStore, PodCondition
+from kubesched.framework.cluster_port import (
+    ClusterPort,
+    Conflict,
+    NotFound,
+    ObjectStore,
+    PodCondition,
+)
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import ActionType, ClusterEvent, EventResource
 from kubesched.framework.nodeinfo import QueuedPodInfo
@@ -240,6 +246,15 @@ class Scheduler:
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
+    async def abort(self) -> None:
+        """Cancel binding cycles and writes in flight, and wait for them to end (the lease
+        was lost: this replica must write nothing more)."""
+        while self._tasks:
+            tasks = list(self._tasks)
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
     # -- one scheduling cycle ------------------------------------------------------------------------
     def schedule_one(self, profile_name: str, qpi: QueuedPodInfo) -> None:
         queue = self.queues.queue(profile_name)
@@ -423,8 +438,12 @@ class Scheduler:
             fwk.run_unreserve(state, assumed, node)
             self.cache.forget_pod(assumed)
             self.queues.move_all_to_active_or_backoff(ASSIGNED_POD_DELETE, assumed, None)
-            if s.error is not None and isinstance(s.error, NotFound):
-                # The pod is gone: nothing to requeue.
+            if isinstance(s.error, NotFound) or (point == "Bind" and isinstance(s.error, Conflict)):
+                # The pod is gone, or (409 at Bind: "already assigned") someone else bound
+                # it -- another replica's last binds during a failover. The watch brings
+                # its node; nothing to requeue, nothing to report.
+                if isinstance(s.error, Conflict):
+                    log.info("pod %s was bound by someone else: %s", assumed.key, s.error)
                 self.stats.outcomes.pop(assumed.uid, None)
                 self._attempt_start.pop(assumed.uid, None)
                 return
