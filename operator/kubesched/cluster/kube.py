@@ -78,6 +78,7 @@ LIST_PATHS = {
     "CSIDriver": ("/apis/storage.k8s.io/v1", "csidrivers"),
     "PodDisruptionBudget": ("/apis/policy/v1", "poddisruptionbudgets"),
     "PriorityClass": ("/apis/scheduling.k8s.io/v1", "priorityclasses"),
+    "PodGroup": ("/apis/kubesched.dev/v1alpha1", "podgroups"),
 }
 
 

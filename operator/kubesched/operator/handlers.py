@@ -27,6 +27,7 @@ from typing import Any
 import kopf
 
 from kubesched.cluster.kube import KubeCluster
+from kubesched.framework.cluster_port import NotFound
 from kubesched.scheduler.eventhandlers import EventHandlers
 
 __all__ = ["WATCHED", "WatchRouter", "Watched", "build_registry"]
@@ -58,8 +59,15 @@ WATCHED: tuple[Watched, ...] = (
     Watched("CSIDriver", "storage.k8s.io/v1", "csidrivers"),
     Watched("PodDisruptionBudget", "policy/v1", "poddisruptionbudgets"),
     Watched("PriorityClass", "scheduling.k8s.io/v1", "priorityclasses"),
+    Watched("PodGroup", "kubesched.dev/v1alpha1", "podgroups"),
 )
-"""Pods and nodes, and what the plugins read from the store or requeue on."""
+"""Pods and nodes, and what the plugins read from the store or requeue on. PodGroups
+(Coscheduling's gangs) need their CRD: without it Kopf skips the watch and the initial
+sync lists none (Kopf's CRD scanning is off, so a CRD installed later needs a restart)."""
+
+
+OPTIONAL_KINDS = frozenset({"PodGroup"})
+"""Custom resources: a missing CRD means none exist, not an error."""
 
 
 def _rv(obj: Obj) -> int | None:
@@ -89,6 +97,8 @@ class WatchRouter:
         self.handlers: EventHandlers | None = None
         self._reported: dict[str, str] = {}
         """uid -> resourceVersion of the last malformed version reported."""
+        self.listeners: list[Callable[[str, str, Obj, Obj | None], None]] = []
+        """Called after EventHandlers with every delivered event (e.g. PodGroup status)."""
 
     def attach(self, handlers: EventHandlers) -> None:
         self.handlers = handlers
@@ -129,6 +139,8 @@ class WatchRouter:
             return
         try:
             self.handlers.on_event(kind, event_type, obj, old)
+            for listener in self.listeners:
+                listener(kind, event_type, obj, old)
         except Exception:  # a bug in a handler must not stop the watch
             meta = obj.get("metadata") or {}
             log.exception(
@@ -181,7 +193,13 @@ class WatchRouter:
         deleted = 0
         for kind in kinds:
             before = {key: _uid(o) for key, o in self.cluster.objects.get(kind, {}).items()}
-            items = await self.cluster.list_objects(kind)
+            try:
+                items = await self.cluster.list_objects(kind)
+            except NotFound:
+                if kind not in OPTIONAL_KINDS:
+                    raise
+                log.info("%s is not served (its CRD is not installed): none listed", kind)
+                continue
             listed: set[tuple[str, str]] = set()
             for item in items:
                 item.setdefault("kind", kind)

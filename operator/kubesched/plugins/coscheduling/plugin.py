@@ -468,6 +468,8 @@ def _is_node(pod: Pod, old: object, new: object) -> bool:
 def _own_pod_group(pod: Pod, old: object, new: object) -> bool:
     if not isinstance(new, Mapping):
         return True
+    if isinstance(old, Mapping) and old.get("spec") == new.get("spec"):
+        return False  # status or metadata only (e.g. the operator's status writes)
     meta = new.get("metadata") or {}
     return f"{meta.get('namespace') or 'default'}/{meta.get('name')}" == gang_key(pod)
 

@@ -1,0 +1,338 @@
+"""PodGroup status, kept current by the leader (level-based).
+
+The desired ``status`` of a PodGroup is computed by :func:`kubesched.api.podgroup.podgroup_status`
+from what this replica already holds: the PodGroup and its member pods in the object
+store, and Coscheduling's report (members waiting at Permit, why the gang does not fit,
+whether its last attempt timed out). It is written to the status subresource only when it
+differs from what the API server has. Two triggers:
+
+* a watch event of a member pod (or a new or changed PodGroup), debounced, so a gang of
+  500 pods binding at once costs one write, not 500;
+* a Kopf timer on every PodGroup (every :data:`STATUS_INTERVAL` seconds), for what no
+  watch event shows: members reserved at Permit, a Permit timeout. A tick that finds the
+  status unchanged writes nothing.
+
+Each change of the phase (or of the ``PodGroupScheduled`` reason, so a timeout is
+reported even when the phase stays) is also an ``events.k8s.io/v1`` Event on the PodGroup,
+reported by the scheduler's name: ``Scheduled``, ``Running``, ``Succeeded`` (Normal);
+``Unschedulable``, ``Timeout``, ``Failed`` (Warning); ``Pending``, ``Scheduling``.
+
+Only the leader computes and writes; a follower's timer ticks return at once. Kopf's
+timer puts its finalizer (``kubesched.dev/finalizer``) on PodGroups, ours to put there;
+pods only ever see ``@kopf.on.event`` handlers, which write nothing to them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import kopf
+import pydantic
+
+from kubesched.api.podgroup import (
+    CONDITION_SCHEDULED,
+    GROUP,
+    VERSION,
+    pod_group_name,
+    podgroup_status,
+)
+from kubesched.cluster.kube import KubeCluster
+from kubesched.operator.handlers import WatchRouter
+from kubesched.scheduler.scheduler import Scheduler
+
+__all__ = ["DEBOUNCE", "STATUS_INTERVAL", "PodGroupStatusWriter", "register"]
+
+log = logging.getLogger("kubesched.operator.podgroups")
+
+Obj = Mapping[str, Any]
+
+STATUS_INTERVAL = 3.0
+"""Seconds between timer ticks per PodGroup: how stale "waiting at Permit" counts and a
+timeout may be at most (member pod changes are written within :data:`DEBOUNCE`)."""
+DEBOUNCE = 0.25
+"""Seconds a pod event waits for more of its gang's events before the status is written."""
+MERGE_PATCH = "application/merge-patch+json"
+WARNING_REASONS = frozenset({"Unschedulable", "Timeout", "Failed"})
+
+
+@dataclass(frozen=True, slots=True)
+class _Written:
+    uid: str
+    resource_version: int
+    status: dict[str, Any]
+
+
+def _rv(obj: Obj) -> int:
+    try:
+        return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
+    except ValueError:
+        return 0
+
+
+def _rfc3339(t: datetime) -> str:
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _key(obj: Obj) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace") or "default"), str(meta.get("name") or "")
+
+
+def _phase_and_reason(status: Obj) -> tuple[str | None, str | None]:
+    reason = None
+    for c in status.get("conditions") or ():
+        if isinstance(c, Mapping) and c.get("type") == CONDITION_SCHEDULED:
+            reason = c.get("reason")
+    return status.get("phase"), reason
+
+
+class PodGroupStatusWriter:
+    """Computes and writes PodGroup status; fed by the WatchRouter and a Kopf timer."""
+
+    def __init__(
+        self,
+        cluster: KubeCluster,
+        scheduler: Scheduler,
+        *,
+        reporter: str,
+        leading: Callable[[], bool],
+        debounce: float = DEBOUNCE,
+        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.cluster = cluster
+        self.scheduler = scheduler
+        self.reporter = reporter
+        self.leading = leading
+        self.debounce = debounce
+        self._wall_clock = wall_clock
+        self._members: dict[str, set[str]] = {}
+        """Group key -> keys (namespace/name) of the pods that name it."""
+        self._group_of: dict[str, str] = {}
+        self._written: dict[str, _Written] = {}
+        """Our last write per group, until the watch brings it (the store may lag)."""
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._dirty: set[str] = set()
+        self._flush: asyncio.TimerHandle | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.writes = 0
+        """Status patches made (tests, logs)."""
+
+    # -- watch events ------------------------------------------------------------------------------
+    def on_event(self, kind: str, event_type: str, obj: Obj, old: Obj | None) -> None:
+        """The WatchRouter's listener: keeps the membership index, marks groups dirty."""
+        if kind == "Pod":
+            ns, name = _key(obj)
+            pod_key = f"{ns}/{name}"
+            labels = (obj.get("metadata") or {}).get("labels") or {}
+            group = pod_group_name(labels) if event_type != "DELETED" else None
+            key = f"{ns}/{group}" if group else None
+            prev = self._group_of.get(pod_key)
+            if prev != key:
+                if prev is not None:
+                    members = self._members.get(prev)
+                    if members is not None:
+                        members.discard(pod_key)
+                        if not members:
+                            del self._members[prev]
+                    self.touch(prev)
+                if key is None:
+                    self._group_of.pop(pod_key, None)
+                else:
+                    self._group_of[pod_key] = key
+                    self._members.setdefault(key, set()).add(pod_key)
+            if key is not None:
+                self.touch(key)
+        elif kind == "PodGroup":
+            ns, name = _key(obj)
+            key = f"{ns}/{name}"
+            if event_type == "DELETED":
+                self._written.pop(key, None)
+                self._locks.pop(key, None)
+            elif old is None or old.get("spec") != obj.get("spec"):
+                self.touch(key)
+
+    def touch(self, key: str) -> None:
+        """Write ``namespace/name``'s status soon (after the debounce), if leading."""
+        if not self.leading():
+            return
+        self._dirty.add(key)
+        if self._flush is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return  # no loop: the timer will do it
+            self._flush = loop.call_later(self.debounce, self._start_flush)
+
+    def _start_flush(self) -> None:
+        self._flush = None
+        keys, self._dirty = sorted(self._dirty), set()
+        task = asyncio.get_running_loop().create_task(self._sync_all(keys))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _sync_all(self, keys: list[str]) -> None:
+        for key in keys:
+            await self.sync(key)
+
+    async def close(self) -> None:
+        """Stop pending writes (Kopf's cleanup)."""
+        if self._flush is not None:
+            self._flush.cancel()
+            self._flush = None
+        tasks = list(self._tasks)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # -- the status ----------------------------------------------------------------------------------
+    def _report(self, namespace: str, name: str) -> Any:
+        """Coscheduling's GangReport for the group, from whichever profile holds it."""
+        seen: set[int] = set()
+        for profile in list(self.scheduler.profiles.values()):
+            chain = profile.framework.chain
+            for plugin in (chain.queue_sort, *chain.permit, *chain.pre_filter):
+                report = getattr(plugin, "report", None)
+                if report is None or id(plugin) in seen:
+                    continue
+                seen.add(id(plugin))
+                found = report(namespace, name)
+                if found is not None:
+                    return found
+        return None
+
+    def desired(self, group: Obj) -> dict[str, Any]:
+        """The status ``group`` should have now (raises pydantic's ValidationError)."""
+        ns, name = _key(group)
+        members = []
+        for pod_key in sorted(self._members.get(f"{ns}/{name}", ())):
+            pod_ns, _, pod_name = pod_key.partition("/")
+            pod = self.cluster.get("Pod", pod_ns, pod_name)
+            if pod is not None:
+                members.append(pod)
+        now = self._wall_clock()
+        report = self._report(ns, name)
+        start: str | None = None
+        if (
+            report is not None
+            and report.schedule_start is not None
+            and not (group.get("status") or {}).get("scheduleStartTime")
+        ):
+            # Coscheduling keeps loop time; the first try is kept once written.
+            ago = asyncio.get_running_loop().time() - report.schedule_start
+            start = _rfc3339(now - timedelta(seconds=max(0.0, ago)))
+        return podgroup_status(
+            group,
+            members,
+            report.waiting_uids if report is not None else (),
+            now=_rfc3339(now),
+            blocked=report.blocked if report is not None else "",
+            timed_out=report.timed_out if report is not None else False,
+            schedule_start_time=start,
+        )
+
+    async def sync(self, key: str) -> bool:
+        """Write the group's status if it changed (leader only); True when written."""
+        if not self.leading():
+            return False
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            try:
+                return await self._sync(key)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.warning("PodGroup %s: status not written: %s", key, e)
+                return False
+
+    async def _sync(self, key: str) -> bool:
+        ns, _, name = key.partition("/")
+        group = self.cluster.get("PodGroup", ns, name)
+        if group is None or not self.leading():
+            return False
+        meta = group.get("metadata") or {}
+        uid = str(meta.get("uid") or "")
+        if meta.get("deletionTimestamp"):
+            return False
+        written = self._written.get(key)
+        if written is not None and written.uid == uid and written.resource_version > _rv(group):
+            group = {**group, "status": written.status}  # the watch has not brought it yet
+        current: Obj = group.get("status") or {}
+        try:
+            status = self.desired(group)
+        except pydantic.ValidationError as e:
+            log.debug("PodGroup %s: invalid spec, no status: %s", key, e)
+            return False
+        if all(current.get(k) == v for k, v in status.items()):
+            return False
+        path = f"/apis/{GROUP}/{VERSION}/namespaces/{ns}/podgroups/{name}/status"
+        updated = await self.cluster.request(
+            "PATCH", path, {"status": status}, content_type=MERGE_PATCH
+        )
+        self.writes += 1
+        if isinstance(updated, Mapping):
+            self._written[key] = _Written(uid, _rv(updated), dict(updated.get("status") or status))
+        before, after = _phase_and_reason(current), _phase_and_reason(status)
+        if before != after and (before != (None, None) or after[0] != "Pending"):
+            self._event(group, status)
+        return True
+
+    def _event(self, group: Obj, status: Obj) -> None:
+        phase, cond_reason = _phase_and_reason(status)
+        reason = str(cond_reason if cond_reason in ("Unschedulable", "Timeout") else phase)
+        if phase == "Failed":
+            reason = "Failed"
+        message = str(status.get("message") or "")
+        for c in status.get("conditions") or ():
+            if not message and c.get("type") == CONDITION_SCHEDULED:
+                message = str(c.get("message") or "")
+        counts = status.get("counts") or {}
+        summary = ", ".join(f"{v} {k}" for k, v in counts.items() if v)
+        note = f"PodGroup is {phase}" + (f" ({summary})" if summary else "")
+        if message:
+            note += f": {message}"
+        meta = group.get("metadata") or {}
+        self.cluster.post_event(
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "PodGroup",
+                "namespace": str(meta.get("namespace") or "default"),
+                "name": str(meta.get("name") or ""),
+                "uid": str(meta.get("uid") or ""),
+            },
+            event_type="Warning" if reason in WARNING_REASONS else "Normal",
+            reason=reason,
+            action="Scheduling",
+            message=note,
+            reporting_controller=self.reporter,
+        )
+
+
+def register(
+    registry: kopf.OperatorRegistry,
+    router: WatchRouter,
+    scheduler: Scheduler,
+    *,
+    reporter: str,
+    leading: Callable[[], bool],
+    interval: float = STATUS_INTERVAL,
+) -> PodGroupStatusWriter:
+    """Hook PodGroup status into a run: the router's listener, a timer, a cleanup."""
+    writer = PodGroupStatusWriter(router.cluster, scheduler, reporter=reporter, leading=leading)
+    router.listeners.append(writer.on_event)
+
+    @kopf.timer(
+        GROUP, VERSION, "podgroups", registry=registry, id="podgroup-status", interval=interval
+    )
+    async def podgroup_status_timer(namespace: str | None, name: str | None, **_: Any) -> None:
+        await writer.sync(f"{namespace or 'default'}/{name}")
+
+    @kopf.on.cleanup(registry=registry, id="podgroup-status-cleanup")
+    async def podgroup_status_cleanup(**_: Any) -> None:
+        await writer.close()
+
+    return writer

@@ -1,0 +1,333 @@
+"""Gang scheduling on the real kube-apiserver: PodGroups applied with ``kubectl``.
+
+The CRDs in ``crds/`` are installed with ``kubectl apply`` before ``kubesched run``
+starts (Kopf resolves the watched resources once, at start). Each test applies a
+PodGroup and a Job-like set of member pods in its own namespace, on nodes of its own
+(selected by a unique label), and checks what a user sees: bindings, the PodGroup's
+status (``kubectl get kpg``) and the Events on the PodGroup and its pods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kubesched.api.profile import PluginRef, Plugins, PluginSet, ProfileSpec
+from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.interface import PreFilterResult
+from kubesched.framework.nodeinfo import NodeInfo
+from kubesched.framework.status import Status
+from kubesched.framework.types import Pod
+from kubesched.operator.run import Runtime, run
+from kubesched.operator.settings import Settings
+from kubesched.plugins import in_tree_registry
+from kubesched.profiles import compile_profile
+from tests.controlplane import ControlPlane
+
+pytestmark = pytest.mark.timeout(90)
+
+JSON = dict[str, Any]
+CRDS = Path(__file__).parents[2] / "crds"
+LABEL = "kubesched.dev/pod-group"
+
+
+async def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    return await asyncio.to_thread(fn, *args, **kwargs)
+
+
+async def eventually(check: Callable[[], Any], *, within: float = 20.0, what: str) -> Any:
+    """Poll ``check`` (sync, in a thread) until it returns something truthy."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while True:
+        result = await call(check)
+        if result:
+            return result
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {within} s waiting for {what}")
+        await asyncio.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def crds(controlplane: ControlPlane) -> Iterator[None]:
+    controlplane.kubectl("apply", "-f", CRDS, check=True)
+    controlplane.kubectl(
+        "wait", "--for=condition=Established", "crd/podgroups.kubesched.dev", check=True
+    )
+    yield
+
+
+@pytest.fixture
+async def kubesched(controlplane: ControlPlane, crds: None) -> AsyncIterator[Runtime]:
+    settings = Settings(
+        kubeconfig=str(controlplane.kubeconfig),
+        leader_elect=False,
+        port=0,
+        client_qps=0,
+        resync_seconds=0,
+    )
+    stop, ready = asyncio.Event(), asyncio.Event()
+    built: list[Runtime] = []
+    task = asyncio.create_task(run(settings=settings, stop=stop, ready=ready, runtime=built))
+    waiter = asyncio.create_task(ready.wait())
+    await asyncio.wait({task, waiter}, timeout=60, return_when=asyncio.FIRST_COMPLETED)
+    if task.done():
+        waiter.cancel()
+        task.result()
+    assert ready.is_set(), "kubesched run did not become ready within 60 s"
+    try:
+        yield built[0]
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+
+
+def pool() -> dict[str, str]:
+    return {"e2e.kubesched.dev/pool": uuid.uuid4().hex[:10]}
+
+
+def pod_group(name: str, min_member: int, **spec: Any) -> JSON:
+    return {
+        "apiVersion": "kubesched.dev/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": name},
+        "spec": {"minMember": min_member, **spec},
+    }
+
+
+def members(
+    group: str, n: int, selector: dict[str, str], *, cpu: str = "1", gpu: int = 0
+) -> list[JSON]:
+    """A Job-like set of pods: same template, named ``<group>-<i>``."""
+    resources: JSON = {"requests": {"cpu": cpu, "memory": "64Mi"}}
+    if gpu:
+        resources["limits"] = {"nvidia.com/gpu": str(gpu)}
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"{group}-{i}", "labels": {LABEL: group, "job": group}},
+            "spec": {
+                "schedulerName": "kubesched",
+                "nodeSelector": selector,
+                "containers": [
+                    {
+                        "name": "worker",
+                        "image": "registry.k8s.io/pause:3.10",
+                        "resources": resources,
+                    }
+                ],
+            },
+        }
+        for i in range(n)
+    ]
+
+
+def apply(cp: ControlPlane, namespace: str, *objs: JSON) -> None:
+    out = cp.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump_all(objs))
+    assert out.returncode == 0, out.stderr
+
+
+def read_group(cp: ControlPlane, namespace: str, name: str) -> JSON:
+    group: JSON = cp.api.read("kubesched.dev/v1alpha1", "PodGroup", name, namespace)
+    return group
+
+
+def scheduled_condition(group: JSON) -> JSON:
+    for c in (group.get("status") or {}).get("conditions") or ():
+        if c["type"] == "PodGroupScheduled":
+            return dict(c)
+    return {}
+
+
+def events(cp: ControlPlane, namespace: str, kind: str, name: str) -> list[JSON]:
+    return [
+        e
+        for e in cp.api.list("events.k8s.io/v1", "Event", namespace)
+        if e["regarding"].get("kind") == kind and e["regarding"]["name"] == name
+    ]
+
+
+def bound(cp: ControlPlane, namespace: str, group: str) -> list[str]:
+    pods = cp.api.list("v1", "Pod", namespace, labelSelector=f"{LABEL}={group}")
+    return [p["spec"]["nodeName"] for p in pods if p["spec"].get("nodeName")]
+
+
+async def test_a_gang_that_fits_is_bound_and_its_status_says_scheduled(
+    controlplane: ControlPlane, namespace: str, kubesched: Runtime
+) -> None:
+    cp, sel = controlplane, pool()
+    nodes = await call(cp.create_nodes, 2, labels=sel, prefix=f"gang-{sel[next(iter(sel))]}-")
+    await call(apply, cp, namespace, pod_group("train", 4), *members("train", 4, sel, cpu="1500m"))
+
+    placed = await eventually(lambda: len(bound(cp, namespace, "train")) == 4, what="4 bound")
+    assert placed
+    assert set(await call(bound, cp, namespace, "train")) <= set(nodes)
+
+    def scheduled() -> JSON | None:
+        g = read_group(cp, namespace, "train")
+        st = g.get("status") or {}
+        return g if st.get("phase") == "Scheduled" and st["counts"]["bound"] == 4 else None
+
+    group = await eventually(scheduled, what="PodGroup phase Scheduled with 4 bound")
+    st = group["status"]
+    assert st["counts"] == {
+        "pending": 0,
+        "waiting": 0,
+        "bound": 4,
+        "running": 0,
+        "succeeded": 0,
+        "failed": 0,
+    }
+    cond = scheduled_condition(group)
+    assert (cond["status"], cond["reason"], cond["message"]) == (
+        "True",
+        "Scheduled",
+        "4/4 members bound",
+    )
+    assert cond["observedGeneration"] == st["observedGeneration"] == 1
+    assert st["scheduleStartTime"]
+    # Our finalizer on the PodGroup (Kopf's timer), nothing of ours on the pods.
+    assert "kubesched.dev/finalizer" in group["metadata"].get("finalizers", [])
+    for p in await call(cp.api.list, "v1", "Pod", namespace):
+        meta = p["metadata"]
+        assert not meta.get("finalizers")
+        assert not [a for a in meta.get("annotations") or {} if a.startswith("kubesched.dev")]
+    evs = await eventually(
+        lambda: [
+            e for e in events(cp, namespace, "PodGroup", "train") if e["reason"] == "Scheduled"
+        ],
+        what="a Scheduled event on the PodGroup",
+    )
+    assert evs[0]["type"] == "Normal"
+    assert evs[0]["reportingController"] == "kubesched"
+    assert "4 bound" in evs[0]["note"]
+
+
+async def test_a_gang_that_cannot_fit_binds_nothing_and_its_status_says_why(
+    controlplane: ControlPlane, namespace: str, kubesched: Runtime
+) -> None:
+    cp, sel = controlplane, pool()
+    await call(
+        cp.create_nodes,
+        1,
+        labels=sel,
+        prefix=f"gpu-{sel[next(iter(sel))]}-",
+        extra_resources={"nvidia.com/gpu": "2"},
+    )
+    await call(apply, cp, namespace, pod_group("gpu", 3), *members("gpu", 3, sel, gpu=1))
+
+    def unschedulable() -> JSON | None:
+        cond = scheduled_condition(read_group(cp, namespace, "gpu"))
+        return cond if cond.get("reason") == "Unschedulable" else None
+
+    cond = await eventually(unschedulable, what="PodGroupScheduled=False, Unschedulable")
+    assert cond["status"] == "False"
+    assert cond["message"].startswith("2/3 members fit; 1 pods: ")
+    assert "Insufficient nvidia.com/gpu" in cond["message"]
+    group = await call(read_group, cp, namespace, "gpu")
+    assert group["status"]["phase"] in ("Pending", "Scheduling")
+    assert group["status"]["message"] == cond["message"]
+    assert group["status"]["counts"]["pending"] == 3
+    evs = await eventually(
+        lambda: [
+            e for e in events(cp, namespace, "PodGroup", "gpu") if e["reason"] == "Unschedulable"
+        ],
+        what="an Unschedulable event on the PodGroup",
+    )
+    assert evs[0]["type"] == "Warning"
+    assert "2/3 members fit" in evs[0]["note"]
+    assert await call(bound, cp, namespace, "gpu") == []
+
+
+async def test_a_pod_naming_a_missing_pod_group_waits_with_an_event(
+    controlplane: ControlPlane, namespace: str, kubesched: Runtime
+) -> None:
+    cp, sel = controlplane, pool()
+    await call(cp.create_nodes, 1, labels=sel, prefix=f"orphan-{sel[next(iter(sel))]}-")
+    await call(apply, cp, namespace, *members("later", 1, sel, cpu="100m"))
+    evs = await eventually(
+        lambda: [
+            e
+            for e in events(cp, namespace, "Pod", "later-0")
+            if e["reason"] == "FailedScheduling" and "does not exist" in e["note"]
+        ],
+        what="a FailedScheduling event naming the missing PodGroup",
+    )
+    assert evs[0]["note"] == (
+        f'pod group "{namespace}/later" does not exist; waiting for it to be created'
+    )
+    assert await call(bound, cp, namespace, "later") == []
+    # Creating the group requeues its pod (the PodGroup watch).
+    await call(apply, cp, namespace, pod_group("later", 1))
+    await eventually(lambda: bound(cp, namespace, "later"), what="the pod bound")
+
+
+class FailInRealCycles:
+    """Members labelled ``slow=yes`` pass the gang's dry run but error in their own cycle,
+    so the others wait at Permit until the group's timeout."""
+
+    name = "FailInRealCycles"
+
+    def pre_filter(
+        self, state: CycleState, pod: Pod, nodes: list[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        if pod.labels.get("slow") == "yes" and not state.get("Coscheduling/dry-run"):
+            return None, Status.as_error("not yet")
+        return None, None
+
+    def pre_filter_extensions(self) -> None:
+        return None
+
+
+async def test_a_timeout_releases_the_reservations(
+    controlplane: ControlPlane, namespace: str, kubesched: Runtime
+) -> None:
+    cp, sel = controlplane, pool()
+    registry = in_tree_registry()
+    registry.register("FailInRealCycles", lambda args, handle: FailInRealCycles())
+    spec = ProfileSpec(
+        plugins=Plugins(pre_filter=PluginSet(enabled=[PluginRef(name="FailInRealCycles")]))
+    )
+    sched = kubesched.scheduler
+    sched.set_profile(compile_profile(spec, sched.services(), registry))
+    fwk = sched.profiles["kubesched"].framework
+    await call(cp.create_nodes, 1, labels=sel, prefix=f"slow-{sel[next(iter(sel))]}-")
+    pods = members("slow", 3, sel, cpu="100m")
+    pods[2]["metadata"]["labels"]["slow"] = "yes"
+    await call(apply, cp, namespace, pod_group("slow", 3, scheduleTimeoutSeconds=3), *pods)
+
+    def waiting() -> JSON | None:
+        st = read_group(cp, namespace, "slow").get("status") or {}
+        return st if st.get("counts", {}).get("waiting") == 2 else None
+
+    st = await eventually(waiting, what="2 members waiting at Permit in the status")
+    assert st["phase"] == "Scheduling"
+
+    def timed_out() -> JSON | None:
+        g = read_group(cp, namespace, "slow")
+        cond = scheduled_condition(g)
+        return (
+            g if cond.get("reason") == "Timeout" and g["status"]["counts"]["waiting"] == 0 else None
+        )
+
+    group = await eventually(timed_out, what="PodGroupScheduled=False, Timeout")
+    assert "timed out waiting at Permit" in group["status"]["message"]
+    # Reservations released: nothing waits at Permit, no member is assumed on a node.
+    assert not fwk.waiting_pods
+    uids = [p["metadata"]["uid"] for p in await call(cp.api.list, "v1", "Pod", namespace)]
+    assert [u for u in uids if sched.cache.get_pod(u) is not None] == []
+    evs = await eventually(
+        lambda: [e for e in events(cp, namespace, "PodGroup", "slow") if e["reason"] == "Timeout"],
+        what="a Timeout event on the PodGroup",
+    )
+    assert evs[0]["type"] == "Warning"
+    rejected = await call(events, cp, namespace, "Pod", "slow-0")
+    assert any("rejected due to timeout after waiting 3s" in e["note"] for e in rejected)
+    assert await call(bound, cp, namespace, "slow") == []
