@@ -26,6 +26,7 @@ import kopf
 from kubernetes_asyncio import client as k8s_client
 
 from kubesched.cluster.kube import KubeCluster, load_client_configuration
+from kubesched.operator import podgroup_handlers
 from kubesched.operator.handlers import WATCHED, WatchRouter, build_registry
 from kubesched.operator.server import serve
 from kubesched.operator.settings import Settings
@@ -97,6 +98,14 @@ class Runtime:
         self.handlers = EventHandlers(self.scheduler, on_bad_object=self.router.on_bad_object)
         self.router.attach(self.handlers)
         self.registry = build_registry(self.router)
+        # PodGroup status (Coscheduling's gangs), written by the leader only.
+        self.podgroups = podgroup_handlers.register(
+            self.registry,
+            self.router,
+            self.scheduler,
+            reporter=settings.scheduler_names[0],
+            leading=lambda: self.leading,
+        )
         self.synced = asyncio.Event()
         """Set once pods and nodes are listed into the cache and Kopf is up (readiness)."""
         self.leading = False
