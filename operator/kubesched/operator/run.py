@@ -28,6 +28,8 @@ from kubernetes_asyncio import client as k8s_client
 from kubesched.cluster.kube import KubeCluster, load_client_configuration
 from kubesched.operator import podgroup_handlers
 from kubesched.operator.handlers import WATCHED, WatchRouter, build_registry
+from kubesched.operator.profile_handlers import ProfileController
+from kubesched.operator.profile_handlers import register as register_profile_handlers
 from kubesched.operator.server import serve
 from kubesched.operator.settings import Settings
 from kubesched.profiles import default_profile_spec
@@ -98,6 +100,14 @@ class Runtime:
         self.handlers = EventHandlers(self.scheduler, on_bad_object=self.router.on_bad_object)
         self.router.attach(self.handlers)
         self.registry = build_registry(self.router)
+        self.profiles = ProfileController(
+            self.scheduler,
+            self.cluster,
+            builtin_names=settings.scheduler_names,
+            reporter=settings.scheduler_names[0],
+        )
+        """SchedulingProfiles: applied before the first cycle, then by Kopf handlers."""
+        register_profile_handlers(self.registry, self.profiles)
         # PodGroup status (Coscheduling's gangs), written by the leader only.
         self.podgroups = podgroup_handlers.register(
             self.registry,
@@ -279,6 +289,8 @@ async def _initial_sync(
     # (or PVCs, ...) arrived would preempt or place without them. kube-scheduler likewise
     # waits for all its informers' caches before scheduling.
     await rt.router.reconcile(tuple(w.kind for w in WATCHED))
+    # SchedulingProfiles oldest first, before any cycle (and before their Kopf handlers)
+    await rt.profiles.load()
     await kopf_ready.wait()
     rt.synced.set()
     log.info(

@@ -1,0 +1,245 @@
+"""SchedulingProfiles with ``kubectl apply`` on the real kube-apiserver, served live by
+``kubesched run``: a profile makes its schedulerName schedulable, a change moves the next
+pod without a restart, an invalid update is reported while the last good chain serves,
+the CRD refuses malformed objects at admission, and a deleted profile leaves its pods
+pending and untouched.
+
+The module has a control plane of its own (SchedulingProfiles and CRDs are cluster-wide:
+nothing leaks into other tests); the CRDs from ``crds/`` are installed before the
+operator starts (Kopf does not discover CRDs later). Each test uses its own schedulerName
+and its own nodes (a unique label).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kubesched.operator.run import Runtime, run
+from kubesched.operator.settings import Settings
+from tests.controlplane import Binaries, ControlPlane
+
+pytestmark = pytest.mark.timeout(90)
+
+JSON = dict[str, Any]
+CRDS = Path(__file__).parents[2] / "crds"
+
+
+@pytest.fixture(scope="module")
+def cp(controlplane_binaries: Binaries) -> Iterator[ControlPlane]:
+    with ControlPlane(controlplane_binaries) as plane:
+        plane.kubectl("apply", "-f", CRDS, check=True)
+        plane.kubectl(
+            "wait", "--for=condition=Established", "crd", "--all", "--timeout=30s", check=True
+        )
+        yield plane
+
+
+@pytest.fixture
+async def kubesched(cp: ControlPlane) -> AsyncIterator[Runtime]:
+    settings = Settings(
+        kubeconfig=str(cp.kubeconfig), leader_elect=False, port=0, client_qps=0, resync_seconds=0
+    )
+    stop, ready = asyncio.Event(), asyncio.Event()
+    built: list[Runtime] = []
+    task = asyncio.create_task(run(settings=settings, stop=stop, ready=ready, runtime=built))
+    waiter = asyncio.create_task(ready.wait())
+    await asyncio.wait({task, waiter}, timeout=60, return_when=asyncio.FIRST_COMPLETED)
+    if task.done():
+        waiter.cancel()
+        task.result()
+    assert ready.is_set(), "kubesched run did not become ready within 60 s"
+    try:
+        yield built[0]
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+
+
+async def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    return await asyncio.to_thread(fn, *args, **kwargs)
+
+
+async def eventually(check: Callable[[], Any], *, within: float = 20.0, what: str) -> Any:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while not (result := await call(check)):
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {within} s waiting for {what}")
+        await asyncio.sleep(0.1)
+    return result
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def profile(name: str, spec: JSON) -> str:
+    body = {"apiVersion": "kubesched.dev/v1alpha1", "kind": "SchedulingProfile"}
+    return yaml.safe_dump({**body, "metadata": {"name": name}, "spec": spec})
+
+
+async def apply(cp: ControlPlane, name: str, spec: JSON) -> None:
+    done = await call(cp.kubectl, "apply", "-f", "-", input=profile(name, spec))
+    assert done.returncode == 0, done.stderr
+
+
+def status(cp: ControlPlane, name: str) -> JSON:
+    got = cp.kubectl("get", "schedulingprofile", name, "-o", "json", check=True)
+    found: JSON = json.loads(got.stdout).get("status") or {}
+    return found
+
+
+def ready(st: JSON) -> JSON:
+    (cond,) = [c for c in st.get("conditions") or () if c["type"] == "Ready"]
+    return dict(cond)
+
+
+async def observed(cp: ControlPlane, name: str, generation: int) -> JSON:
+    """The status once the operator reconciled ``generation``."""
+
+    def probe() -> JSON | None:
+        st = status(cp, name)
+        return st if st.get("observedGeneration") == generation else None
+
+    found: JSON = await eventually(probe, what=f"{name} generation {generation} reconciled")
+    return found
+
+
+async def nodes(cp: ControlPlane, n: int) -> tuple[dict[str, str], list[str]]:
+    pool = {"e2e.kubesched.dev/pool": uuid.uuid4().hex[:8]}
+    prefix = f"sp-{pool['e2e.kubesched.dev/pool']}-"
+    made: list[str] = await call(cp.create_nodes, n, labels=pool, prefix=prefix, zones=0)
+    return pool, made
+
+
+async def pod(cp: ControlPlane, name: str, scheduler: str, pool: dict[str, str]) -> JSON:
+    created: JSON = await call(
+        cp.create_pod, name, scheduler_name=scheduler, spec={"nodeSelector": pool}
+    )
+    return created
+
+
+def read(cp: ControlPlane, name: str) -> JSON:
+    got: JSON = cp.api.read("v1", "Pod", name, "default")
+    return got
+
+
+async def test_applying_a_profile_makes_its_scheduler_name_schedulable(
+    cp: ControlPlane, kubesched: Runtime
+) -> None:
+    name, pool = unique("sp-apply"), (await nodes(cp, 2))[0]
+    await pod(cp, f"{name}-pod", name, pool)
+    await asyncio.sleep(1.5)
+    assert read(cp, f"{name}-pod")["spec"].get("nodeName") is None  # nobody serves it yet
+
+    await apply(cp, name, {"schedulerName": name})
+    assert await call(cp.wait_bound, f"{name}-pod")
+    st = await observed(cp, name, 1)
+    assert ready(st)["status"] == "True"
+    assert ready(st)["reason"] == "Compiled"
+    assert st["activeGeneration"] == 1 and st["schedulerName"] == name
+    assert "NodeResourcesFit:1" in st["activePlugins"]["score"]  # name:weight
+    table = (await call(cp.kubectl, "get", "schedulingprofiles", name)).stdout.split("\n")
+    assert table[0].split() == ["NAME", "SCHEDULER", "READY", "ACTIVE", "AGE"]
+    assert table[1].split()[:4] == [name, name, "True", "1"]
+    finalizers = json.loads(
+        (await call(cp.kubectl, "get", "schedulingprofile", name, "-o", "json")).stdout
+    )["metadata"].get("finalizers")
+    assert finalizers == ["kubesched.dev/finalizer"]
+
+
+async def test_a_changed_profile_moves_the_next_pod_without_a_restart(
+    cp: ControlPlane, kubesched: Runtime
+) -> None:
+    name, (pool, (busy, empty)) = unique("sp-swap"), await nodes(cp, 2)
+    # a quarter of `busy` taken (cpu and memory alike, so balance does not decide)
+    await call(cp.create_pod, f"{name}-load", cpu="1", memory="8Gi", spec={"nodeName": busy})
+    await apply(cp, name, {"schedulerName": name})  # LeastAllocated: the emptier node
+    await observed(cp, name, 1)
+    await pod(cp, f"{name}-before", name, pool)
+    assert await call(cp.wait_bound, f"{name}-before") == empty
+
+    most = {"scoringStrategy": {"type": "MostAllocated"}}
+    await apply(
+        cp,
+        name,
+        {"schedulerName": name, "pluginConfig": [{"name": "NodeResourcesFit", "args": most}]},
+    )
+    assert ready(await observed(cp, name, 2))["reason"] == "Compiled"
+    await pod(cp, f"{name}-after", name, pool)
+    assert await call(cp.wait_bound, f"{name}-after") == busy
+
+
+async def test_an_invalid_update_is_reported_while_the_last_good_chain_serves(
+    cp: ControlPlane, kubesched: Runtime
+) -> None:
+    name, pool = unique("sp-invalid"), (await nodes(cp, 1))[0]
+    await apply(cp, name, {"schedulerName": name})
+    await observed(cp, name, 1)
+    bad = {"schedulerName": name, "plugins": {"score": {"enabled": [{"name": "Nope"}]}}}
+    await apply(cp, name, bad)
+    st = await observed(cp, name, 2)
+    assert ready(st)["status"] == "False"
+    assert ready(st)["reason"] == "InvalidPlugin"
+    message = ready(st)["message"]
+    assert message.startswith("plugins.score.enabled[0].name: unknown plugin 'Nope' (known: ")
+    assert message.endswith(
+        f"; the last good chain (generation 1) keeps serving schedulerName '{name}'"
+    )
+    assert st["activeGeneration"] == 1
+    await pod(cp, f"{name}-pod", name, pool)
+    assert await call(cp.wait_bound, f"{name}-pod")
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        pytest.param({"bogus": 1}, 'unknown field "spec.bogus"', id="unknown-field"),
+        pytest.param(
+            {"percentageOfNodesToScore": "lots"},
+            'spec.percentageOfNodesToScore: Invalid value: "string": '
+            "spec.percentageOfNodesToScore in body must be of type integer",
+            id="wrong-type",
+        ),
+        pytest.param(
+            {"plugins": {"queueSort": {"enabled": [{"name": "A"}, {"name": "B"}]}}},
+            'spec.plugins.queueSort.enabled: Invalid value: "object": '
+            "at most one queueSort plugin may be enabled",
+            id="cel-two-queue-sorts",
+        ),
+    ],
+)
+def test_the_crd_rejects_malformed_profiles_at_admission(
+    cp: ControlPlane, spec: JSON, message: str
+) -> None:
+    name = unique("sp-malformed")
+    done = cp.kubectl("apply", "-f", "-", input=profile(name, spec))
+    assert done.returncode == 1
+    assert message in done.stderr
+    assert "NotFound" in cp.kubectl("get", "schedulingprofile", name).stderr
+
+
+async def test_deleting_a_profile_leaves_its_pods_pending_and_untouched(
+    cp: ControlPlane, kubesched: Runtime
+) -> None:
+    name, pool = unique("sp-delete"), (await nodes(cp, 1))[0]
+    await apply(cp, name, {"schedulerName": name})
+    await pod(cp, f"{name}-first", name, pool)
+    assert await call(cp.wait_bound, f"{name}-first")
+    done = await call(cp.kubectl, "delete", "schedulingprofile", name, "--timeout=20s")
+    assert done.returncode == 0, done.stderr  # our finalizer came off
+
+    created = await pod(cp, f"{name}-after", name, pool)
+    await asyncio.sleep(2)
+    after = read(cp, f"{name}-after")
+    assert after["spec"].get("nodeName") is None
+    assert after["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+    assert after.get("status", {}).get("conditions") is None  # no PodScheduled written
