@@ -159,6 +159,20 @@ def bound(cp: ControlPlane, namespace: str, group: str) -> list[str]:
     return [p["spec"]["nodeName"] for p in pods if p["spec"].get("nodeName")]
 
 
+def test_the_example_pod_group_is_accepted_by_the_apiserver(
+    controlplane: ControlPlane, namespace: str, crds: None
+) -> None:
+    example = CRDS.parent / "policies" / "examples" / "podgroup-example.yaml"
+    (group,) = [d for d in yaml.safe_load_all(example.read_text()) if d["kind"] == "PodGroup"]
+    group["metadata"]["namespace"] = namespace
+    out = controlplane.kubectl("apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump(group))
+    assert out.returncode == 0, out.stderr
+    bad = {**group, "spec": {"minMember": 0}}
+    out = controlplane.kubectl("apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump(bad))
+    assert out.returncode != 0
+    assert "spec.minMember" in out.stderr
+
+
 async def test_a_gang_that_fits_is_bound_and_its_status_says_scheduled(
     controlplane: ControlPlane, namespace: str, kubesched: Runtime
 ) -> None:

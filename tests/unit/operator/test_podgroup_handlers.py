@@ -1,0 +1,267 @@
+"""PodGroup status writer: member index, debounced level-based writes, events, leader only."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from types import SimpleNamespace
+from typing import Any, cast
+
+import kopf
+import pytest
+from kubernetes_asyncio import client as k8s_client
+
+from kubesched.cluster.kube import KubeCluster
+from kubesched.framework.cluster_port import NotFound
+from kubesched.operator.handlers import WatchRouter
+from kubesched.operator.podgroup_handlers import PodGroupStatusWriter, register
+from kubesched.plugins.coscheduling import GangReport
+from kubesched.scheduler.scheduler import Scheduler
+
+pytestmark = pytest.mark.looptime
+
+JSON = dict[str, Any]
+NOW = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+class FakeApi(KubeCluster):
+    """The store plus a status subresource that answers like the API server."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            k8s_client.ApiClient.__new__(k8s_client.ApiClient), reporting_instance_suffix="h"
+        )
+        self.patches: list[tuple[str, JSON]] = []
+        self.events: list[JSON] = []
+        self.rv = 100
+
+    async def request(self, method: str, path: str, body: Any = None, **_: Any) -> Any:
+        self.patches.append((path, body["status"]))
+        self.rv += 1
+        return {"metadata": {"resourceVersion": str(self.rv)}, "status": body["status"]}
+
+    def post_event(self, regarding: Any, **kw: Any) -> None:
+        self.events.append({"regarding": dict(regarding), **kw})
+
+
+class FakeCoscheduling:
+    name = "Coscheduling"
+
+    def __init__(self) -> None:
+        self.reports: dict[str, GangReport] = {}
+
+    def report(self, namespace: str, name: str) -> GangReport | None:
+        return self.reports.get(f"{namespace}/{name}")
+
+
+def scheduler_with(plugin: FakeCoscheduling) -> Scheduler:
+    chain = SimpleNamespace(queue_sort=plugin, permit=[plugin], pre_filter=[plugin])
+    profile = SimpleNamespace(framework=SimpleNamespace(chain=chain))
+    return cast(Scheduler, SimpleNamespace(profiles={"kubesched": profile}))
+
+
+def group(name: str = "g", min_member: int = 2, rv: str = "1") -> JSON:
+    return {
+        "apiVersion": "kubesched.dev/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "uid": f"uid-{name}",
+            "generation": 1,
+            "resourceVersion": rv,
+        },
+        "spec": {"minMember": min_member},
+    }
+
+
+def pod(name: str, group: str | None = "g", node: str = "") -> JSON:
+    labels = {"kubesched.dev/pod-group": group} if group else {}
+    spec: JSON = {"schedulerName": "kubesched", "containers": []}
+    if node:
+        spec["nodeName"] = node
+    return {
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}", "labels": labels},
+        "spec": spec,
+        "status": {"phase": "Pending"},
+    }
+
+
+class Setup:
+    def __init__(self, leading: bool = True) -> None:
+        self.api = FakeApi()
+        self.plugin = FakeCoscheduling()
+        self.leading = leading
+        self.writer = PodGroupStatusWriter(
+            self.api,
+            scheduler_with(self.plugin),
+            reporter="kubesched",
+            leading=lambda: self.leading,
+            wall_clock=lambda: NOW,
+        )
+
+    def put(self, kind: str, obj: JSON, event_type: str = "ADDED") -> None:
+        old = self.api.get(kind, "ns", obj["metadata"]["name"])
+        if event_type == "DELETED":
+            self.api.remove(kind, obj)
+        else:
+            self.api.put(kind, obj)
+        self.writer.on_event(kind, event_type, obj, old)
+
+
+async def test_member_events_are_debounced_into_one_write_with_counts() -> None:
+    s = Setup()
+    s.put("PodGroup", group())
+    s.put("Pod", pod("a", node="n1"))
+    s.put("Pod", pod("b", node="n1"))
+    s.put("Pod", pod("outsider", group=None, node="n1"))
+    await asyncio.sleep(1)
+    ((path, status),) = s.api.patches
+    assert path == "/apis/kubesched.dev/v1alpha1/namespaces/ns/podgroups/g/status"
+    assert status["phase"] == "Scheduled"
+    assert status["counts"]["bound"] == 2
+    assert status["conditions"][0]["reason"] == "Scheduled"
+    assert status["conditions"][0]["lastTransitionTime"] == "2025-01-01T00:00:00Z"
+    # Written once: a timer tick before the watch brings our write changes nothing.
+    assert await s.writer.sync("ns/g") is False
+    assert len(s.api.patches) == 1
+    (event,) = s.api.events
+    assert (event["reason"], event["event_type"]) == ("Scheduled", "Normal")
+    assert event["regarding"]["kind"] == "PodGroup"
+    assert event["reporting_controller"] == "kubesched"
+    assert event["message"] == "PodGroup is Scheduled (2 bound): 2/2 members bound"
+
+
+async def test_the_status_from_the_watch_is_compared_too() -> None:
+    s = Setup()
+    g = group()
+    s.put("PodGroup", g)
+    s.put("Pod", pod("a"))
+    await asyncio.sleep(1)
+    (_, written), *_ = s.api.patches
+    s.put(
+        "PodGroup",
+        {**g, "metadata": {**g["metadata"], "resourceVersion": "500"}, "status": written},
+        "MODIFIED",
+    )
+    assert await s.writer.sync("ns/g") is False
+    assert len(s.api.patches) == 1
+    assert s.api.events == []  # Pending at first: no event
+
+
+async def test_blocked_and_timed_out_gangs_are_warnings_with_the_reason() -> None:
+    s = Setup()
+    s.put("PodGroup", group())
+    s.put("Pod", pod("a"))
+    s.put("Pod", pod("b"))
+    msg = "1/2 members fit; 1 pods: Insufficient nvidia.com/gpu"
+    s.plugin.reports["ns/g"] = GangReport(
+        frozenset(), msg, False, asyncio.get_running_loop().time()
+    )
+    await asyncio.sleep(1)
+    status = s.api.patches[-1][1]
+    assert status["conditions"][0]["reason"] == "Unschedulable"
+    assert status["message"] == msg
+    # The first try, 0.25 s (the debounce) before the write, in wall-clock time.
+    assert status["scheduleStartTime"] == "2024-12-31T23:59:59Z"
+    assert s.api.events[-1]["reason"] == "Unschedulable"
+    assert s.api.events[-1]["event_type"] == "Warning"
+    s.plugin.reports["ns/g"] = GangReport(frozenset(), "timed out", True, 0.0)
+    assert await s.writer.sync("ns/g") is True
+    assert s.api.patches[-1][1]["conditions"][0]["reason"] == "Timeout"
+    assert s.api.patches[-1][1]["scheduleStartTime"] == "2024-12-31T23:59:59Z"  # kept
+    assert s.api.events[-1]["reason"] == "Timeout"
+
+
+async def test_members_waiting_at_permit_are_counted() -> None:
+    s = Setup()
+    s.put("PodGroup", group(min_member=3))
+    for n in "abc":
+        s.put("Pod", pod(n))
+    s.plugin.reports["ns/g"] = GangReport(frozenset({"uid-a", "uid-b"}), "", False, None)
+    await asyncio.sleep(1)
+    status = s.api.patches[-1][1]
+    assert status["phase"] == "Scheduling"
+    assert status["counts"]["waiting"] == 2
+    assert status["counts"]["pending"] == 1
+
+
+async def test_a_pod_leaving_or_deleted_is_no_longer_counted() -> None:
+    s = Setup()
+    s.put("PodGroup", group(min_member=1))
+    s.put("Pod", pod("a", node="n"))
+    s.put("Pod", pod("b", node="n"))
+    await asyncio.sleep(1)
+    assert s.api.patches[-1][1]["counts"]["bound"] == 2
+    s.put("Pod", pod("a", group="other", node="n"), "MODIFIED")
+    s.put("Pod", pod("b", node="n"), "DELETED")
+    await asyncio.sleep(1)
+    assert s.api.patches[-1][1]["counts"]["bound"] == 0
+
+
+async def test_a_follower_writes_nothing() -> None:
+    s = Setup(leading=False)
+    s.put("PodGroup", group())
+    s.put("Pod", pod("a", node="n"))
+    s.put("Pod", pod("b", node="n"))
+    await asyncio.sleep(1)
+    assert await s.writer.sync("ns/g") is False
+    assert s.api.patches == [] and s.api.events == []
+    s.leading = True  # the next timer tick after taking over
+    assert await s.writer.sync("ns/g") is True
+
+
+async def test_a_write_failure_is_logged_and_retried_by_the_next_tick() -> None:
+    s = Setup()
+    s.put("PodGroup", group(min_member=1))
+    s.put("Pod", pod("a", node="n"))
+
+    async def broken(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("apiserver down")
+
+    real = s.api.request
+    s.api.request = broken  # type: ignore[method-assign]
+    assert await s.writer.sync("ns/g") is False
+    s.api.request = real  # type: ignore[method-assign]
+    assert await s.writer.sync("ns/g") is True
+
+
+def test_register_adds_the_listener_and_a_podgroup_timer() -> None:
+    api = FakeApi()
+    router = WatchRouter(api, scheduler_names=["kubesched"], reporting_controller="kubesched")
+    registry = kopf.OperatorRegistry()
+    writer = register(
+        registry,
+        router,
+        scheduler_with(FakeCoscheduling()),
+        reporter="kubesched",
+        leading=lambda: True,
+    )
+    assert router.listeners == [writer.on_event]
+    timers = list(registry._spawning.get_all_handlers())
+    (timer,) = timers
+    assert timer.id == "podgroup-status"
+    assert repr(timer.selector) == (
+        "Selector(group='kubesched.dev', version='v1alpha1', any_name='podgroups')"
+    )
+
+
+async def test_reconcile_lists_no_pod_groups_when_their_crd_is_missing() -> None:
+    class NoCRD(FakeApi):
+        async def list_objects(self, kind: str) -> list[JSON]:
+            if kind == "PodGroup":
+                raise NotFound("GET /apis/kubesched.dev/v1alpha1/podgroups: 404")
+            return [pod("a")] if kind == "Pod" else []
+
+    api = NoCRD()
+    router = WatchRouter(api, scheduler_names=["kubesched"], reporting_controller="kubesched")
+    assert await router.reconcile(("PodGroup", "Pod")) == 0
+    assert api.get("Pod", "ns", "a") is not None
+
+    async def missing(kind: str) -> list[JSON]:
+        raise NotFound(f"{kind}: 404")
+
+    api.list_objects = missing  # type: ignore[method-assign]
+    with pytest.raises(NotFound):
+        await router.reconcile(("Node",))  # a built-in kind missing is an error
