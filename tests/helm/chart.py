@@ -1,0 +1,138 @@
+"""The chart under test and the ``helm`` binary that renders and installs it.
+
+``KUBESCHED_HELM`` names the binary (``tests/helm/build`` prints its directory; ``.ci/run``
+sets the variable). Without it the tests that need helm skip, saying how to get one;
+under CI (``CI`` set) they fail instead, since a CI run without helm would prove nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "helm" / "kubesched"
+HELM_ENV = "KUBESCHED_HELM"
+HOW_TO_GET_HELM = (
+    f"chart tests need a helm v3 binary: run tests/helm/build and set {HELM_ENV}=<dir>/helm "
+    "(the directory is the last line it prints)"
+)
+
+JSON = dict[str, Any]
+
+
+class HelmError(RuntimeError):
+    """helm exited non-zero; the message is its stderr."""
+
+    def __init__(self, args: Sequence[str], stderr: str) -> None:
+        super().__init__(f"helm {' '.join(args)}: {stderr.strip()}")
+        self.stderr = stderr
+
+
+@dataclass(frozen=True)
+class Helm:
+    binary: Path
+
+    def __call__(self, *args: str, kubeconfig: Path | None = None, timeout: float = 120) -> str:
+        argv = [str(self.binary), *args]
+        if kubeconfig is not None:
+            argv += ["--kubeconfig", str(kubeconfig)]
+        with tempfile.TemporaryDirectory(prefix="kubesched-helm-") as home:
+            # a throw-away helm home: no user repositories, caches or plugins leak in
+            env = {
+                "PATH": os.environ.get("PATH", ""),
+                "HOME": home,
+                "HELM_CACHE_HOME": f"{home}/cache",
+                "HELM_CONFIG_HOME": f"{home}/config",
+                "HELM_DATA_HOME": f"{home}/data",
+            }
+            done = subprocess.run(
+                argv, capture_output=True, text=True, env=env, timeout=timeout, check=False
+            )
+        if done.returncode != 0:
+            raise HelmError(args, done.stderr)
+        return done.stdout
+
+    def template(
+        self,
+        release: str = "ks",
+        namespace: str = "kubesched",
+        values: Mapping[str, Any] | None = None,
+        *,
+        api_versions: Iterable[str] = (),
+    ) -> list[JSON]:
+        """``helm template`` of the chart: the rendered objects (CRDs not included)."""
+        with values_file(values) as path:
+            args = ["template", release, str(CHART), "--namespace", namespace, "-f", str(path)]
+            for v in api_versions:
+                args += ["--api-versions", v]
+            out = self(*args)
+        return [d for d in yaml.safe_load_all(out) if d]
+
+    def install(
+        self,
+        release: str,
+        namespace: str,
+        values: Mapping[str, Any] | None,
+        *,
+        kubeconfig: Path,
+    ) -> str:
+        with values_file(values) as path:
+            return self(
+                "install",
+                release,
+                str(CHART),
+                "--namespace",
+                namespace,
+                "--create-namespace",
+                "-f",
+                str(path),
+                kubeconfig=kubeconfig,
+            )
+
+
+@contextlib.contextmanager
+def values_file(values: Mapping[str, Any] | None) -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="kubesched-values-") as tmp:
+        path = Path(tmp) / "values.yaml"
+        path.write_text(yaml.safe_dump(dict(values or {})))
+        yield path
+
+
+def find_helm() -> Helm:
+    """The helm binary, or skip (fail under CI) with how to get one."""
+    binary = os.environ.get(HELM_ENV)
+    if not binary:
+        if os.environ.get("CI"):
+            pytest.fail(f"{HELM_ENV} is not set under CI: {HOW_TO_GET_HELM}")
+        pytest.skip(HOW_TO_GET_HELM)
+    path = Path(binary)
+    if path.is_dir():
+        path = path / "helm"
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"{HELM_ENV}={binary}: not an executable helm binary")
+    return Helm(path)
+
+
+@pytest.fixture(scope="session")
+def helm() -> Helm:
+    return find_helm()
+
+
+def of_kind(objects: Iterable[JSON], kind: str) -> list[JSON]:
+    return [o for o in objects if o.get("kind") == kind]
+
+
+def one(objects: Iterable[JSON], kind: str) -> JSON:
+    found = of_kind(objects, kind)
+    assert len(found) == 1, f"expected one {kind}, got {len(found)}"
+    return found[0]
