@@ -154,6 +154,16 @@ async def test_applying_a_profile_makes_its_scheduler_name_schedulable(
         (await call(cp.kubectl, "get", "schedulingprofile", name, "-o", "json")).stdout
     )["metadata"].get("finalizers")
     assert finalizers == ["kubesched.dev/finalizer"]
+    events = await eventually(
+        lambda: [
+            e
+            for e in cp.api.list("events.k8s.io/v1", "Event", "default")
+            if e["regarding"].get("name") == name and e["reason"] == "Compiled"
+        ],
+        what="a Compiled event on the profile",
+    )
+    assert events[0]["reportingController"] == "kubesched"
+    assert events[0]["regarding"]["kind"] == "SchedulingProfile"
 
 
 async def test_a_changed_profile_moves_the_next_pod_without_a_restart(
