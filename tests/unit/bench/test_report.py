@@ -1,0 +1,50 @@
+"""kubesched bench's numbers: nearest-rank percentiles and the ratio in the document."""
+
+from __future__ import annotations
+
+import pytest
+
+from kubesched.bench.report import RunResult, document, percentile, throughput_summary
+
+
+@pytest.mark.parametrize(
+    ("values", "q", "expected"),
+    [
+        ([], 50, None),
+        ([3.0], 99, 3.0),
+        ([1.0, 2.0, 3.0, 4.0], 50, 2.0),
+        ([4.0, 1.0, 3.0, 2.0], 90, 4.0),
+        ([float(i) for i in range(1, 101)], 99, 99.0),
+    ],
+    ids=["empty", "one", "median-of-four", "unsorted-p90", "p99-of-100"],
+)
+def test_percentile_is_nearest_rank(values: list[float], q: float, expected: float | None) -> None:
+    assert percentile(values, q) == expected
+
+
+def test_ratio_is_the_average_of_one_second_samples() -> None:
+    ours = RunResult("kubesched", 300, scheduled=300, samples=[100.0, 100.0], seconds=3.0)
+    theirs = RunResult("kube-scheduler", 300, scheduled=300, samples=[200.0, 200.0], seconds=1.5)
+    doc = document(
+        workload="SchedulingBasic",
+        nodes=10,
+        pods=300,
+        target="cluster",
+        results={"kubesched": ours, "kube-scheduler": theirs},
+    )
+    assert doc["ratio"] == 0.5
+    assert doc["kubesched"]["throughput"]["average"] == 100.0
+    assert throughput_summary([])["average"] is None
+
+
+def test_runs_too_short_for_a_sample_compare_overall_throughput() -> None:
+    ours = RunResult("kubesched", 50, scheduled=50, seconds=0.5)
+    theirs = RunResult("kube-scheduler", 50, scheduled=50, seconds=0.25)
+    doc = document(
+        workload="SchedulingBasic",
+        nodes=20,
+        pods=50,
+        target="cluster",
+        results={"kubesched": ours, "kube-scheduler": theirs},
+    )
+    assert doc["ratio"] == 0.5
