@@ -117,6 +117,9 @@ class ProfileController:
         """Set once :meth:`load` applied the profiles that existed at start."""
         self._applied: dict[str, tuple[str, int]] = {}
         """name -> (uid, generation) last applied."""
+        self._bodies: dict[str, dict[str, Any]] = {}
+        """name -> the object last seen, with the status last written: what a re-apply
+        after a delete uses (no read, so no ``get`` permission is needed)."""
 
     # -- start ----------------------------------------------------------------------------------
     async def load(self) -> int:
@@ -152,6 +155,7 @@ class ProfileController:
     async def deleted(self, name: str) -> None:
         await self.loaded.wait()
         self._applied.pop(name, None)
+        self._bodies.pop(name, None)
         served = self.book.served.get(name)
         self.book.delete(name)
         released = served.profile.scheduler_name if served is not None else None
@@ -169,6 +173,7 @@ class ProfileController:
         name, uid = str(meta.get("name") or ""), str(meta.get("uid") or "")
         generation = int(meta.get("generation") or 1)
         current = obj.get("status") if isinstance(obj.get("status"), Mapping) else None
+        self._bodies[name] = dict(obj)
         known = self.book.statuses.get(name)
         if not force and known is not None and self._applied.get(name) == (uid, generation):
             status = known  # applied already (the initial load): only the status to check
@@ -200,12 +205,7 @@ class ProfileController:
         names = self.book.conflicting()
         if not names:
             return
-        found = []
-        for name in names:
-            try:
-                found.append(await self.cluster.request("GET", f"{PATH}/{name}"))
-            except NotFound:
-                self.book.delete(name)
+        found = [self._bodies[n] for n in names if n in self._bodies]
         for obj in sorted(found, key=_age_key):
             await self._apply(obj, force=True)
 
@@ -223,6 +223,8 @@ class ProfileController:
             return  # deleted meanwhile: its delete handler follows
         except ClusterError as e:
             raise kopf.TemporaryError(f"writing the status: {e}", delay=RETRY_DELAY) from e
+        if name in self._bodies:
+            self._bodies[name] = {**self._bodies[name], "status": _pruned(status)}
         ready = _ready(status)
         if ready is not None and ready != _ready(current):
             condition = status["conditions"][0]
