@@ -71,7 +71,8 @@ class Phase(enum.StrEnum):
     PENDING = "Pending"
     """Fewer than minMember member pods exist, or the gang has not been tried yet."""
     SCHEDULING = "Scheduling"
-    """Members are being placed: some are reserved and wait at Permit for the rest."""
+    """Members are being placed: some are reserved and wait at Permit for the rest (or,
+    fewer than minMember, are bound)."""
     SCHEDULED = "Scheduled"
     """At least minMember members are bound to nodes."""
     RUNNING = "Running"
@@ -256,8 +257,8 @@ def podgroup_status(
         phase = Phase.RUNNING
     elif placed >= n:
         phase = Phase.SCHEDULED
-    elif counts.waiting or (total >= n and (blocked or schedule_start_time)):
-        phase = Phase.SCHEDULING
+    elif counts.waiting or placed:
+        phase = Phase.SCHEDULING  # some members hold nodes; a gang that fits nowhere is Pending
     else:
         phase = Phase.PENDING
     if phase in (Phase.PENDING, Phase.SCHEDULING) and not message:

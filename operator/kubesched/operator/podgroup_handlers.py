@@ -277,7 +277,9 @@ class PodGroupStatusWriter:
         if isinstance(updated, Mapping):
             self._written[key] = _Written(uid, _rv(updated), dict(updated.get("status") or status))
         before, after = _phase_and_reason(current), _phase_and_reason(status)
-        if before != after and (before != (None, None) or after[0] != "Pending"):
+        if before != after and (
+            before != (None, None) or after != ("Pending", "WaitingForMembers")
+        ):
             self._event(group, status)
         return True
 

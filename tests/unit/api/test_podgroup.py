@@ -143,7 +143,7 @@ STATUS_CASES = [
         [pod("a"), pod("b"), pod("c")],
         set(),
         "2/3 members fit; 1 pods: Insufficient nvidia.com/gpu",
-        "Scheduling",
+        "Pending",
         "Unschedulable",
         "2/3 members fit; 1 pods: Insufficient nvidia.com/gpu",
     ),
