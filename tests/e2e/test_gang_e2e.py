@@ -209,6 +209,8 @@ async def test_a_gang_that_fits_is_bound_and_its_status_says_scheduled(
     assert st["scheduleStartTime"]
     # Our finalizer on the PodGroup (Kopf's timer), nothing of ours on the pods.
     assert "kubesched.dev/finalizer" in group["metadata"].get("finalizers", [])
+    annotations = set(group["metadata"].get("annotations") or {})
+    assert annotations <= {"kubectl.kubernetes.io/last-applied-configuration"}  # no progress
     for p in await call(cp.api.list, "v1", "Pod", namespace):
         meta = p["metadata"]
         assert not meta.get("finalizers")
