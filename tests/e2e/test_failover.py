@@ -144,7 +144,7 @@ class Replica:
         if self.port is None:
             return 0
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=2) as r:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=1) as r:
                 return int(r.status)
         except urllib.error.HTTPError as e:
             return int(e.code)
@@ -473,24 +473,28 @@ def test_sigterm_releases_the_lease_and_the_follower_takes_over_at_once(scene: S
     assert leader.wait_exit(15) == 0, leader.log()[-3000:]
     t_exit = time.time()
     assert "released lease" in leader.log()
-    t_new = until(
-        lambda: scene.lease_watch.acquired_by(follower.identity), ATTEMPT + 5, "a new leader"
-    )
-    # Released, not expired: the follower's next attempt takes it.
-    assert t_new - t_exit < ATTEMPT, (t_term, t_exit, t_new)
-    assert t_new - t_term < LEASE + 2, (t_term, t_exit, t_new)
+    until(lambda: scene.lease_watch.acquired_by(follower.identity), ATTEMPT + 5, "a new leader")
     spec = scene.lease_watch.spec()
     assert spec["holderIdentity"] == follower.identity
     assert spec["leaseTransitions"] >= 1
+    # Released, not expired: the follower's next attempt took it (acquireTime is the
+    # new leader's own clock at the attempt; one machine, one clock).
+    acquired = _parse_time(spec["acquireTime"])
+    assert acquired - t_exit < ATTEMPT, (t_term, t_exit, acquired)
+    assert acquired - t_term < LEASE, (t_term, t_exit, acquired)
     until(lambda: follower.get("/readyz/leader") == 200, 5, "/readyz/leader on the new leader")
 
     scene.wait_all_bound()
     # The warm cache: scheduling resumed within about a second of acquiring the lease.
-    acquired = _parse_time(spec["acquireTime"])
     first = scene.watch.first_bind_after(acquired)
     assert first is not None and first - acquired < 1.5, (acquired, first)
     scene.check_bound_once()
     scene.check_one_leader()
+
+    # The last replica stops as cleanly, and leaves the lease free.
+    follower.signal(signal.SIGTERM)
+    assert follower.wait_exit(10) == 0, follower.log()[-3000:]
+    assert (scene.lease_watch.spec().get("holderIdentity") or "") == ""
 
 
 def test_sigkill_the_follower_takes_over_when_the_lease_expires(scene: Scene) -> None:
@@ -500,20 +504,22 @@ def test_sigkill_the_follower_takes_over_when_the_lease_expires(scene: Scene) ->
     t_kill = leader.signal(signal.SIGKILL)
     leader.wait_exit(5)
     pending_at_kill = scene.watch.unbound()
-    t_new = until(
+    until(
         lambda: scene.lease_watch.acquired_by(follower.identity),
         LEASE + 2 * ATTEMPT + 2,
         "a new leader",
     )
-    # Not before the lease (renewed at most a retry period before the kill) expired.
-    assert LEASE - RETRY - 0.5 <= t_new - t_kill <= LEASE + 2 * ATTEMPT, t_new - t_kill
-    # Nothing was bound while nobody led.
-    assert scene.watch.bound_between(t_kill + 0.5, t_new - 0.2) == []
-
-    scene.wait_all_bound()
     spec = scene.lease_watch.spec()
     assert spec["holderIdentity"] == follower.identity
     acquired = _parse_time(spec["acquireTime"])
+    # Not before the lease (renewed at most a retry period before the kill) expired, and
+    # not much later: the follower saw the last renewal within one attempt, waited a
+    # lease duration from then, and took it at its next attempt.
+    assert LEASE - RETRY - 0.5 <= acquired - t_kill <= LEASE + 2 * ATTEMPT, acquired - t_kill
+    # Nothing was bound while nobody led.
+    assert scene.watch.bound_between(t_kill + 0.5, acquired) == []
+
+    scene.wait_all_bound()
     first = scene.watch.first_bind_after(acquired)
     assert first is not None and first - acquired < 1.5, (acquired, first)
     # The pods the killed leader had not bound (queued, or assumed with a bind in flight)
@@ -548,12 +554,13 @@ def test_a_leader_that_loses_the_lease_exits_and_binds_nothing_more(scene: Scene
     code = leader.wait_exit(RETRY + 10)
     t_exit = time.time()
     assert code == 1, leader.log()[-3000:]
+    assert t_exit - t_steal < RETRY + 4, "the leader stopped promptly"
     assert "lost the lease" in leader.log()
     # The leader sees the lease gone at its next renewal (one retry period) and stops at
     # once; after that nothing binds: the follower does not lead while "intruder" holds it.
     time.sleep(1.0)
     t_release = time.time()
-    assert scene.watch.bound_between(t_steal + RETRY + 1.0, t_release) == []
+    assert scene.watch.bound_between(t_steal + RETRY + 1.5, t_release) == []
     assert follower.get("/readyz/leader") == 503
     assert scene.watch.unbound(), "pods were waiting while nobody led"
 
@@ -564,7 +571,6 @@ def test_a_leader_that_loses_the_lease_exits_and_binds_nothing_more(scene: Scene
         lambda: scene.lease_watch.acquired_by(follower.identity), ATTEMPT + 2, "the follower leads"
     )
     scene.wait_all_bound()
-    assert t_exit - t_steal < RETRY + 10
     scene.check_bound_once()
     assert not scene.lease_watch.both_leading
 
@@ -592,7 +598,12 @@ async def test_a_pod_bound_by_someone_else_before_our_bind_is_left_alone(
     built: list[Runtime] = []
     task = asyncio.create_task(run(settings=settings, stop=stop, ready=ready, runtime=built))
     try:
-        await asyncio.wait_for(ready.wait(), 60)
+        waiter = asyncio.create_task(ready.wait())
+        await asyncio.wait({task, waiter}, timeout=60, return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+        if task.done():
+            task.result()  # raises what went wrong
+        assert ready.is_set(), "kubesched run did not become ready within 60 s"
         rt = built[0]
         original = rt.cluster.bind
         attempts: list[str] = []
