@@ -60,6 +60,18 @@ class LeaseAPI(Protocol):
     ) -> dict[str, Any]: ...
 
 
+def _status_message(data: bytes) -> str:
+    """The API server's Status message (a 403 names the missing permission), else the
+    start of the body."""
+    try:
+        decoded = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        decoded = None
+    if isinstance(decoded, dict) and decoded.get("message"):
+        return str(decoded["message"])
+    return repr(data[:200])
+
+
 class KubeLeaseAPI:
     """:class:`LeaseAPI` over a kubernetes_asyncio ``ApiClient``.
 
@@ -81,7 +93,7 @@ class KubeLeaseAPI:
             if resp.status == 409:
                 raise Conflict(data.decode(errors="replace"))
             if not 200 <= resp.status <= 299:
-                raise RuntimeError(f"lease API: HTTP {resp.status}: {data[:200]!r}")
+                raise RuntimeError(f"lease API: HTTP {resp.status}: {_status_message(data)}")
             return orjson.loads(data)
 
     async def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
