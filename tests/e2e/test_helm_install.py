@@ -157,7 +157,7 @@ NEEDS: dict[str, Need] = {
         rule("kubesched.dev", "podgroups/status", "patch"), "patch", "podgroups/status", "gang"
     ),
     "schedulingprofiles": Need(
-        rule("kubesched.dev", "schedulingprofiles", "list,watch,patch"),
+        rule("kubesched.dev", "schedulingprofiles", "get,list,watch,patch"),
         "list",
         "schedulingprofiles",
         None,

@@ -65,7 +65,7 @@ EXPECTED_CLUSTER_RULES = [
     ([""], ["persistentvolumeclaims"], ["update"]),
     (["kubesched.dev"], ["podgroups"], ["list", "watch", "patch"]),
     (["kubesched.dev"], ["podgroups/status"], ["patch"]),
-    (["kubesched.dev"], ["schedulingprofiles"], ["list", "watch", "patch"]),
+    (["kubesched.dev"], ["schedulingprofiles"], ["get", "list", "watch", "patch"]),
     (["kubesched.dev"], ["schedulingprofiles/status"], ["patch"]),
 ]
 
