@@ -228,6 +228,73 @@ async def test_event_write_never_blocks_nor_fails_the_caller(
     assert len(api.requests[0].body["note"].encode()) <= 1024
 
 
+async def test_events_are_written_several_at_a_time(fake: tuple[FakeAPI, KubeCluster]) -> None:
+    api, cluster = fake
+    api.delay = 0.2
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    for _ in range(8):
+        await cluster.record_event(
+            pod(),
+            event_type="Normal",
+            reason="Scheduled",
+            action="Binding",
+            message="m",
+            reporting_controller="kubesched",
+        )
+    await cluster.flush_events()
+    assert len(api.requests) == 8
+    assert loop.time() - t0 < 8 * 0.2 / 2  # not one after the other
+
+
+async def test_a_full_event_queue_drops_events_and_counts_them(
+    fake: tuple[FakeAPI, KubeCluster], caplog: pytest.LogCaptureFixture
+) -> None:
+    api, cluster = fake
+    cluster.event_queue_size, cluster.event_writers = 2, 1
+    for _ in range(5):  # no await in between: the writer has taken none yet
+        cluster.post_event(
+            {"kind": "Pod", "namespace": "shop", "name": "web-1"},
+            event_type="Normal",
+            reason="Scheduled",
+            action="Binding",
+            message="m",
+            reporting_controller="kubesched",
+        )
+    await cluster.flush_events()
+    assert len(api.requests) == 2
+    assert cluster.events_dropped == 3
+    assert "event queue full" in caplog.text
+
+
+async def test_the_token_is_read_per_request_so_refresh_hooks_apply(
+    fake: tuple[FakeAPI, KubeCluster],
+) -> None:
+    api, cluster = fake
+    tokens = iter(["Bearer t1", "Bearer t2"])
+
+    def refresh(cfg: k8s_client.Configuration) -> None:
+        cfg.api_key["BearerToken"] = next(tokens)
+
+    cluster.api.configuration.refresh_api_key_hook = refresh
+    await cluster.bind(pod(), "n1")
+    await cluster.bind(pod(), "n2")
+    assert [r.authorization for r in api.requests] == ["Bearer t1", "Bearer t2"]
+
+
+async def test_request_sends_query_and_decodes_the_reply(
+    fake: tuple[FakeAPI, KubeCluster],
+) -> None:
+    api, cluster = fake
+    api.reply("GET", "/api/v1/pods", 200, {"items": [], "metadata": {}})
+    reply = await cluster.request("GET", "/api/v1/pods", query={"continue": "a b/c=", "limit": "5"})
+    assert reply == {"items": [], "metadata": {}}
+    assert api.requests[0].path in (
+        "/api/v1/pods?continue=a+b/c%3D&limit=5",
+        "/api/v1/pods?continue=a%20b/c%3D&limit=5",
+    )
+
+
 async def test_status_patch_sets_pod_scheduled_false_and_nominated_node(
     fake: tuple[FakeAPI, KubeCluster],
 ) -> None:
