@@ -198,6 +198,7 @@ def _run(args: argparse.Namespace) -> int:
         "port": args.port,
         "client_qps": args.kube_api_qps,
         "client_burst": args.kube_api_burst,
+        "watch_engine": args.watch_engine,
     }
     try:
         settings = Settings.load(overrides)
@@ -249,6 +250,11 @@ def _add_run(sub: Any) -> None:
     p.add_argument("--port", type=int, metavar="PORT", help="health/metrics port (default: 10251)")
     p.add_argument("--kube-api-qps", type=float, metavar="QPS", help="default: 50; <= 0 lifts it")
     p.add_argument("--kube-api-burst", type=int, metavar="N", help="default: 100")
+    p.add_argument(
+        "--watch-engine",
+        choices=("kopf", "direct"),
+        help="how pods and nodes are watched (default: direct; see docs/bench.md)",
+    )
     p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
     p.set_defaults(handler=_run)
 

@@ -34,13 +34,14 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import copy
 import logging
 import os
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,7 @@ from kubesched.framework.cluster_port import ClusterError, Conflict, NotFound, P
 from kubesched.framework.types import Pod
 
 __all__ = [
+    "LIST_PATHS",
     "KubeCluster",
     "RateLimiter",
     "load_client_configuration",
@@ -271,22 +273,9 @@ class KubeCluster:
         if self._timeout_for != self.request_timeout:  # changed after construction
             self._timeout = aiohttp.ClientTimeout(total=self.request_timeout)
             self._timeout_for = self.request_timeout
-        headers = {"Content-Type": content_type, "Accept": "application/json"}
-        auth = await self.api.configuration.get_api_key_with_prefix("BearerToken")
-        if auth:
-            headers["Authorization"] = auth
-        if self._host is None:
-            self._resolve_endpoint()
-        session: aiohttp.ClientSession = self.api.rest_client.pool_manager
         try:
-            async with session.request(
-                method,
-                f"{self._host}{path}",
-                params=query,
-                data=body,
-                headers=headers,
-                timeout=self._timeout,
-                **self._extra,
+            async with self.open(
+                method, path, body, content_type=content_type, query=query
             ) as resp:
                 status = resp.status
                 data: bytes = await resp.read()
@@ -295,6 +284,37 @@ class KubeCluster:
         if not 200 <= status < 300:
             raise _api_error(method, path, status, data)
         return data
+
+    @contextlib.asynccontextmanager
+    async def open(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        *,
+        content_type: str = "application/json",
+        query: Mapping[str, str] | None = None,
+        client_timeout: aiohttp.ClientTimeout | None = None,
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
+        """A request through the ApiClient's session, auth, TLS and proxy, its response
+        open (streamed: watches); no rate limit, no error mapping."""
+        headers = {"Content-Type": content_type, "Accept": "application/json"}
+        auth = await self.api.configuration.get_api_key_with_prefix("BearerToken")
+        if auth:
+            headers["Authorization"] = auth
+        if self._host is None:
+            self._resolve_endpoint()
+        session: aiohttp.ClientSession = self.api.rest_client.pool_manager
+        async with session.request(
+            method,
+            f"{self._host}{path}",
+            params=query,
+            data=body,
+            headers=headers,
+            timeout=client_timeout or self._timeout,
+            **self._extra,
+        ) as resp:
+            yield resp
 
     def _resolve_endpoint(self) -> None:
         """The host, proxy and TLS server name of the ApiClient's configuration and REST

@@ -1,6 +1,8 @@
 """Kopf watch handlers: watch events -> the object store and the scheduler's EventHandlers.
 
-Every watched kind arrives through ``@kopf.on.event``: stateless, so Kopf never writes
+Every watched kind arrives through ``@kopf.on.event`` (pods and nodes only with
+``watch_engine: kopf``; by default they come from ``kubesched.cluster.informer``, into the
+same :meth:`WatchRouter.dispatch`): stateless, so Kopf never writes
 an annotation or a finalizer to a user's pod (change handlers would). Each handler only
 hands the raw dict to :meth:`WatchRouter.dispatch`, which
 
@@ -30,7 +32,7 @@ from kubesched.cluster.kube import KubeCluster
 from kubesched.framework.cluster_port import NotFound
 from kubesched.scheduler.eventhandlers import EventHandlers
 
-__all__ = ["WATCHED", "WatchRouter", "Watched", "build_registry"]
+__all__ = ["DIRECT_KINDS", "WATCHED", "WatchRouter", "Watched", "build_registry"]
 
 log = logging.getLogger("kubesched.operator.handlers")
 
@@ -216,11 +218,17 @@ class WatchRouter:
         return deleted
 
 
-def build_registry(router: WatchRouter) -> kopf.OperatorRegistry:
-    """A registry of its own (not Kopf's global one), so tests can build several."""
+DIRECT_KINDS = frozenset({"Pod", "Node"})
+"""Watched by ``kubesched.cluster.informer`` instead of Kopf with ``watch_engine: direct``."""
+
+
+def build_registry(router: WatchRouter, *, skip: Collection[str] = ()) -> kopf.OperatorRegistry:
+    """A registry of its own (not Kopf's global one), so tests can build several.
+    ``skip``: kinds watched otherwise (the direct informers)."""
     registry = kopf.OperatorRegistry()
     for w in WATCHED:
-        _register(registry, router, w)
+        if w.kind not in skip:
+            _register(registry, router, w)
     return registry
 
 

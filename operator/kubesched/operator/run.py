@@ -2,7 +2,8 @@
 
 ``run`` builds the kube adapter, the Scheduler (one default profile per served scheduler
 name) and its EventHandlers, starts the Kopf operator that feeds them (login through the
-same kubeconfig resolution as our client), lists pods and nodes once so the cache is
+same kubeconfig resolution as our client) and, with ``watch_engine: direct`` (the
+default), the lean informers for pods and nodes, lists every watched kind once so the cache is
 warm before the first cycle, and schedules only while it leads (or always, with leader
 election off). A follower keeps watching, so its cache is warm when it takes over.
 
@@ -25,9 +26,10 @@ from typing import Any
 import kopf
 from kubernetes_asyncio import client as k8s_client
 
+from kubesched.cluster.informer import Informer
 from kubesched.cluster.kube import KubeCluster, load_client_configuration
 from kubesched.operator import podgroup_handlers
-from kubesched.operator.handlers import WATCHED, WatchRouter, build_registry
+from kubesched.operator.handlers import DIRECT_KINDS, WATCHED, WatchRouter, build_registry
 from kubesched.operator.profile_handlers import ProfileController
 from kubesched.operator.profile_handlers import register as register_profile_handlers
 from kubesched.operator.server import serve
@@ -99,7 +101,20 @@ class Runtime:
         )
         self.handlers = EventHandlers(self.scheduler, on_bad_object=self.router.on_bad_object)
         self.router.attach(self.handlers)
-        self.registry = build_registry(self.router)
+        self.informers: list[Informer] = []
+        """Pods and nodes with ``watch_engine: direct`` (Kopf watches them otherwise)."""
+        if settings.watch_engine == "direct":
+            self.informers = [
+                Informer(
+                    self.cluster,
+                    kind,
+                    self.router.dispatch,
+                    server_timeout=settings.watch_server_timeout,
+                    client_timeout=settings.watch_client_timeout,
+                )
+                for kind in sorted(DIRECT_KINDS)
+            ]
+        self.registry = build_registry(self.router, skip=DIRECT_KINDS if self.informers else ())
         self.profiles = ProfileController(
             self.scheduler,
             self.cluster,
@@ -191,6 +206,8 @@ async def run(
         ),
     )
     spawn("stop", stop.wait())
+    for informer in rt.informers:
+        spawn(f"watch-{informer.kind}", informer.run())
     # /healthz, /readyz (synced; followers too, as kube-scheduler), /metrics, /explain.
     spawn(
         "server",
@@ -292,6 +309,8 @@ async def _initial_sync(
     # SchedulingProfiles oldest first, before any cycle (and before their Kopf handlers)
     await rt.profiles.load()
     await kopf_ready.wait()
+    for informer in rt.informers:
+        await informer.synced.wait()
     rt.synced.set()
     log.info(
         "cache synced: %d nodes, %d pods",
@@ -367,6 +386,9 @@ async def _shutdown(
     for name in ("schedule", "resync", "sync", "stop", "server"):
         t = tasks.get(name)
         if t is not None:
+            t.cancel()
+    for name, t in tasks.items():
+        if name.startswith("watch-"):
             t.cancel()
     kopf_stop.set()
     with contextlib.suppress(TimeoutError):

@@ -12,7 +12,7 @@ import socket
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -105,6 +105,15 @@ class Settings(BaseModel):
     watch_client_timeout: float = Field(default=330.0, gt=0)
     """The client gives up on a watch this long after it started, a little after the
     server should have ended it: the backstop for a connection nobody closes."""
+
+    watch_engine: Literal["kopf", "direct"] = "direct"
+    """How pods and nodes are watched. ``direct``: kubesched's own LIST + WATCH
+    (``kubesched.cluster.informer``: orjson-decoded events straight into the store and the
+    scheduler, bookmarks, relist with synthesized deletions after 410 Gone); ``kopf``:
+    ``@kopf.on.event`` handlers, as every other kind. The default is ``direct`` because
+    Kopf's per-event machinery was the largest single cost at a few hundred pods a second
+    (docs/bench.md has the numbers for both); Kopf still watches every other kind and runs
+    the SchedulingProfile/PodGroup handlers. Neither engine writes anything to pods."""
 
     @field_validator("scheduler_names", mode="before")
     @classmethod

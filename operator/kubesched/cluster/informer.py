@@ -1,0 +1,207 @@
+"""A lean informer: LIST + WATCH of one kind, each event decoded with orjson into a dict.
+
+``kubesched run --watch-engine direct`` feeds pods and nodes through this instead of
+Kopf's per-event machinery (per-object memories, loggers, throttler, indexing, diffbase
+essence and diff, per-object worker tasks, batching), which was 20-27% of the event
+loop at a few hundred pods a second (see docs/bench.md). Everything else (the other
+watched kinds, the CRDs' change handlers) stays with Kopf.
+
+The protocol, as client-go's reflector:
+
+* LIST (pages of ``limit``) gives the objects and a resourceVersion; each item is
+  delivered with type ``None`` ("listed": the router makes it ADDED, or MODIFIED, or drops
+  it as a replay of a version it holds);
+* WATCH from that resourceVersion with ``allowWatchBookmarks``; ``BOOKMARK`` events only
+  move the resourceVersion; a watch the server ends (``timeoutSeconds``) is resumed from
+  the last resourceVersion at once;
+* ``410 Gone`` (as the watch's HTTP status or as an ``ERROR`` event) -> relist, and every
+  object delivered before that the listing no longer has gets a synthesized ``DELETED``
+  (its last version seen): deletions missed while the watch was behind are not lost;
+* any other failure (connection, timeout, 5xx, a broken line) -> reconnect from the last
+  resourceVersion after a backoff (``backoff_initial`` doubling up to ``backoff_max``,
+  reset once a watch delivers).
+
+The requests go through :meth:`KubeCluster.open` (kubernetes_asyncio's session and auth).
+The informer only reads: nothing is ever written to the watched objects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+import orjson
+
+from kubesched.cluster.kube import LIST_PATHS, KubeCluster
+from kubesched.framework.cluster_port import ClusterError
+
+__all__ = ["Dispatch", "Informer", "WatchGone"]
+
+log = logging.getLogger("kubesched.cluster.informer")
+
+Dispatch = Callable[[str, str | None, dict[str, Any]], None]
+"""``(kind, event_type, obj)``: event_type is ADDED, MODIFIED, DELETED or None (listed)."""
+
+
+class WatchGone(Exception):
+    """410 Gone: the resourceVersion is too old; a relist is needed."""
+
+
+class Informer:
+    """LIST + WATCH of ``kind`` into ``dispatch`` until cancelled (see the module doc)."""
+
+    def __init__(
+        self,
+        cluster: KubeCluster,
+        kind: str,
+        dispatch: Dispatch,
+        *,
+        server_timeout: int = 300,
+        client_timeout: float = 330.0,
+        connect_timeout: float = 10.0,
+        page_size: int = 500,
+        backoff_initial: float = 0.5,
+        backoff_max: float = 30.0,
+    ) -> None:
+        prefix, plural = LIST_PATHS[kind]
+        self.cluster = cluster
+        self.kind = kind
+        self.path = f"{prefix}/{plural}"
+        self.dispatch = dispatch
+        self.server_timeout = server_timeout
+        self.timeout = aiohttp.ClientTimeout(total=client_timeout, sock_connect=connect_timeout)
+        self.page_size = page_size
+        self.backoff_initial = backoff_initial
+        self.backoff_max = backoff_max
+        self.resource_version = ""
+        self.known: dict[str, dict[str, Any]] = {}
+        """key -> the last version delivered (for the deletions a relist reveals)."""
+        self.synced = asyncio.Event()
+        """Set after the first listing was delivered."""
+        self.lists = 0
+        self.watches = 0
+
+    # -- the loop ---------------------------------------------------------------------------------
+    async def run(self) -> None:
+        backoff = self.backoff_initial
+        need_list = True
+        while True:
+            try:
+                if need_list:
+                    await self.relist()
+                    need_list = False
+                    backoff = self.backoff_initial
+                delivered = await self.watch()
+                if delivered:
+                    backoff = self.backoff_initial
+                continue  # the server ended the watch: resume at once
+            except asyncio.CancelledError:
+                raise
+            except WatchGone:
+                log.info("%s watch: resourceVersion %s is gone: relisting", self.kind,
+                         self.resource_version)  # fmt: skip
+                need_list = True
+                continue
+            except (ClusterError, aiohttp.ClientError, TimeoutError, ValueError) as e:
+                log.warning("%s watch failed (%s: %s): retrying in %.1fs", self.kind,
+                            type(e).__name__, e, backoff)  # fmt: skip
+            await asyncio.sleep(backoff)
+            backoff = min(self.backoff_max, backoff * 2)
+
+    # -- LIST ---------------------------------------------------------------------------------------
+    async def relist(self) -> None:
+        items: list[dict[str, Any]] = []
+        token, rv = "", ""
+        while True:
+            query = {"limit": str(self.page_size)}
+            if token:
+                query["continue"] = token
+            page = await self.cluster.request("GET", self.path, query=query)
+            items.extend(page.get("items") or ())
+            meta = page.get("metadata") or {}
+            rv = str(meta.get("resourceVersion") or rv)
+            token = str(meta.get("continue") or "")
+            if not token:
+                break
+        self.lists += 1
+        key_of, kind = self.cluster.key_of, self.kind
+        before, known = self.known, {}
+        for item in items:
+            item.setdefault("kind", kind)
+            known[key_of(kind, item)] = item
+        self.known = known
+        self.resource_version = rv
+        for item in items:
+            self.dispatch(kind, None, item)
+        for key, last in before.items():
+            now = known.get(key)
+            if now is not None and _uid(now) == _uid(last):
+                continue
+            if now is None:
+                log.info("%s %s vanished while the watch was behind: DELETED", kind, key)
+            self.dispatch(kind, "DELETED", last)  # gone, or re-created under a new uid
+        self.synced.set()
+
+    # -- WATCH --------------------------------------------------------------------------------------
+    async def watch(self) -> int:
+        """One watch request; returns the number of events delivered."""
+        query = {
+            "watch": "1",
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(self.server_timeout),
+        }
+        if self.resource_version:
+            query["resourceVersion"] = self.resource_version
+        self.watches += 1
+        delivered = 0
+        async with self.cluster.open(
+            "GET", self.path, query=query, client_timeout=self.timeout
+        ) as resp:
+            if resp.status == 410:
+                raise WatchGone()
+            if resp.status != 200:
+                body = await resp.read()
+                raise ClusterError(f"watch {self.path}: {resp.status} {body[:200]!r}")
+            buffer = b""
+            async for chunk in resp.content.iter_any():
+                if buffer:
+                    chunk = buffer + chunk
+                lines = chunk.split(b"\n")
+                buffer = lines.pop()
+                for line in lines:
+                    if line:
+                        self._event(orjson.loads(line))
+                        delivered += 1
+        return delivered
+
+    def _event(self, event: dict[str, Any]) -> None:
+        kind = self.kind
+        event_type = event.get("type")
+        obj = event.get("object")
+        if not isinstance(obj, dict):
+            return
+        if event_type == "ERROR":
+            if obj.get("code") == 410:
+                raise WatchGone()
+            raise ClusterError(f"watch {self.path}: {obj.get('code')} {obj.get('message')}")
+        meta = obj.get("metadata") or {}
+        rv = meta.get("resourceVersion")
+        if rv:
+            self.resource_version = str(rv)
+        if event_type == "BOOKMARK":
+            return
+        key = self.cluster.key_of(kind, obj)
+        if event_type == "DELETED":
+            self.known.pop(key, None)
+        elif event_type in ("ADDED", "MODIFIED"):
+            self.known[key] = obj
+        else:
+            return
+        self.dispatch(kind, event_type, obj)
+
+
+def _uid(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")

@@ -1,0 +1,230 @@
+"""The lean informer against a fake API server: list, watch, bookmarks, 410 Gone, reconnects."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+from kubernetes_asyncio import client as k8s_client
+
+from kubesched.cluster.informer import Informer
+from kubesched.cluster.kube import KubeCluster
+
+
+def pod(name: str, rv: int, uid: str | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "uid": uid or f"uid-{name}",
+            "resourceVersion": str(rv),
+        },
+    }
+
+
+def event(type_: str, obj: dict[str, Any]) -> bytes:
+    return orjson.dumps({"type": type_, "object": obj}) + b"\n"
+
+
+def bookmark(rv: int) -> bytes:
+    return event("BOOKMARK", {"kind": "Pod", "metadata": {"resourceVersion": str(rv)}})
+
+
+Watch = list[bytes] | int | Callable[[], None]
+"""Lines to stream then end; an HTTP status to answer; or 'drop the connection'."""
+
+
+@dataclass
+class FakeAPI:
+    lists: list[tuple[list[dict[str, Any]], int]] = field(default_factory=list)
+    watches: list[Watch] = field(default_factory=list)
+    queries: list[dict[str, str]] = field(default_factory=list)
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        query = dict(request.query)
+        self.queries.append(query)
+        assert request.headers["Authorization"] == "Bearer t0ken"
+        if "watch" not in query:
+            items, rv = self.lists.pop(0)
+            body = {"kind": "PodList", "metadata": {"resourceVersion": str(rv)}, "items": items}
+            return web.Response(body=orjson.dumps(body), content_type="application/json")
+        if not self.watches:
+            await asyncio.sleep(3600)  # a quiet watch, until the test ends
+        script = self.watches.pop(0)
+        if isinstance(script, int):
+            status = {"kind": "Status", "code": script, "message": "nope"}
+            return web.Response(status=script, body=orjson.dumps(status))
+        if callable(script):
+            assert request.transport is not None
+            request.transport.close()  # the connection breaks mid-watch
+            return web.Response()
+        resp = web.StreamResponse()
+        resp.content_type = "application/json"
+        await resp.prepare(request)
+        for line in script:
+            # split lines across chunks: the decoder must join them
+            half = len(line) // 2
+            await resp.write(line[:half])
+            await resp.write(line[half:])
+        await resp.write_eof()
+        return resp
+
+    def watch_queries(self) -> list[dict[str, str]]:
+        return [q for q in self.queries if "watch" in q]
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[tuple[FakeAPI, KubeCluster]]:
+    api = FakeAPI()
+    app = web.Application()
+    app.router.add_route("GET", "/api/v1/pods", api.handle)
+    server = TestServer(app)
+    await server.start_server()
+    cfg = k8s_client.Configuration(host=str(server.make_url("")).rstrip("/"))
+    cfg.api_key = {"BearerToken": "Bearer t0ken"}
+    client = k8s_client.ApiClient(configuration=cfg)
+    cluster = KubeCluster(client, reporting_instance_suffix="h", qps=0, request_timeout=5)
+    try:
+        yield api, cluster
+    finally:
+        await cluster.aclose()
+        await client.close()
+        await server.close()
+
+
+Seen = list[tuple[str | None, str, str]]
+
+
+async def run_until(
+    cluster: KubeCluster, condition: Callable[[Seen], bool]
+) -> tuple[Informer, Seen]:
+    seen: Seen = []
+    done = asyncio.Event()
+
+    def dispatch(kind: str, event_type: str | None, obj: dict[str, Any]) -> None:
+        assert kind == "Pod" and obj["kind"] == "Pod"
+        meta = obj["metadata"]
+        seen.append((event_type, meta["name"], meta["resourceVersion"]))
+        if condition(seen):
+            done.set()
+
+    informer = Informer(
+        cluster, "Pod", dispatch, page_size=2, backoff_initial=0.01, backoff_max=0.05
+    )
+    task = asyncio.create_task(informer.run())
+    try:
+        async with asyncio.timeout(5):
+            await done.wait()
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    return informer, seen
+
+
+async def test_list_then_watch_from_its_resource_version_with_bookmarks(
+    fake: tuple[FakeAPI, KubeCluster],
+) -> None:
+    api, cluster = fake
+    api.lists = [([pod("a", 5), pod("b", 6)], 10)]
+    api.watches = [
+        [event("ADDED", pod("c", 11)), bookmark(15), event("MODIFIED", pod("a", 16))],
+        [event("DELETED", pod("b", 20))],
+    ]
+    informer, seen = await run_until(cluster, lambda s: len(s) >= 5)
+    assert seen == [
+        (None, "a", "5"),
+        (None, "b", "6"),
+        ("ADDED", "c", "11"),
+        ("MODIFIED", "a", "16"),
+        ("DELETED", "b", "20"),
+    ]
+    first, second = api.watch_queries()[:2]
+    assert first["resourceVersion"] == "10" and first["allowWatchBookmarks"] == "true"
+    assert second["resourceVersion"] == "16"  # resumed where the first watch ended
+    assert informer.lists == 1 and informer.synced.is_set()
+    assert set(informer.known) == {"ns/a", "ns/c"}
+
+
+async def test_a_bookmark_moves_the_resource_version_only(
+    fake: tuple[FakeAPI, KubeCluster],
+) -> None:
+    api, cluster = fake
+    api.lists = [([], 10)]
+    api.watches = [[bookmark(42)], [event("ADDED", pod("a", 43))]]
+    _, seen = await run_until(cluster, lambda s: len(s) >= 1)
+    assert seen == [("ADDED", "a", "43")]
+    assert api.watch_queries()[1]["resourceVersion"] == "42"
+
+
+@pytest.mark.parametrize("gone", ["error-event", "http-status"])
+async def test_410_gone_relists_and_synthesizes_deletes(
+    fake: tuple[FakeAPI, KubeCluster], gone: str
+) -> None:
+    api, cluster = fake
+    api.lists = [
+        ([pod("a", 5), pod("b", 6), pod("c", 7)], 10),
+        # after the relist: a unchanged, b gone, c re-created under a new uid, d new
+        ([pod("a", 5), pod("c", 30, uid="uid-c2"), pod("d", 31)], 40),
+    ]
+    expired = {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"}
+    first: Watch = [event("ERROR", expired)] if gone == "error-event" else 410
+    api.watches = [[event("MODIFIED", pod("b", 12))], first]
+    informer, seen = await run_until(cluster, lambda s: len(s) >= 9)
+    assert seen[:4] == [
+        (None, "a", "5"),
+        (None, "b", "6"),
+        (None, "c", "7"),
+        ("MODIFIED", "b", "12"),
+    ]
+    relisted = seen[4:]
+    assert relisted[:3] == [(None, "a", "5"), (None, "c", "30"), (None, "d", "31")]
+    # the last versions seen of what vanished (b) or was replaced (c)
+    assert sorted(relisted[3:]) == [("DELETED", "b", "12"), ("DELETED", "c", "7")]
+    assert informer.lists == 2
+    assert api.watch_queries()[-1]["resourceVersion"] == "40"
+
+
+async def test_reconnects_with_backoff_from_the_last_resource_version(
+    fake: tuple[FakeAPI, KubeCluster], caplog: pytest.LogCaptureFixture
+) -> None:
+    api, cluster = fake
+    api.lists = [([], 10)]
+    api.watches = [
+        [event("ADDED", pod("a", 11))],
+        lambda: None,  # the connection breaks
+        500,
+        [event("MODIFIED", pod("a", 12))],
+    ]
+    informer, seen = await run_until(cluster, lambda s: len(s) >= 2)
+    assert seen == [("ADDED", "a", "11"), ("MODIFIED", "a", "12")]
+    assert [q["resourceVersion"] for q in api.watch_queries()[:4]] == ["10", "11", "11", "11"]
+    assert informer.lists == 1  # no relist for a broken connection
+    assert "Pod watch failed" in caplog.text
+
+
+async def test_a_list_failure_is_retried(fake: tuple[FakeAPI, KubeCluster]) -> None:
+    api, cluster = fake
+    calls = 0
+    real = cluster.request
+
+    async def flaky(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            from kubesched.framework.cluster_port import ClusterError
+
+            raise ClusterError("GET /api/v1/pods: 503")
+        return await real(*args, **kwargs)
+
+    cluster.request = flaky  # type: ignore[method-assign]
+    api.lists = [([pod("a", 5)], 10)]
+    informer, seen = await run_until(cluster, lambda s: len(s) >= 1)
+    assert seen == [(None, "a", "5")] and informer.synced.is_set()
