@@ -198,6 +198,7 @@ def _run(args: argparse.Namespace) -> int:
         "port": args.port,
         "client_qps": args.kube_api_qps,
         "client_burst": args.kube_api_burst,
+        "profile_selector": args.profile_selector,
         "watch_engine": args.watch_engine,
     }
     try:
@@ -250,6 +251,12 @@ def _add_run(sub: Any) -> None:
     p.add_argument("--port", type=int, metavar="PORT", help="health/metrics port (default: 10251)")
     p.add_argument("--kube-api-qps", type=float, metavar="QPS", help="default: 50; <= 0 lifts it")
     p.add_argument("--kube-api-burst", type=int, metavar="N", help="default: 100")
+    p.add_argument(
+        "--profile-selector",
+        metavar="SELECTOR",
+        help="label selector of the SchedulingProfiles to apply, e.g. "
+        "kubesched.dev/release=team-a (default: every SchedulingProfile)",
+    )
     p.add_argument(
         "--watch-engine",
         choices=("kopf", "direct"),

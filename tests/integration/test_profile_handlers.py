@@ -10,6 +10,7 @@ from typing import Any, cast
 
 from kubesched.cluster.kube import KubeCluster
 from kubesched.framework.cluster_port import NotFound
+from kubesched.framework.labels import parse_label_selector
 from kubesched.operator.profile_handlers import PATH, ProfileController
 from tests.integration.harness import Harness
 
@@ -23,10 +24,29 @@ class RecordedApi:
         self.objs = {o["metadata"]["name"]: o for o in objs}
         self.patched: list[str] = []
         self.events: list[tuple[str, str, str, str]] = []
+        self.selectors: list[str | None] = []
+        """The labelSelector of each list."""
 
-    async def request(self, method: str, path: str, body: Any = None, **_: Any) -> Any:
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        query: dict[str, str] | None = None,
+        **_: Any,
+    ) -> Any:
         if method == "GET" and path == PATH:
-            return {"items": [copy.deepcopy(o) for o in self.objs.values()]}
+            selector = (query or {}).get("labelSelector")
+            self.selectors.append(selector)
+            sel = parse_label_selector(selector or "")
+            return {
+                "items": [
+                    copy.deepcopy(o)
+                    for o in self.objs.values()
+                    if sel.matches(o["metadata"].get("labels") or {})
+                ]
+            }
         name = path.removeprefix(PATH + "/").removesuffix("/status")
         if name not in self.objs:
             raise NotFound(path)
@@ -43,7 +63,13 @@ class RecordedApi:
         )
 
 
-def profile(name: str, created: str, scheduler: str = "shared", generation: int = 1) -> JSON:
+def profile(
+    name: str,
+    created: str,
+    scheduler: str = "shared",
+    generation: int = 1,
+    labels: dict[str, str] | None = None,
+) -> JSON:
     return {
         "apiVersion": "kubesched.dev/v1alpha1",
         "kind": "SchedulingProfile",
@@ -52,6 +78,7 @@ def profile(name: str, created: str, scheduler: str = "shared", generation: int 
             "uid": f"uid-{name}",
             "generation": generation,
             "creationTimestamp": created,
+            "labels": dict(labels or {}),
         },
         "spec": {"schedulerName": scheduler},
     }
@@ -61,9 +88,13 @@ def reason(api: RecordedApi, name: str) -> str:
     return str(api.objs[name]["status"]["conditions"][0]["reason"])
 
 
-def controller(h: Harness, api: RecordedApi) -> ProfileController:
+def controller(h: Harness, api: RecordedApi, selector: str = "") -> ProfileController:
     return ProfileController(
-        h.sched, cast(KubeCluster, api), builtin_names=["kubesched"], reporter="kubesched"
+        h.sched,
+        cast(KubeCluster, api),
+        builtin_names=["kubesched"],
+        reporter="kubesched",
+        selector=selector,
     )
 
 
@@ -108,3 +139,102 @@ async def test_deleting_the_only_profile_of_a_name_stops_serving_it() -> None:
     await ctl.deleted("p")
     assert "batch" not in h.sched.profiles
     assert "kubesched" in h.sched.profiles  # the built-in default is untouched
+
+
+# -- a profile selector: two installations, one cluster ----------------------------------------
+
+RELEASE = "kubesched.dev/release"
+MINE, THEIRS = {RELEASE: "team-a"}, {RELEASE: "team-b"}
+
+
+def two_teams() -> RecordedApi:
+    return RecordedApi(
+        profile("a", "2030-01-01T00:00:00Z", scheduler="team-a-batch", labels=MINE),
+        profile("b", "2030-01-01T00:00:00Z", scheduler="team-b-batch", labels=THEIRS),
+        profile("unlabelled", "2030-01-01T00:00:00Z", scheduler="other"),
+    )
+
+
+async def test_without_a_selector_every_profile_is_applied() -> None:
+    h = Harness()
+    api = two_teams()
+    assert await controller(h, api).load() == 3
+    assert api.selectors == [None]
+    assert {"team-a-batch", "team-b-batch", "other"} <= set(h.sched.profiles)
+
+
+async def test_the_start_up_list_asks_for_the_selected_profiles_only() -> None:
+    h = Harness()
+    api = two_teams()
+    ctl = controller(h, api, f"{RELEASE}=team-a")
+    assert await ctl.load() == 1
+    assert api.selectors == [f"{RELEASE}=team-a"]
+    assert "team-a-batch" in h.sched.profiles
+    assert not {"team-b-batch", "other"} & set(h.sched.profiles)
+    assert api.patched == ["a"]  # another installation's profiles: no status, no Event
+    assert [e[0] for e in api.events] == ["a"]
+
+
+async def test_handlers_skip_profiles_the_selector_does_not_match() -> None:
+    h = Harness()
+    api = two_teams()
+    ctl = controller(h, api, f"{RELEASE}=team-a")
+    await ctl.load()
+    # Kopf's create/resume/update of the other team's profile, then its deletion
+    await ctl.applied(copy.deepcopy(api.objs["b"]))
+    assert "team-b-batch" not in h.sched.profiles
+    assert "status" not in api.objs["b"] and api.patched == ["a"]
+    del api.objs["b"]
+    await ctl.deleted("b")
+    assert ctl.book.serving() == {"team-a-batch": "a"}
+    assert len(api.events) == 1
+
+
+async def test_a_profile_relabelled_away_is_forgotten_and_one_relabelled_in_is_applied() -> None:
+    h = Harness()
+    api = two_teams()
+    ctl = controller(h, api, f"{RELEASE}=team-a")
+    await ctl.load()
+    # "a" handed over to team-b: as if deleted here (the pods of its name stay pending)
+    api.objs["a"]["metadata"]["labels"] = dict(THEIRS)
+    await ctl.applied(copy.deepcopy(api.objs["a"]))
+    assert "team-a-batch" not in h.sched.profiles
+    assert ctl.book.serving() == {}
+    # "b" handed over to team-a: applied, status written, a Compiled Event
+    api.objs["b"]["metadata"]["labels"] = dict(MINE)
+    await ctl.applied(copy.deepcopy(api.objs["b"]))
+    assert "team-b-batch" in h.sched.profiles
+    assert ctl.book.serving() == {"team-b-batch": "b"}
+    assert reason(api, "b") == "Compiled"
+    assert ("b", "Normal", "Compiled", "kubesched") in api.events
+
+
+async def test_a_refused_profile_serves_once_the_selected_one_is_relabelled_away() -> None:
+    h = Harness()
+    api = RecordedApi(
+        profile("old", "2030-01-01T00:00:00Z", labels=MINE),
+        profile("young", "2030-01-02T00:00:00Z", labels=MINE),
+    )
+    ctl = controller(h, api, f"{RELEASE}=team-a")
+    await ctl.load()
+    assert reason(api, "young") == "SchedulerNameConflict"
+    api.objs["old"]["metadata"]["labels"] = {}
+    await ctl.applied(copy.deepcopy(api.objs["old"]))
+    assert ctl.book.serving() == {"shared": "young"}
+    assert reason(api, "young") == "Compiled"
+
+
+async def test_a_second_deletion_notice_changes_nothing() -> None:
+    """The deletion handler, then the DELETED watch event: the second is a no-op."""
+    h = Harness()
+    api = RecordedApi(
+        profile("old", "2030-01-01T00:00:00Z"), profile("young", "2030-01-02T00:00:00Z")
+    )
+    ctl = controller(h, api)
+    await ctl.load()
+    del api.objs["old"]
+    await ctl.deleted("old")
+    patched, events = list(api.patched), list(api.events)
+    await ctl.deleted("old")
+    assert (api.patched, api.events) == (patched, events)
+    assert ctl.book.serving() == {"shared": "young"}

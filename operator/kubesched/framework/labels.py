@@ -10,6 +10,7 @@ Errors raise ``ObjectError`` naming the field.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,6 +25,7 @@ __all__ = [
     "Requirement",
     "compile_label_selector",
     "compile_node_selector",
+    "parse_label_selector",
 ]
 
 _LABEL_OPS = ("In", "NotIn", "Exists", "DoesNotExist")
@@ -202,3 +204,59 @@ def compile_node_selector(d: Any, field: str) -> NodeSelector:
             for i, t in enumerate(terms)
         ]
     )
+
+
+# -- the string form (kubectl -l, ?labelSelector=, --profile-selector) ------------------------
+
+_NAME = r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_KEY = re.compile(rf"(?:[a-z0-9](?:[-a-z0-9.]{{0,251}}[a-z0-9])?/)?{_NAME}")
+_VALUE = re.compile(rf"(?:{_NAME})?")
+_TERM = re.compile(
+    r"\s*(?:(?P<not>!)\s*(?P<absent>[^\s=!<>(),]+)"
+    r"|(?P<key>[^\s=!<>(),]+)\s*(?:"
+    r"(?P<eq>==|=|!=)\s*(?P<value>[^\s=!<>(),]*)"
+    r"|(?P<cmp>[<>])\s*(?P<bound>[^\s=!<>(),]+)"
+    r"|\s(?P<set>in|notin)\s*\((?P<values>[^()]*)\)"
+    r")?)\s*(?:,|$)"
+)
+
+
+def parse_label_selector(text: str) -> LabelSelector:
+    """apimachinery's string syntax (``labels.Parse``): comma-separated requirements,
+    ANDed: ``key``, ``!key``, ``key=value`` (or ``==``), ``key!=value`` (also true when
+    the label is missing), ``key in (a,b)``, ``key notin (a,b)``, ``key>1``, ``key<1``.
+    An empty string matches everything. Raises ``ValueError`` naming the bad part."""
+    reqs: list[Requirement] = []
+    pos, text = 0, text.strip()
+    while pos < len(text):
+        m = _TERM.match(text, pos)
+        if m is None or m.end() == pos:
+            raise ValueError(f"label selector {text!r}: cannot parse at {text[pos:]!r}")
+        pos = m.end()
+        if pos == len(text) and text.endswith(","):
+            raise ValueError(f"label selector {text!r}: a requirement is missing after ','")
+        key = m["absent"] or m["key"]
+        if not _KEY.fullmatch(key):
+            raise ValueError(f"label selector {text!r}: {key!r} is not a valid label key")
+        if m["absent"]:
+            reqs.append(Requirement(key, "DoesNotExist"))
+        elif m["eq"]:
+            value = m["value"]
+            if not _VALUE.fullmatch(value):
+                raise ValueError(f"label selector {text!r}: {value!r} is not a valid label value")
+            reqs.append(Requirement(key, "NotIn" if m["eq"] == "!=" else "In", [value]))
+        elif m["cmp"]:
+            if not m["bound"].isdigit():
+                raise ValueError(f"label selector {text!r}: {m['bound']!r} is not an integer")
+            reqs.append(Requirement(key, "Gt" if m["cmp"] == ">" else "Lt", [m["bound"]]))
+        elif m["set"]:
+            values = [v.strip() for v in m["values"].split(",")]
+            if values == [""]:
+                raise ValueError(f"label selector {text!r}: {m['set']} () needs values")
+            bad = [v for v in values if not _VALUE.fullmatch(v)]
+            if bad:
+                raise ValueError(f"label selector {text!r}: {bad[0]!r} is not a valid label value")
+            reqs.append(Requirement(key, "In" if m["set"] == "in" else "NotIn", values))
+        else:
+            reqs.append(Requirement(key, "Exists"))
+    return LabelSelector(exprs=reqs)

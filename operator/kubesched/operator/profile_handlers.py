@@ -14,6 +14,20 @@ then name), so which of two profiles with one schedulerName serves does not depe
 the order Kopf's workers happen to run in; the handlers wait for it, and a resume of a
 profile the load already applied (same uid and generation) only checks its status.
 
+Selection: an instance applies only the profiles its ``profile_selector`` (a label
+selector; empty: all) matches. The start-up list asks the API server for those
+(``labelSelector``); the handlers see every profile and skip the others, and a profile
+whose labels change is taken up, or forgotten as if deleted, by the same check (an update
+handler on ``metadata.labels``). The filter is ours, not a Kopf filter, on purpose: Kopf
+removes its finalizer from an object no handler of its matches, and every installation
+shares the finalizer ``kubesched.dev/finalizer`` (a PodGroup must be released by whichever
+installation is left), so two installations with Kopf filters would take turns adding and
+removing it on each other's profiles. So every installation's Kopf keeps the finalizer and
+the diff-base annotation on every profile (the same content from each, as from replicas),
+and only the selected profiles are compiled, served, and given a status and Events. A
+profile deleted once another installation had already released its finalizer reaches us
+as a DELETED event only (no deletion handler call): a watch handler forgets it then.
+
 Replicas: every replica keeps its book current (followers compile too), so a new leader
 serves the same chains at once. Status is written by whichever replica finds it differs
 from what the API server has (``lastTransitionTime`` aside): replicas compute the same
@@ -39,6 +53,7 @@ import kopf
 from kubesched.api.profile import ProfileSpec
 from kubesched.cluster.kube import KubeCluster
 from kubesched.framework.cluster_port import ClusterError, NotFound
+from kubesched.framework.labels import parse_label_selector
 from kubesched.framework.registry import Registry
 from kubesched.profile_status import COMPILED, ProfileBook
 from kubesched.profiles import compile_profile
@@ -106,8 +121,12 @@ class ProfileController:
         builtin_names: Sequence[str],
         reporter: str,
         registry: Registry | None = None,
+        selector: str = "",
     ) -> None:
         self.scheduler = scheduler
+        self.selector = selector.strip()
+        """The label selector of the profiles applied here (empty: all)."""
+        self._selector = parse_label_selector(self.selector)
         self.cluster = cluster
         self.builtin_names = tuple(builtin_names)
         self.reporter = reporter
@@ -128,7 +147,9 @@ class ProfileController:
         items: list[Obj] = []
         for attempt in range(LOAD_ATTEMPTS):
             try:
-                items = list((await self.cluster.request("GET", PATH)).get("items") or ())
+                query = {"labelSelector": self.selector} if self.selector else None
+                listed = await self.cluster.request("GET", PATH, query=query)
+                items = [o for o in listed.get("items") or () if self.selects(o)]
                 break
             except NotFound:
                 log.info("SchedulingProfiles are not served (the CRD is not installed): none")
@@ -146,14 +167,35 @@ class ProfileController:
         self.loaded.set()
         return len(items)
 
+    def selects(self, obj: Obj) -> bool:
+        """Whether this instance applies ``obj`` (its labels match the selector)."""
+        labels = _meta(obj).get("labels")
+        return self._selector.matches(labels if isinstance(labels, Mapping) else {})
+
+    def holds(self, name: str) -> bool:
+        """Whether the profile ``name`` is applied here (serving, or refused with a status)."""
+        return name in self._bodies
+
     # -- handlers -------------------------------------------------------------------------------
     async def applied(self, body: Obj) -> None:
-        """Created, spec changed, or resumed."""
+        """Created, spec or labels changed, or resumed. A profile the selector does not
+        match is skipped; one that stopped matching is forgotten as if deleted."""
         await self.loaded.wait()
-        await self._apply(body)
+        if self.selects(body):
+            await self._apply(body)
+            return
+        name = str(_meta(body).get("name") or "")
+        if self.holds(name):
+            log.info("SchedulingProfile %s no longer matches %r: forgotten", name, self.selector)
+            await self._forget(name)
 
     async def deleted(self, name: str) -> None:
+        """Deleted (its deletion handler, or the DELETED event: whichever comes first)."""
         await self.loaded.wait()
+        if self.holds(name):
+            await self._forget(name)
+
+    async def _forget(self, name: str) -> None:
         self._applied.pop(name, None)
         self._bodies.pop(name, None)
         served = self.book.served.get(name)
@@ -164,7 +206,7 @@ class ProfileController:
             spec = ProfileSpec(scheduler_name=released)
             services = self.scheduler.services()
             self.scheduler.set_profile(compile_profile(spec, services, self.registry))
-        log.info("SchedulingProfile %s deleted: %s no longer served by it", name, released)
+        log.info("SchedulingProfile %s forgotten: %s no longer served by it", name, released)
         await self._reapply_conflicting()
 
     # -- internals ------------------------------------------------------------------------------
@@ -249,9 +291,17 @@ def register(registry: kopf.OperatorRegistry, controller: ProfileController) -> 
     @kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry, id="apply")
     @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry, id="apply")
     @kopf.on.update(GROUP, VERSION, PLURAL, registry=registry, id="apply", field="spec")
+    @kopf.on.update(GROUP, VERSION, PLURAL, registry=registry, id="select", field="metadata.labels")
     async def apply_profile(body: kopf.Body, **_: Any) -> None:
         await controller.applied(dict(body))
 
     @kopf.on.delete(GROUP, VERSION, PLURAL, registry=registry, id="forget")
     async def forget_profile(name: str | None, **_: Any) -> None:
         await controller.deleted(str(name or ""))
+
+    @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry, id="gone")
+    async def gone_profile(type: str | None, name: str | None, **_: Any) -> None:
+        # the deletion handler did not run here if another installation removed the
+        # shared finalizer first; a no-op for a profile forgotten already
+        if type == "DELETED":
+            await controller.deleted(str(name or ""))

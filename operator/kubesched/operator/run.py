@@ -120,6 +120,7 @@ class Runtime:
             self.cluster,
             builtin_names=settings.scheduler_names,
             reporter=settings.scheduler_names[0],
+            selector=settings.profile_selector,
         )
         """SchedulingProfiles: applied before the first cycle, then by Kopf handlers."""
         register_profile_handlers(self.registry, self.profiles)

@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from kubesched.framework.labels import parse_label_selector
+
 __all__ = ["ENV_PREFIX", "Settings", "default_namespace"]
 
 ENV_PREFIX = "KUBESCHED_"
@@ -114,6 +116,20 @@ class Settings(BaseModel):
     Kopf's per-event machinery was the largest single cost at a few hundred pods a second
     (docs/bench.md has the numbers for both); Kopf still watches every other kind and runs
     the SchedulingProfile/PodGroup handlers. Neither engine writes anything to pods."""
+
+    profile_selector: str = ""
+    """A label selector (``kubectl -l`` syntax, e.g. ``kubesched.dev/release=team-a``): the
+    SchedulingProfiles this instance applies. SchedulingProfiles are cluster-scoped, so two
+    installations must each select their own, or both would serve every profile's
+    schedulerName and schedule the same pods. Empty (the default: one installation per
+    cluster) selects every SchedulingProfile. The Helm chart sets it to its release's
+    label."""
+
+    @field_validator("profile_selector")
+    @classmethod
+    def _parse_selector(cls, v: str) -> str:
+        parse_label_selector(v)  # raises ValueError naming the bad part
+        return v.strip()
 
     @field_validator("scheduler_names", mode="before")
     @classmethod

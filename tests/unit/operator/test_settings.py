@@ -53,3 +53,18 @@ def test_namespace_from_pod_namespace_then_service_account_then_default(
     assert default_namespace(sa) == "kube-system"
     monkeypatch.setenv("POD_NAMESPACE", "sched")
     assert default_namespace(sa) == "sched"
+
+
+def test_profile_selector_from_environment_and_flag() -> None:
+    assert Settings.load(env={}).profile_selector == ""  # every SchedulingProfile
+    env = {"KUBESCHED_PROFILE_SELECTOR": "kubesched.dev/release=team-a"}
+    assert Settings.load(env=env).profile_selector == "kubesched.dev/release=team-a"
+    flag = {"profile_selector": "kubesched.dev/release in (team-b)"}
+    assert Settings.load(flag, env=env).profile_selector == "kubesched.dev/release in (team-b)"
+
+
+def test_a_bad_profile_selector_is_refused_at_start() -> None:
+    with pytest.raises(pydantic.ValidationError, match="'Team_A/x' is not a valid label key"):
+        Settings.load({"profile_selector": "Team_A/x=y"}, env={})
+    with pytest.raises(pydantic.ValidationError, match="cannot parse"):
+        Settings.load({"profile_selector": "release=a b"}, env={})
