@@ -39,6 +39,8 @@ class ObjectError(ValueError):
 
 
 def _mapping(obj: Any, field: str) -> Mapping[str, Any]:
+    if type(obj) is dict:  # the common case, without the ABC check (hot: every pod event)
+        return obj
     if obj is None:
         return {}
     if not isinstance(obj, Mapping):
