@@ -8,7 +8,7 @@ import pytest
 from kubernetes_asyncio import client as k8s_client
 
 from kubesched.cluster.kube import KubeCluster
-from kubesched.operator.handlers import WATCHED, WatchRouter, build_registry
+from kubesched.operator.handlers import DIRECT_KINDS, WATCHED, WatchRouter, build_registry
 from kubesched.scheduler.eventhandlers import EventHandlers
 
 JSON = dict[str, Any]
@@ -149,3 +149,14 @@ def test_registry_has_only_event_handlers_for_every_watched_kind() -> None:
     assert {"pods", "nodes", "persistentvolumeclaims", "poddisruptionbudgets"} <= plurals
     assert not list(registry._changing.get_all_handlers())  # no annotations, no finalizers
     assert build_registry(router) is not registry
+
+
+def test_registry_leaves_pods_and_nodes_to_the_direct_informers() -> None:
+    cluster = FakeCluster()
+    router = WatchRouter(cluster, scheduler_names=["kubesched"], reporting_controller="kubesched")
+    registry = build_registry(router, skip=DIRECT_KINDS)
+    handlers = registry._watching.get_all_handlers()
+    plurals = {h.selector.any_name for h in handlers if h.selector is not None}
+    assert len(handlers) == len(WATCHED) - 2
+    assert not plurals & {"pods", "nodes"}
+    assert {"persistentvolumeclaims", "poddisruptionbudgets", "podgroups"} <= plurals
