@@ -80,6 +80,12 @@ class Release:
         return self.arg("--lease-name")
 
     @property
+    def profile_labels(self) -> dict[str, str]:
+        """The labels that put a SchedulingProfile in the release's --profile-selector."""
+        key, _, value = self.arg("--profile-selector").partition("=")
+        return {key: value}
+
+    @property
     def service_account(self) -> str:
         return str(one(self.objects, "ServiceAccount")["metadata"]["name"])
 
@@ -146,6 +152,7 @@ def settings_for(release: Release, kubeconfig: Path, identity: str) -> Settings:
         namespace=release.namespace,
         leader_elect=True,
         lease_name=release.lease_name,
+        profile_selector=release.arg("--profile-selector"),
         identity=identity,
         port=0,
         client_qps=0,
@@ -535,7 +542,7 @@ async def profile(w: World, logs: Logs, forbidden: str | None) -> Outcome:
         {
             "apiVersion": "kubesched.dev/v1alpha1",
             "kind": "SchedulingProfile",
-            "metadata": {"name": name},
+            "metadata": {"name": name, "labels": w.release.profile_labels},
             "spec": {"schedulerName": w.release.scheduler_name, "percentageOfNodesToScore": 50},
         }
     )

@@ -379,17 +379,13 @@ def test_two_releases_with_their_own_scheduler_names(
     assert not events_for(cp, ns, nobodys)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="profile_handlers serve every SchedulingProfile in the cluster, whatever its "
-    "schedulerName: a release takes over another release's scheduler name",
-)
 def test_a_release_leaves_other_releases_profiles_alone(
     world: World, helm: Helm, controlplane: ControlPlane
 ) -> None:
     """A SchedulingProfile is cluster-scoped, and a profile shipped by one release (its
     ``profiles`` value) names that release's schedulerName: another release must not start
-    serving that name, or both would schedule the same pods."""
+    serving that name, or both would schedule the same pods. A profile the user labels
+    for the release (``kubectl label ... kubesched.dev/release=...``) is served by it."""
     cp, first = controlplane, world.release
     tag = uid()
     values = {"schedulerName": f"ks3-{tag}", "profiles": [{"name": "p", "spec": {}}]}
@@ -403,19 +399,39 @@ def test_a_release_leaves_other_releases_profiles_alone(
         scheduler_name=third.scheduler_name,
         spec={"nodeSelector": world.pool},
     )
+    # the user's own profile, for a second schedulerName of the first release
+    labelled, extra = f"labelled-{tag}", f"ks-extra-{tag}"
+    cp.api.create(
+        {
+            "apiVersion": "kubesched.dev/v1alpha1",
+            "kind": "SchedulingProfile",
+            "metadata": {"name": labelled, "labels": first.profile_labels},
+            "spec": {"schedulerName": extra},
+        }
+    )
     replica = Replica(cp, first, world.kubeconfig)  # only the first release runs
     try:
-        mine = f"e-{tag}"
+        mine, extras = f"e-{tag}", f"f-{tag}"
         world.pod(mine)
+        cp.create_pod(
+            extras,
+            namespace=first.namespace,
+            scheduler_name=extra,
+            spec={"nodeSelector": world.pool},
+        )
         deadline = time.monotonic() + 60
-        while not world.bound(mine):
+        while not (world.bound(mine) and world.bound(extras)):
             replica.check_running()
             assert time.monotonic() < deadline, replica.tail()
             time.sleep(0.2)
         time.sleep(2.0)
         assert not world.bound(theirs), f"{first.name} scheduled a pod of {third.scheduler_name}"
+        # the other release's profile: no status from us (that release is not running)
+        other = cp.api.read(
+            "kubesched.dev/v1alpha1", "SchedulingProfile", profile["metadata"]["name"]
+        )
+        assert not (other.get("status") or {}).get("conditions"), other["status"]
     finally:
         replica.stop()
-        remove_with_finalizers(
-            cp, "kubesched.dev/v1alpha1", "SchedulingProfile", profile["metadata"]["name"], None
-        )
+        for name in (profile["metadata"]["name"], labelled):
+            remove_with_finalizers(cp, "kubesched.dev/v1alpha1", "SchedulingProfile", name, None)

@@ -20,6 +20,7 @@ import yaml
 
 from kubesched import cli
 from kubesched.cluster.kube import LIST_PATHS
+from kubesched.framework.labels import parse_label_selector
 from kubesched.operator import run as run_module
 from kubesched.operator.handlers import WATCHED
 from kubesched.operator.settings import Settings
@@ -437,6 +438,44 @@ def test_profiles_from_values(helm: Helm) -> None:
         ProfileSpec.model_validate(p["spec"])  # what the operator accepts
 
 
+def _selected(objects: list[JSON], selector: str) -> set[str]:
+    sel = parse_label_selector(selector)
+    return {
+        p["metadata"]["name"]
+        for p in of_kind(objects, "SchedulingProfile")
+        if sel.matches(p["metadata"]["labels"])
+    }
+
+
+def test_a_release_applies_its_own_profiles_only(
+    helm: Helm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SchedulingProfiles are cluster-scoped: by default a release selects those labelled
+    for it (its own ``profiles`` are), and none of another release's, even one of the
+    same name in another namespace."""
+    values = {"profiles": [{"name": "p", "spec": {}}]}
+    first = helm.template("ks", "team-a", values)
+    second = helm.template("ks", "team-b", values)
+    settings = _settings_from(deployment_container(first), "team-a", "ks-0", monkeypatch)
+    assert settings.profile_selector == "kubesched.dev/release=ks-kubesched-team-a"
+    (own,) = of_kind(first, "SchedulingProfile")
+    assert own["metadata"]["labels"]["kubesched.dev/release"] == "ks-kubesched-team-a"
+    assert _selected(first + second, settings.profile_selector) == {own["metadata"]["name"]}
+
+
+@pytest.mark.parametrize(
+    ("selector", "expected"),
+    [("", ""), ("env in (prod, staging),!canary", "env in (prod, staging),!canary")],
+    ids=["every-profile", "custom"],
+)
+def test_the_profile_selector_value_reaches_the_operator(
+    helm: Helm, monkeypatch: pytest.MonkeyPatch, selector: str, expected: str
+) -> None:
+    objects = helm.template("ks", "sched", {"profileSelector": selector})
+    settings = _settings_from(deployment_container(objects), "sched", "ks-0", monkeypatch)
+    assert settings.profile_selector == expected
+
+
 # -- RBAC --------------------------------------------------------------------------------------
 
 
@@ -502,6 +541,7 @@ BAD_VALUES: dict[str, Mapping[str, Any]] = {
     "privileged": {"securityContext": {"privileged": True}},
     "profile-without-name": {"profiles": [{"spec": {}}]},
     "profile-name-not-dns": {"profiles": [{"name": "Bin Packing"}]},
+    "profile-selector-as-map": {"profileSelector": {"kubesched.dev/release": "a"}},
     "service-monitor-interval": {"metrics": {"serviceMonitor": {"interval": "30 seconds"}}},
     "port-out-of-range": {"port": 70000},
     "resource-quantity": {"resources": {"requests": {"cpu": "a lot"}}},

@@ -60,6 +60,23 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- include "kubesched.scopedName" . }}
 {{- end }}
 
+{{/*
+SchedulingProfiles are cluster-scoped: a release applies only those labelled
+kubesched.dev/release=<profileRelease> (a label value, unique per release and namespace),
+unless profileSelector says otherwise ("" selects every profile).
+*/}}
+{{- define "kubesched.profileRelease" -}}
+{{- include "kubesched.scopedName" . }}
+{{- end }}
+
+{{- define "kubesched.profileSelector" -}}
+{{- if kindIs "string" .Values.profileSelector }}
+{{- .Values.profileSelector }}
+{{- else }}
+{{- printf "kubesched.dev/release=%s" (include "kubesched.profileRelease" .) }}
+{{- end }}
+{{- end }}
+
 {{/* Leader election: the value when set, else on exactly when replicaCount > 1. */}}
 {{- define "kubesched.leaderElect" -}}
 {{- if kindIs "bool" .Values.leaderElection.enabled }}
