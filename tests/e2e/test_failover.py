@@ -556,6 +556,7 @@ def test_a_leader_that_loses_the_lease_exits_and_binds_nothing_more(scene: Scene
     assert code == 1, leader.log()[-3000:]
     assert t_exit - t_steal < RETRY + 4, "the leader stopped promptly"
     assert "lost the lease" in leader.log()
+    assert "now held by intruder" in leader.log()
     # The leader sees the lease gone at its next renewal (one retry period) and stops at
     # once; after that nothing binds: the follower does not lead while "intruder" holds it.
     time.sleep(1.0)

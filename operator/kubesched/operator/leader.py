@@ -199,12 +199,20 @@ class LeaderElector:
         failed: BaseException | None = None
         try:
             await self._renew_until_lost(task)
-            log.error(
-                "lost lease %s/%s: not renewed within %.0f s",
-                self.namespace,
-                self.name,
-                self.renew_deadline,
-            )
+            if self.leader_identity and self.leader_identity != self.identity:
+                log.error(
+                    "lost lease %s/%s: now held by %s",
+                    self.namespace,
+                    self.name,
+                    self.leader_identity,
+                )
+            else:
+                log.error(
+                    "lost lease %s/%s: not renewed within %.0f s",
+                    self.namespace,
+                    self.name,
+                    self.renew_deadline,
+                )
         except _LeadingTaskFailed:
             failed = task.exception()
         finally:
