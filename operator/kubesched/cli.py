@@ -43,6 +43,22 @@ def _count(text: str) -> int:
     return n
 
 
+def _seconds(text: str) -> float:
+    """A duration as kube-scheduler's flags take it: ``15s``, ``500ms``, ``1m``, or seconds."""
+    number, scale = text, 1.0
+    for suffix, factor in (("ms", 0.001), ("s", 1.0), ("m", 60.0)):  # "ms" before "s"
+        if text.endswith(suffix):
+            number, scale = text[: -len(suffix)], factor
+            break
+    try:
+        value = float(number) * scale
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 15s)") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return value
+
+
 # --- simulate ----------------------------------------------------------------------------
 
 
@@ -194,6 +210,9 @@ def _run(args: argparse.Namespace) -> int:
         "namespace": args.namespace,
         "leader_elect": args.leader_elect,
         "lease_name": args.lease_name,
+        "lease_duration": args.leader_elect_lease_duration,
+        "renew_deadline": args.leader_elect_renew_deadline,
+        "retry_period": args.leader_elect_retry_period,
         "bind_address": args.bind_address,
         "port": args.port,
         "client_qps": args.kube_api_qps,
@@ -245,6 +264,14 @@ def _add_run(sub: Any) -> None:
         help="elect a leader on a Lease before scheduling (default: on)",
     )
     p.add_argument("--lease-name", metavar="NAME", help="default: kubesched")
+    for flag, default in (
+        ("--leader-elect-lease-duration", "15s"),
+        ("--leader-elect-renew-deadline", "10s"),
+        ("--leader-elect-retry-period", "2s"),
+    ):
+        p.add_argument(
+            flag, type=_seconds, metavar="DURATION", help=f"kube-scheduler's (default: {default})"
+        )
     p.add_argument(
         "--bind-address", metavar="ADDR", help="health/metrics address (default: 0.0.0.0)"
     )

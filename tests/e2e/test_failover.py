@@ -102,9 +102,6 @@ class Replica:
         env = dict(os.environ)
         env.update(
             KUBESCHED_IDENTITY=identity,
-            KUBESCHED_LEASE_DURATION=str(LEASE),
-            KUBESCHED_RENEW_DEADLINE=str(RENEW),
-            KUBESCHED_RETRY_PERIOD=str(RETRY),
             KUBESCHED_RESYNC_SECONDS="0",
             PYTHONUNBUFFERED="1",
         )
@@ -118,6 +115,9 @@ class Replica:
             f"--namespace={namespace}",
             f"--lease-name={lease}",
             "--leader-elect",
+            f"--leader-elect-lease-duration={LEASE:g}s",
+            f"--leader-elect-renew-deadline={RENEW:g}s",
+            f"--leader-elect-retry-period={RETRY * 1000:g}ms",
             "--bind-address=127.0.0.1",
             "--port=0",
             "--kube-api-qps=0",

@@ -144,6 +144,11 @@ class Settings(BaseModel):
             raise ValueError("scheduler_names: at least one")
         if self.leader_elect and self.lease_duration <= self.renew_deadline:
             raise ValueError("lease_duration must be greater than renew_deadline")
+        # client-go's NewLeaderElector checks, here so that bad flags are bad input
+        if self.leader_elect and self.renew_deadline <= 1.2 * self.retry_period:
+            raise ValueError("renew_deadline must be greater than 1.2 * retry_period")
+        if self.leader_elect and self.retry_period < 1:
+            raise ValueError("retry_period must be at least 1 s")
         return self
 
     @classmethod
