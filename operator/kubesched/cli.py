@@ -229,7 +229,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     with asyncio.Runner(loop_factory=asyncio.new_event_loop) as runner:
         try:
-            runner.run(run(settings=settings))
+            runner.run(run(settings=settings, tune_gc=True))
         except LeadershipLost as e:
             print(f"kubesched run: {e}", file=sys.stderr)
             return 1

@@ -29,3 +29,18 @@ def test_no_essence_for_watched_core_kinds_but_the_real_one_for_crds() -> None:
     )
     assert storage.build(body=profile)["spec"] == {"schedulerName": "s"}
     assert storage.fetch(body=profile) is None  # nothing handled yet: a creation
+
+
+def test_tune_garbage_collector_raises_thresholds_and_freezes_what_exists() -> None:
+    import gc
+
+    from kubesched.operator.run import GC_THRESHOLDS, tune_garbage_collector
+
+    before = gc.get_threshold()
+    try:
+        tune_garbage_collector()
+        assert gc.get_threshold() == GC_THRESHOLDS
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)
