@@ -48,17 +48,7 @@ from kubesched.operator.settings import Settings
 from kubesched.simulator.scenario import load_scenarios
 from tests.controlplane import ApiError, Binaries, ControlPlane, RestClient, wait_for
 
-pytestmark = [
-    pytest.mark.timeout(120),
-    # `kubesched run` leaves a few of Kopf's API connections unclosed when it stops
-    # (ResourceWarnings when they are garbage-collected; seen since run watches
-    # SchedulingProfiles and PodGroups). KubeschedThread collects them right after each
-    # run so they surface here, in this module's tests, and are not fatal.
-    # TODO(run): close them in run's shutdown, then drop this filter.
-    pytest.mark.filterwarnings(
-        "ignore:Exception ignored in:pytest.PytestUnraisableExceptionWarning"
-    ),
-]
+pytestmark = pytest.mark.timeout(120)
 
 JSON = dict[str, Any]
 
@@ -425,7 +415,7 @@ class KubeschedThread:
         if self._loop is not None and self._stop is not None and self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(30)
-        gc.collect()  # see pytestmark: unclosed connections are reported here, not later
+        gc.collect()  # anything the run left unclosed is reported here, not in a later test
         if self._error is not None:
             raise self._error
 

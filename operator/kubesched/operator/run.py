@@ -15,13 +15,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import gc
+import itertools
 import logging
 import os
 import signal
 import socket
+import sys
 import threading
-from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator
+import types
+import weakref
+from collections.abc import AsyncGenerator, Awaitable, Callable, Collection, Iterable, Iterator
 from typing import Any, cast
 
 import kopf
@@ -343,10 +348,102 @@ class _NotKopfs(Collection["asyncio.Task[Any]"]):
 
 async def _kopf_operator(*, on_spawned: Callable[[], None], **kwargs: Any) -> None:
     """``kopf.operator``, minus its cancelling of tasks that are not Kopf's;
-    ``on_spawned`` runs once Kopf has set up (and installed its signal handlers)."""
-    tasks = await kopf.spawn_tasks(**kwargs)
-    on_spawned()
-    await kopf.run_tasks(tasks, ignored=_NotKopfs())
+    ``on_spawned`` runs once Kopf has set up (and installed its signal handlers). Once
+    Kopf's tasks are over, the watch streams they left open are closed (see
+    :func:`_close_generators`)."""
+    generators: _Generators = weakref.WeakValueDictionary()
+    try:
+        with _recording_kopf_generators(generators):
+            tasks = await kopf.spawn_tasks(**kwargs)
+            on_spawned()
+            await kopf.run_tasks(tasks, ignored=_NotKopfs())
+    finally:
+        await _close_generators(generators)
+
+
+# -- Kopf's watch streams, closed ---------------------------------------------------------------
+#
+# Kopf's watcher task iterates its watch stream (``infinite_watch``, an async generator over
+# nested ones down to the aiohttp response) with a plain ``async for``. When the operator
+# stops, the watcher is cancelled wherever it awaits: inside the stream (reading the next
+# line) the cancellation unwinds the generators and closes the response, but in the loop's
+# body (handing an event to a worker: most of the time when events are arriving) the
+# generators stay suspended at their ``yield`` with the HTTP response open. Nothing closes
+# them: the loop's ``shutdown_asyncgens`` at its very end (where ``infinite_watch`` fails
+# with "generator didn't stop after athrow()", its ``streaming_block`` having been closed
+# concurrently), or the garbage collector whenever it finds them, maybe after the loop
+# closed ("Exception ignored in: <async_generator ...>", unclosed transport and response
+# ResourceWarnings in whatever code runs then). So ``run`` records the async generators
+# Kopf's tasks start (a first-iteration hook, attributed through a context variable that
+# those tasks inherit: other ``run`` calls in the same loop keep theirs) and closes the
+# ones left suspended, outermost first, once Kopf's tasks are all done.
+
+CLOSE_GENERATORS_TIMEOUT = 5.0
+
+_KOPF_CODE = f"{os.sep}kopf{os.sep}"
+_Generators = weakref.WeakValueDictionary[int, types.AsyncGeneratorType[Any, Any]]
+"""By start order; the finished ones drop out as they are freed (Kopf starts a few per
+API request: a long run must not accumulate them)."""
+_owned_generators: contextvars.ContextVar[_Generators | None] = contextvars.ContextVar(
+    "kubesched_kopf_generators", default=None
+)
+_started = itertools.count()
+
+
+class _HookState(threading.local):
+    """The thread's async-generator hooks before ours, and how many runs record (the
+    hooks are per thread; nested runs in one loop share one installation)."""
+
+    users = 0
+    previous: Any = None
+
+
+_hooks = _HookState()
+
+
+def _firstiter(agen: AsyncGenerator[Any, Any]) -> None:
+    owned = _owned_generators.get()
+    code = getattr(agen, "ag_code", None)
+    if owned is not None and code is not None and _KOPF_CODE in code.co_filename:
+        owned[next(_started)] = cast(types.AsyncGeneratorType[Any, Any], agen)
+    previous = _hooks.previous.firstiter if _hooks.previous is not None else None
+    if previous is not None:
+        previous(agen)  # the event loop's own bookkeeping (shutdown_asyncgens, finalizer)
+
+
+@contextlib.contextmanager
+def _recording_kopf_generators(owned: _Generators) -> Iterator[None]:
+    """Record into ``owned`` the async generators Kopf's code starts from this context
+    (the tasks spawned within inherit it)."""
+    token = _owned_generators.set(owned)
+    if _hooks.users == 0:
+        _hooks.previous = sys.get_asyncgen_hooks()
+        sys.set_asyncgen_hooks(firstiter=_firstiter, finalizer=_hooks.previous.finalizer)
+    _hooks.users += 1
+    try:
+        yield
+    finally:
+        _hooks.users -= 1
+        if _hooks.users == 0:
+            previous, _hooks.previous = _hooks.previous, None
+            sys.set_asyncgen_hooks(firstiter=previous.firstiter, finalizer=previous.finalizer)
+        _owned_generators.reset(token)
+
+
+async def _close_generators(owned: _Generators) -> None:
+    """Close the recorded generators still suspended, in the order they started (an outer
+    one before those it iterates: its context managers exit before their generators are
+    closed under them)."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(CLOSE_GENERATORS_TIMEOUT):
+            for _, agen in sorted(owned.items(), key=lambda item: item[0]):
+                if agen.ag_frame is None or agen.ag_running:
+                    continue  # collected, finished, or (never: Kopf's tasks are done) running
+                try:
+                    await agen.aclose()
+                except Exception as e:  # Kopf's code, ending anyway: nothing else to do
+                    log.debug("closing Kopf's %s: %r", agen.ag_code.co_name, e)
+    owned.clear()
 
 
 async def _initial_sync(
@@ -447,6 +544,8 @@ async def _shutdown(
         await asyncio.wait_for(rt.scheduler.drain(), SHUTDOWN_GRACE)
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(rt.cluster.aclose(), SHUTDOWN_GRACE)
-    pending = list(tasks.values())
-    await asyncio.gather(*pending, return_exceptions=True)
-    await rt.api.close()
+    try:
+        pending = list(tasks.values())
+        await asyncio.gather(*pending, return_exceptions=True)
+    finally:
+        await rt.api.close()  # its aiohttp session, even when the wait is cancelled
