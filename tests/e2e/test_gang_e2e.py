@@ -10,6 +10,7 @@ status (``kubectl get kpg``) and the Events on the PodGroup and its pods.
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -130,7 +131,10 @@ def members(
 
 
 def apply(cp: ControlPlane, namespace: str, *objs: JSON) -> None:
-    out = cp.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump_all(objs))
+    # JSON, not YAML: kubectl reads YAML 1.2, where a generated name like "123e4567"
+    # that PyYAML leaves unquoted would become a number.
+    doc = {"apiVersion": "v1", "kind": "List", "items": list(objs)}
+    out = cp.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(doc))
     assert out.returncode == 0, out.stderr
 
 
