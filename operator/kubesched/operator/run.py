@@ -549,3 +549,56 @@ async def _shutdown(
         await asyncio.gather(*pending, return_exceptions=True)
     finally:
         await rt.api.close()  # its aiohttp session, even when the wait is cancelled
+    await _connections_closed()
+
+
+TRANSPORTS_CLOSE_TIMEOUT = 5.0
+"""At most this long for the TLS connections being closed to finish closing."""
+
+
+async def _connections_closed() -> None:
+    """Wait until the connections being closed are closed (at most
+    ``TRANSPORTS_CLOSE_TIMEOUT``).
+
+    Closing a TLS connection takes a round trip: asyncio sends close_notify and closes
+    the socket once the API server answered (or after ``ssl_shutdown_timeout``). The
+    responses closed mid-stream (the watch streams of Kopf and of the informers, ended by
+    the stop) are closed that way, and nothing awaits them: aiohttp's session close waits
+    only for the connections still in its pool. So when ``run``'s caller ends the event
+    loop right after (``asyncio.run``; a test's loop), a connection whose answer had not
+    come yet (a loaded machine, a slow API server) is left with its socket open:
+    "unclosed transport" ResourceWarnings when it is collected, in whatever code runs
+    then. The loop's transports are only reachable through its private ``_transports``
+    (selector loops; another loop, e.g. uvloop, is not waited for)."""
+    transports = getattr(asyncio.get_running_loop(), "_transports", None)
+    if transports is None:
+        return
+
+    def closing() -> int:
+        n = 0
+        for t in list(transports.values()):
+            sock = t.get_extra_info("socket")
+            if sock is None or sock.fileno() == -1:
+                continue  # closed
+            # TLS: the socket's transport stays open while the TLS layer above it (the
+            # transport aiohttp closed) shuts down
+            tls = getattr(t.get_protocol(), "_app_transport", None)
+            if t.is_closing() or (tls is not None and tls.is_closing()):
+                n += 1
+        return n
+
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    first = left = closing()
+    for _ in range(int(TRANSPORTS_CLOSE_TIMEOUT / 0.01)):
+        if not left:
+            break
+        await asyncio.sleep(0.01)  # no event to wait on: asyncio closes them in callbacks
+        left = closing()
+    if first:
+        log.debug(
+            "%d connection(s) closing at the end of run: %d left after %.2f s",
+            first,
+            left,
+            loop.time() - start,
+        )
