@@ -51,9 +51,9 @@ from tests.controlplane import ApiError, Binaries, ControlPlane, RestClient, wai
 pytestmark = [
     pytest.mark.timeout(120),
     # TODO: a kubesched run stopped in its own thread (asyncio.run) sometimes leaves an
-    # aiohttp transport for the GC to close, depending on timing (not reproducible under
+    # aiohttp transport or socket for the GC to close, depending on timing (not reproducible under
     # tracemalloc). The transport is closed by then; only the warning is silenced here.
-    pytest.mark.filterwarnings("ignore:unclosed transport:ResourceWarning"),
+    pytest.mark.filterwarnings("ignore:unclosed:ResourceWarning"),
 ]
 
 JSON = dict[str, Any]
