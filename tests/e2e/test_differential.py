@@ -48,13 +48,7 @@ from kubesched.operator.settings import Settings
 from kubesched.simulator.scenario import load_scenarios
 from tests.controlplane import ApiError, Binaries, ControlPlane, RestClient, wait_for
 
-pytestmark = [
-    pytest.mark.timeout(120),
-    # TODO: a kubesched run stopped in its own thread (asyncio.run) sometimes leaves an
-    # aiohttp transport or socket for the GC to close, depending on timing (not reproducible under
-    # tracemalloc). The transport is closed by then; only the warning is silenced here.
-    pytest.mark.filterwarnings("ignore:unclosed:ResourceWarning"),
-]
+pytestmark = pytest.mark.timeout(120)
 
 JSON = dict[str, Any]
 
