@@ -1,0 +1,248 @@
+"""The benchmark matrix: every workload at each size that fits a 2-core machine.
+
+``python -m kubesched.bench.matrix run --out FILE`` runs ``kubesched bench ... --target
+cluster --compare kube-scheduler --output json`` once per cell, each in a process of its
+own, appending one JSON document per line to FILE (a run that fails is recorded with its
+error, and the matrix goes on). ``python -m kubesched.bench.matrix render FILE`` turns
+the lines into the Markdown tables of docs/benchmarks.md.
+
+Cells are (workload, nodes, pods). The sizes follow scheduler_perf where it has a case
+(500 nodes / 1000 pods, 5000 nodes / 10000 pods) and stop where two shared cores stop:
+100 and 1000 nodes for every workload, 5000 nodes for SchedulingBasic. Workloads whose
+pods are limited by the node count (one anti-affine pod per node) get at most one pod
+per node.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+__all__ = ["MATRIX", "Cell", "main", "render"]
+
+Cell = tuple[str, int, int]
+
+WORKLOAD_ORDER = (
+    "SchedulingBasic",
+    "NodeAffinity",
+    "TopologySpreading",
+    "PreferredTopologySpreading",
+    "PodAntiAffinity",
+    "PodAffinity",
+    "Unschedulable",
+    "MixedChurn",
+    "PreemptionBasic",
+    "SchedulingWhileGated",
+    "Gang",
+)
+
+#: Measured pods per workload at 100 and at 1000 nodes.
+PODS: Mapping[str, tuple[int, int]] = {
+    "PodAntiAffinity": (100, 1000),  # one per node: the node count bounds the pods
+    "PreemptionBasic": (200, 1000),  # every measured pod preempts
+}
+DEFAULT_PODS = (1000, 3000)
+
+
+def _cells() -> list[Cell]:
+    cells: list[Cell] = []
+    for index, nodes in enumerate((100, 1000)):
+        for w in WORKLOAD_ORDER:
+            cells.append((w, nodes, PODS.get(w, DEFAULT_PODS)[index]))
+    cells.append(("SchedulingBasic", 5000, 10000))
+    return cells
+
+
+MATRIX: tuple[Cell, ...] = tuple(_cells())
+
+
+def _command(cell: Cell) -> list[str]:
+    workload, nodes, pods = cell
+    return [
+        "kubesched", "bench",
+        "--workload", workload,
+        "--nodes", str(nodes),
+        "--pods", str(pods),
+        "--target", "cluster",
+        "--compare", "kube-scheduler",
+        "--output", "json",
+    ]  # fmt: skip
+
+
+def _loadavg() -> float | None:
+    try:
+        return float(Path("/proc/loadavg").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def run(cells: Iterable[Cell], out: Path, timeout: float) -> int:
+    """Run each cell; append its document (or its failure) to ``out``. Failed cells count."""
+    failed = 0
+    for cell in cells:
+        argv = _command(cell)
+        started, load_before = time.time(), _loadavg()
+        print(f"# {' '.join(argv)}", file=sys.stderr, flush=True)
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", "kubesched", *argv[1:]],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+            )
+            if proc.returncode == 0:
+                doc: dict[str, Any] = orjson.loads(proc.stdout.strip().splitlines()[-1])
+            else:
+                doc = {"error": (proc.stderr or proc.stdout).strip()[-2000:]}
+        except subprocess.TimeoutExpired:
+            doc = {"error": f"timed out after {timeout:.0f} s"}
+        doc.update(
+            workload=cell[0],
+            nodes=cell[1],
+            pods=cell[2],
+            command=" ".join(argv),
+            wall_seconds=round(time.time() - started, 1),
+            loadavg=[load_before, _loadavg()],
+        )
+        failed += "error" in doc
+        with out.open("ab") as f:
+            f.write(orjson.dumps(doc) + b"\n")
+        summary = doc.get("error") or f"ratio {doc.get('ratio')}"
+        print(f"  -> {summary}", file=sys.stderr, flush=True)
+    return failed
+
+
+# -- rendering --------------------------------------------------------------------------
+
+
+def _num(value: Any, digits: int = 0) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.{digits}f}"
+
+
+def _mib(value: Any) -> str:
+    return "-" if value is None else f"{value / 2**20:.0f}"
+
+
+def _side(doc: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    side = doc.get(name)
+    return side if isinstance(side, Mapping) else {}
+
+
+def _latency(side: Mapping[str, Any]) -> str:
+    lat = side.get("latency_seconds") or {}
+    return f"{_num(lat.get('p50'), 2)} / {_num(lat.get('p99'), 2)}"
+
+
+def _rss_ratio(doc: Mapping[str, Any]) -> str:
+    a = _side(doc, "kubesched").get("peak_rss_bytes")
+    b = _side(doc, "kube-scheduler").get("peak_rss_bytes")
+    return f"{a / b:.2f}" if a and b else "-"
+
+
+def _gang(side: Mapping[str, Any]) -> str:
+    g = side.get("gang_latency_seconds")
+    if not isinstance(g, Mapping):
+        return ""
+    return (
+        f"gangs {g.get('gangs')} (partial {g.get('partial')}), per-gang latency "
+        f"p50 {_num(g.get('p50'), 2)} s / p99 {_num(g.get('p99'), 2)} s"
+    )
+
+
+HEADER = (
+    "| workload | nodes | pods | kubesched pods/s (avg) | kube-scheduler pods/s (avg) "
+    "| **ratio** | latency p50 / p99 s (ks / kube) | CPU s (ks / kube) "
+    "| peak RSS MiB (ks / kube) | RSS ratio | load (start, end) |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|"
+)
+
+
+def render(docs: Sequence[Mapping[str, Any]]) -> str:
+    """The results table, one row per document (the last run of each cell wins)."""
+    latest: dict[tuple[str, int, int], Mapping[str, Any]] = {}
+    for doc in docs:
+        latest[(doc["workload"], doc["nodes"], doc["pods"])] = doc
+    order = {w: i for i, w in enumerate(WORKLOAD_ORDER)}
+    rows = [HEADER]
+    notes: list[str] = []
+    for key in sorted(latest, key=lambda k: (k[1], order.get(k[0], 99), k[2])):
+        doc = latest[key]
+        w, nodes, pods = key
+        if "error" in doc:
+            rows.append(f"| {w} | {nodes} | {pods} | failed: see note | | | | | | | |")
+            notes.append(f"- {w} {nodes}/{pods}: {str(doc['error']).splitlines()[-1][:300]}")
+            continue
+        ks, kube = _side(doc, "kubesched"), _side(doc, "kube-scheduler")
+        ratio = doc.get("ratio")
+        load = doc.get("loadavg") or [None, None]
+        rows.append(
+            f"| {w} | {nodes} | {pods} "
+            f"| {_num((ks.get('throughput') or {}).get('average'))} "
+            f"| {_num((kube.get('throughput') or {}).get('average'))} "
+            f"| **{_num(ratio, 2)}** "
+            f"| {_latency(ks)} ; {_latency(kube)} "
+            f"| {_num(ks.get('cpu_seconds'), 1)} / {_num(kube.get('cpu_seconds'), 1)} "
+            f"| {_mib(ks.get('peak_rss_bytes'))} / {_mib(kube.get('peak_rss_bytes'))} "
+            f"| {_rss_ratio(doc)} | {_num(load[0], 1)}, {_num(load[1], 1)} |"
+        )
+        for name, side in (("kubesched", ks), ("kube-scheduler", kube)):
+            if side.get("scheduled") is not None and side.get("scheduled") != side.get("pods"):
+                notes.append(
+                    f"- {w} {nodes}/{pods}: {name} bound {side['scheduled']}/{side['pods']}"
+                )
+            gang = _gang(side)
+            if gang:
+                notes.append(f"- {w} {nodes}/{pods}, {name}: {gang}")
+        for note in doc.get("notes") or []:
+            notes.append(f"- {w} {nodes}/{pods}: {note}")
+    return "\n".join(rows) + ("\n\n" + "\n".join(notes) if notes else "") + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kubesched.bench.matrix", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="run the matrix (or part of it), appending to --out")
+    r.add_argument("--out", type=Path, required=True)
+    r.add_argument("--workload", action="append", help="only these workloads")
+    r.add_argument("--nodes", type=int, action="append", help="only these node counts")
+    r.add_argument("--timeout", type=float, default=1800.0, help="per cell, seconds")
+    r.add_argument("--list", action="store_true", help="print the cells and exit")
+    p = sub.add_parser("render", help="print the Markdown table of a results file")
+    p.add_argument("results", type=Path)
+    args = parser.parse_args(argv)
+    if args.command == "render":
+        lines = args.results.read_bytes().splitlines()
+        print(render([orjson.loads(line) for line in lines if line.strip()]), end="")
+        return 0
+    cells = [
+        c
+        for c in MATRIX
+        if (not args.workload or c[0] in args.workload) and (not args.nodes or c[1] in args.nodes)
+    ]
+    if args.list:
+        for cell in cells:
+            print(" ".join(_command(cell)))
+        return 0
+    if not os.environ.get("KUBESCHED_CONTROLPLANE_DIR") and not os.environ.get(
+        "KUBEBUILDER_ASSETS"
+    ):
+        print(
+            "set KUBESCHED_CONTROLPLANE_DIR (tests/controlplane/build prints it)", file=sys.stderr
+        )
+        return 2
+    return 1 if run(cells, args.out, args.timeout) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
