@@ -1,0 +1,60 @@
+"""The benchmark matrix: which cells it runs, and the table docs/benchmarks.md shows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+from kubesched.bench import matrix
+from kubesched.bench.report import RunResult, document
+
+
+def _doc(workload: str, nodes: int, pods: int, ours: float, theirs: float) -> dict[str, object]:
+    results = {
+        "kubesched": RunResult(
+            "kubesched", pods, scheduled=pods, samples=[ours], seconds=1.0,
+            peak_rss_bytes=300 * 2**20, cpu_seconds=2.0, latencies=[0.5, 1.5],
+        ),
+        "kube-scheduler": RunResult(
+            "kube-scheduler", pods, scheduled=pods - 1, samples=[theirs], seconds=1.0,
+            peak_rss_bytes=200 * 2**20, cpu_seconds=4.0, latencies=[0.25],
+        ),
+    }  # fmt: skip
+    return document(workload=workload, nodes=nodes, pods=pods, target="cluster", results=results)
+
+
+def test_every_workload_runs_at_100_and_1000_nodes_and_basic_at_5000() -> None:
+    by_nodes: dict[int, set[str]] = {}
+    for workload, nodes, pods in matrix.MATRIX:
+        by_nodes.setdefault(nodes, set()).add(workload)
+        assert pods > 0
+    assert by_nodes[100] == by_nodes[1000] == set(matrix.WORKLOAD_ORDER)
+    assert by_nodes[5000] == {"SchedulingBasic"}
+    # one anti-affine pod per node at most: more could never be bound
+    assert all(p <= n for w, n, p in matrix.MATRIX if w == "PodAntiAffinity")
+
+
+def test_the_table_shows_the_ratio_rss_and_what_was_left_unbound() -> None:
+    table = matrix.render(
+        [
+            _doc("SchedulingBasic", 100, 50, 300.0, 200.0),
+            _doc("SchedulingBasic", 100, 50, 240.0, 200.0),  # a rerun: the last one wins
+            {"workload": "Gang", "nodes": 100, "pods": 50, "error": "boom\nno nodes"},
+        ]
+    )
+    rows = [line for line in table.splitlines() if line.startswith("| SchedulingBasic")]
+    assert len(rows) == 1
+    assert "| 240 | 200 | **1.20** |" in rows[0]
+    assert "| 300 / 200 | 1.50 |" in rows[0]
+    assert "kube-scheduler bound 49/50" in table
+    assert "Gang 100/50: no nodes" in table
+
+
+def test_run_records_a_failing_cell_and_goes_on(tmp_path: Path) -> None:
+    out = tmp_path / "results.jsonl"
+    # a workload the CLI refuses: the cell fails fast with the CLI's message
+    failed = matrix.run([("NoSuchWorkload", 1, 1), ("NoSuchWorkload", 2, 2)], out, 60.0)
+    lines = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    assert failed == 2
+    assert [(d["nodes"], d["pods"]) for d in lines] == [(1, 1), (2, 2)]
+    assert all("unknown workload" in d["error"] for d in lines)
