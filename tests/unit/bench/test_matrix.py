@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
+
 from kubesched.bench import matrix
 from kubesched.bench.report import RunResult, document
 
