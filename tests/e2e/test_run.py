@@ -19,6 +19,7 @@ import pytest
 from kubesched.operator.run import Runtime, run
 from kubesched.operator.settings import Settings
 from tests.controlplane import ApiError, ControlPlane
+from tests.e2e.cachecheck import assert_cache_matches_api
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -295,3 +296,6 @@ async def test_pod_deleted_before_bind_is_forgotten(
         qpi.pod.uid != uid for q in sched.queues.queues().values() for qpi, _ in q.pending_pods()
     )
     assert kubesched.cluster.get("Pod", namespace, "gone") is None
+    url = f"http://127.0.0.1:{kubesched.port}"
+    dump = await call(assert_cache_matches_api, url, cp.api, namespace=namespace, nodes=False)
+    assert uid not in {p["uid"] for n in dump["nodes"] for p in n["pods"]}

@@ -271,6 +271,14 @@ class Cache:
     def snapshot(self) -> Snapshot:
         return self._snapshot
 
+    def node_infos(self) -> list[NodeInfo]:
+        """Every NodeInfo, including those kept only for pods on a deleted node."""
+        return list(self._nodes.values())
+
+    def assumed_pods(self) -> list[tuple[Pod, bool]]:
+        """Pods assumed and not yet confirmed by the watch, with ``binding_finished``."""
+        return [(st.pod, st.binding_finished) for st in self._pods.values() if st.assumed]
+
     def dump(self) -> dict[str, list[str]]:
         """node -> pod keys (for consistency checks against the API server)."""
         return {name: sorted(p.key for p in ni.pods) for name, ni in self._nodes.items()}

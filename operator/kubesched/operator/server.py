@@ -11,6 +11,9 @@
 - ``/metrics``: the scheduler's own Prometheus registry, in the text format.
 - ``/explain/{namespace}/{name}``: why a pod is (or is not) placed
   (:mod:`kubesched.scheduler.explain`) as JSON; ``?output=table`` gives the table.
+- ``/debug/cache``: the cache's nodes and pods, the assumed pods and the queued pods
+  with their pool and last failure reason (:mod:`kubesched.scheduler.cachedump`), as
+  JSON; kube-scheduler's cache dumper, over HTTP.
 
 Nothing here returns credentials: responses are built from pod and node names, plugin
 names and scheduling messages only. Explaining runs on the event loop (it reads and
@@ -29,6 +32,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from kubesched.framework.types import ObjectError, Pod
+from kubesched.scheduler.cachedump import cache_dump
 from kubesched.scheduler.explain import explain_pod
 from kubesched.scheduler.scheduler import Scheduler
 
@@ -96,6 +100,9 @@ def make_app(
             return web.Response(text=exp.table())
         return _json(exp.to_dict(), 200)
 
+    async def debug_cache(request: web.Request) -> web.Response:
+        return _json(cache_dump(scheduler), 200)
+
     app = web.Application()
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/livez", healthz)
@@ -103,6 +110,7 @@ def make_app(
     app.router.add_get("/readyz/leader", readyz_leader)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/explain/{namespace}/{name}", explain)
+    app.router.add_get("/debug/cache", debug_cache)
     return app
 
 
@@ -144,7 +152,7 @@ async def serve(
         sockets = getattr(server, "sockets", None) or []
         if sockets:
             bound = int(sockets[0].getsockname()[1])
-        log.info("serving /healthz /readyz /metrics /explain on %s:%d", host, bound)
+        log.info("serving /healthz /readyz /metrics /explain /debug/cache on %s:%d", host, bound)
         if started is not None:
             started(bound)
         await asyncio.Event().wait()
