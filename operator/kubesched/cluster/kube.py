@@ -16,8 +16,10 @@ fail to deserialize the ``Binding`` returned by the pods/binding subresource
 
 Errors, as the scheduler reads them: 404 -> :class:`NotFound`; 409 -> :class:`Conflict`
 (a failed UID precondition is :class:`NotFound`: the object we meant is gone); 429, 5xx,
-timeouts and connection errors -> :class:`ClusterError` (retryable: the pod goes back
-to the queue with backoff); other 4xx -> :class:`ClusterError` with ``retryable=False``.
+timeouts and connection errors -> :class:`ClusterError` (retryable: the scheduler
+retries a bind in place, then the pod goes back to the queue with backoff); other 4xx ->
+:class:`ClusterError` with ``retryable=False``. Every error carries ``code`` (the HTTP
+status, ``timeout`` or ``connection``) and the server's ``Retry-After``.
 
 Events are fire-and-forget: :meth:`KubeCluster.record_event` puts the write on a
 bounded queue and returns; a few background writers (``event_writers``, several writes
@@ -176,7 +178,20 @@ class RateLimiter:
             self._tokens -= 1
 
 
-def _api_error(method: str, path: str, status: int, body: bytes) -> ClusterError:
+def _retry_after(value: str | None) -> float | None:
+    """Retry-After in seconds (the HTTP-date form is not used by the API server)."""
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None
+    return seconds if seconds >= 0 else None
+
+
+def _api_error(
+    method: str, path: str, status: int, body: bytes, retry_after: str | None = None
+) -> ClusterError:
     message = ""
     try:
         decoded = orjson.loads(body)
@@ -186,14 +201,22 @@ def _api_error(method: str, path: str, status: int, body: bytes) -> ClusterError
         message = body[:200].decode(errors="replace")
     text = f"{method} {path}: {status} {message}".rstrip()
     if status == 404:
-        return NotFound(text)
+        gone = NotFound(text)
+        gone.code = "404"
+        return gone
     if status == 409:
         if "Precondition failed" in message:
-            return NotFound(text)  # the UID we meant is gone (deleted, maybe re-created)
-        return Conflict(text)
+            gone = NotFound(text)  # the UID we meant is gone (deleted, maybe re-created)
+            gone.code = "409"
+            return gone
+        conflict = Conflict(text)
+        conflict.code = "409"
+        return conflict
     err = ClusterError(text)
     if 400 <= status < 500 and status != 429:
         err.retryable = False
+    err.code = str(status)
+    err.retry_after = _retry_after(retry_after)
     return err
 
 
@@ -279,10 +302,13 @@ class KubeCluster:
             ) as resp:
                 status = resp.status
                 data: bytes = await resp.read()
+                retry_after = resp.headers.get("Retry-After")
         except (TimeoutError, aiohttp.ClientError) as e:
-            raise ClusterError(f"{method} {path}: {type(e).__name__}: {e}") from e
+            err = ClusterError(f"{method} {path}: {type(e).__name__}: {e}")
+            err.code = "timeout" if isinstance(e, TimeoutError) else "connection"
+            raise err from e
         if not 200 <= status < 300:
-            raise _api_error(method, path, status, data)
+            raise _api_error(method, path, status, data, retry_after)
         return data
 
     @contextlib.asynccontextmanager

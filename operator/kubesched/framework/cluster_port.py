@@ -27,6 +27,11 @@ class ClusterError(Exception):
     """A write the cluster refused or could not take."""
 
     retryable = True
+    code = ""
+    """What failed, for metrics and retries: the HTTP status (``"500"``, ``"429"``),
+    ``"timeout"`` or ``"connection"``; empty when the adapter does not say."""
+    retry_after: float | None = None
+    """The server's Retry-After, in seconds, when it sent one (429, 503)."""
 
 
 class NotFound(ClusterError):

@@ -147,7 +147,16 @@ class SchedulerMetrics:
         )
         self.bind_retries = Counter(
             "kubesched_bind_retries",
-            "Bind API calls retried after a transient error (kubesched's kube adapter).",
+            "Bind calls retried in place after a transient error, by the error's code "
+            "(HTTP status, timeout, connection) (kubesched).",
+            ["code"],
+            registry=r,
+        )
+        self.bind_request_errors = Counter(
+            "kubesched_bind_request_errors",
+            "Bind calls that failed, by the error's code (HTTP status, timeout, "
+            "connection, other) (kubesched).",
+            ["code"],
             registry=r,
         )
         self._queues: QueueSet | None = None

@@ -37,6 +37,13 @@ from kubesched.framework.status import Code, Status
 from kubesched.framework.types import Pod
 from kubesched.profiles import CompiledProfile, compile_profile, default_profile_spec
 from kubesched.scheduler.algorithm import Algorithm, FitError, StatusError
+from kubesched.scheduler.bindretry import (
+    BindRetryPolicy,
+    assigned_node,
+    error_code,
+    is_transient,
+    retry_delay,
+)
 from kubesched.scheduler.metrics import SchedulerMetrics, timed_chain
 
 __all__ = ["PodOutcome", "Scheduler"]
@@ -103,6 +110,8 @@ class Scheduler:
         self.algorithm.on_extension_point = self.metrics.extension_point
         self._attempt_start: dict[str, float] = {}
         self._timed: dict[int, tuple[Any, Any]] = {}
+        self.bind_retry = BindRetryPolicy()
+        """Transient Bind failures retried in place (:mod:`kubesched.scheduler.bindretry`)."""
         for spec in profiles or [default_profile_spec()]:
             self.set_profile(compile_profile(spec, self.services(), registry))
 
@@ -419,6 +428,38 @@ class Scheduler:
             pass
 
     # -- binding cycle ----------------------------------------------------------------------------------
+    async def _bind(self, fwk: Framework, state: CycleState, pod: Pod, node: str) -> Status | None:
+        """The Bind extension point, with transient failures retried in place (the pod
+        stays assumed meanwhile); see :mod:`kubesched.scheduler.bindretry`."""
+        policy = self.bind_retry
+        attempt = 1
+        while True:
+            t0 = time.perf_counter()
+            s = await fwk.run_bind(state, pod, node)
+            self.metrics.extension_point("Bind", s, fwk.profile_name, time.perf_counter() - t0)
+            if s is None:
+                return None
+            code = error_code(s)
+            self.metrics.bind_request_errors.labels(code).inc()
+            if attempt > 1 and assigned_node(s) == node:
+                # An earlier attempt landed (it failed or timed out on our side only).
+                log.info("pod %s: an earlier bind to %s succeeded (%s)", pod.key, node, s.message())
+                return None
+            if not is_transient(s) or attempt >= policy.attempts:
+                return s
+            delay = retry_delay(policy, attempt, s)
+            log.warning(
+                "pod %s: bind to %s failed (%s), retry %d in %.1f s",
+                pod.key,
+                node,
+                s.message(),
+                attempt,
+                delay,
+            )
+            self.metrics.bind_retries.labels(code).inc()
+            await asyncio.sleep(delay)
+            attempt += 1
+
     async def _binding_cycle(
         self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, assumed: Pod, cycle: int
     ) -> None:
@@ -430,14 +471,18 @@ class Scheduler:
             s = await fwk.run_pre_bind(state, assumed, node)
             self.metrics.extension_point(point, s, fwk.profile_name, time.perf_counter() - t0)
         if s is None:
-            point, t0 = "Bind", time.perf_counter()
-            s = await fwk.run_bind(state, assumed, node)
-            self.metrics.extension_point(point, s, fwk.profile_name, time.perf_counter() - t0)
+            point = "Bind"
+            s = await self._bind(fwk, state, assumed, node)
         if s is not None:
             self.metrics.bind_errors.labels(point, fwk.profile_name).inc()
             fwk.run_unreserve(state, assumed, node)
             self.cache.forget_pod(assumed)
             self.queues.move_all_to_active_or_backoff(ASSIGNED_POD_DELETE, assumed, None)
+            if point == "Bind" and not isinstance(s.error, NotFound | Conflict):
+                # kube-scheduler's message for a failed bind (handleBindingCycleError)
+                s = Status(
+                    s.code, f"Binding rejected: {s.message()}", plugin=s.plugin, error=s.error
+                )
             if isinstance(s.error, NotFound) or (point == "Bind" and isinstance(s.error, Conflict)):
                 # The pod is gone, or (409 at Bind: "already assigned") someone else bound
                 # it -- another replica's last binds during a failover. The watch brings

@@ -35,6 +35,7 @@ class FakeAPI:
     requests: list[Request] = field(default_factory=list)
     replies: dict[tuple[str, str], list[tuple[int, Any]]] = field(default_factory=dict)
     delay: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)
 
     def reply(self, method: str, path: str, status: int, body: Any = None) -> None:
         self.replies.setdefault((method, path), []).append((status, body))
@@ -54,7 +55,12 @@ class FakeAPI:
             await asyncio.sleep(self.delay)
         queued = self.replies.get((request.method, request.path))
         status, body = queued.pop(0) if queued else (201, {"kind": "Status", "status": "Success"})
-        return web.Response(status=status, body=orjson.dumps(body), content_type="application/json")
+        return web.Response(
+            status=status,
+            body=orjson.dumps(body),
+            content_type="application/json",
+            headers=self.headers,
+        )
 
 
 @pytest.fixture
@@ -137,6 +143,17 @@ async def test_bind_errors_map_to_what_the_scheduler_does(
     assert type(info.value) is error
     assert info.value.retryable is retryable
     assert message in str(info.value)
+    assert info.value.code == str(status)  # what kubesched_bind_request_errors counts
+    assert info.value.retry_after is None
+
+
+async def test_retry_after_is_read_from_a_429(fake: tuple[FakeAPI, KubeCluster]) -> None:
+    api, cluster = fake
+    api.headers = {"Retry-After": "3"}
+    api.reply("POST", "/api/v1/namespaces/shop/pods/web-1/binding", 429, {"message": "slow down"})
+    with pytest.raises(ClusterError) as info:
+        await cluster.bind(pod(), "node-7")
+    assert (info.value.code, info.value.retry_after, info.value.retryable) == ("429", 3.0, True)
 
 
 async def test_timeout_is_a_retryable_error(fake: tuple[FakeAPI, KubeCluster]) -> None:
@@ -146,6 +163,7 @@ async def test_timeout_is_a_retryable_error(fake: tuple[FakeAPI, KubeCluster]) -
     with pytest.raises(ClusterError) as info:
         await cluster.bind(pod(), "node-7")
     assert info.value.retryable
+    assert info.value.code == "timeout"
 
 
 async def test_connection_refused_is_a_retryable_error() -> None:
@@ -156,6 +174,7 @@ async def test_connection_refused_is_a_retryable_error() -> None:
         with pytest.raises(ClusterError) as info:
             await cluster.bind(pod(), "n")
         assert type(info.value) is ClusterError and info.value.retryable
+        assert info.value.code == "connection"
     finally:
         await client.close()
 
