@@ -21,7 +21,7 @@ import orjson
 from kubesched import __version__
 from kubesched.framework.types import ObjectError
 from kubesched.simulator.scenario import Document, ScenarioError, prepare, read_documents
-from kubesched.simulator.workloads import WORKLOADS, generate
+from kubesched.simulator.workloads import NAMES, WORKLOADS, generate, resolve
 
 __all__ = ["main"]
 
@@ -176,8 +176,9 @@ def _add_simulate(sub: Any) -> None:
     p.add_argument(
         "--workload",
         metavar="NAME",
-        choices=list(WORKLOADS),
-        help=f"a generated workload modelled on scheduler_perf: {', '.join(WORKLOADS)}",
+        choices=list(NAMES),
+        help=f"a generated workload modelled on scheduler_perf: {', '.join(WORKLOADS)} "
+        "(its objects without background operations; see `kubesched bench --help`)",
     )
     p.add_argument(
         "--nodes", type=_count, metavar="N", help="workload nodes (default: 500, as scheduler_perf)"
@@ -502,41 +503,75 @@ def _add_version(sub: Any) -> None:
 # --- bench ---------------------------------------------------------------------------------
 
 
+def _bench_target(args: argparse.Namespace) -> str:
+    if args.target is not None:
+        if args.target == "simulate" and args.compare:
+            raise BadInput(
+                "--compare kube-scheduler needs --target cluster (kube-scheduler runs against "
+                "a real API server; the simulate target runs kubesched alone)"
+            )
+        if args.target == "simulate" and args.kubeconfig:
+            raise BadInput("--kubeconfig needs --target cluster")
+        return str(args.target)
+    return "cluster" if args.compare or args.kubeconfig else "simulate"
+
+
 def _bench(args: argparse.Namespace) -> int:
     # Imported here: aiohttp and the kube client are not needed by the other subcommands.
-    from kubesched.bench.cluster import KUBE_SCHEDULER, KUBESCHED, BenchOptions, bench_cluster
+    from kubesched.bench.cluster import (
+        KUBE_SCHEDULER,
+        KUBESCHED,
+        BenchOptions,
+        bench_cluster,
+        notes,
+    )
     from kubesched.bench.controlplane import ControlPlaneError, binaries_dir
-    from kubesched.bench.report import document, render_table
+    from kubesched.bench.report import RunResult, document, render_table
+    from kubesched.bench.runner import Limits, RunError
+    from kubesched.bench.simulate import bench_simulate
+    from kubesched.simulator.workloads import check_fits, plan
 
-    if args.workload not in WORKLOADS:
-        raise BadInput(f"unknown workload {args.workload!r} (known: {', '.join(WORKLOADS)})")
-    for flag in ("nodes", "pods"):
-        if getattr(args, flag) is not None and getattr(args, flag) < 0:
-            raise BadInput(f"--{flag} must not be negative")
-    schedulers = [KUBESCHED] + ([KUBE_SCHEDULER] if args.compare else [])
+    target = _bench_target(args)
     try:
-        binaries = None
-        if args.kubeconfig is None or args.compare:
-            binaries = binaries_dir(args.controlplane_dir)
-        options = BenchOptions(
-            workload=args.workload,
-            nodes=args.nodes,
-            pods=args.pods,
-            kubeconfig=args.kubeconfig,
-            binaries=binaries,
-            creators=args.creators,
-        )
-        with asyncio.Runner(loop_factory=asyncio.new_event_loop) as runner:
-            results = runner.run(bench_cluster(options, schedulers))
-    except ControlPlaneError as e:
+        workload = resolve(args.workload)
+        the_plan = plan(workload, args.nodes, args.pods)
+        check_fits(the_plan)
+    except ValueError as e:
         raise BadInput(str(e)) from None
-    w = WORKLOADS[args.workload]
+    results: dict[str, RunResult]
+    run_notes: list[str] = []
+    try:
+        with asyncio.Runner(loop_factory=asyncio.new_event_loop) as runner:
+            if target == "simulate":
+                limits = Limits(args.creators, args.idle_timeout, args.timeout)
+                results = {KUBESCHED: runner.run(bench_simulate(the_plan, limits, seed=args.seed))}
+            else:
+                schedulers = [KUBESCHED] + ([KUBE_SCHEDULER] if args.compare else [])
+                binaries = None
+                if args.kubeconfig is None or args.compare:
+                    binaries = binaries_dir(args.controlplane_dir)
+                options = BenchOptions(
+                    workload=workload,
+                    nodes=args.nodes,
+                    pods=args.pods,
+                    kubeconfig=args.kubeconfig,
+                    binaries=binaries,
+                    creators=args.creators,
+                    idle_timeout=args.idle_timeout,
+                    timeout=args.timeout,
+                )
+                run_notes = notes(options, schedulers)
+                results = runner.run(bench_cluster(options, schedulers))
+    except (ControlPlaneError, RunError) as e:
+        raise BadInput(str(e)) from None
+    w = WORKLOADS[workload]
     doc = document(
-        workload=args.workload,
+        workload=workload,
         nodes=w.default_nodes if args.nodes is None else args.nodes,
-        pods=w.default_pods if args.pods is None else args.pods,
-        target=args.target,
+        pods=len(the_plan.measured),
+        target=target,
         results=results,
+        notes=run_notes,
     )
     if args.output == "json":
         print(orjson.dumps(doc).decode())
@@ -545,41 +580,52 @@ def _bench(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _workload_lines() -> str:
+    width = max(len(n) for n in WORKLOADS)
+    return "\n".join(f"  {n:<{width}}  {w.description}" for n, w in WORKLOADS.items())
+
+
 def _add_bench(sub: Any) -> None:
     p = sub.add_parser(
         "bench",
         help="measure scheduling throughput and latency (scheduler_perf workloads)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
-            "Schedule a generated workload and measure throughput (bound pods per second, "
-            "sampled every second), create-to-bound latency, CPU and peak RSS. "
-            "--target cluster runs `kubesched run` (and with --compare kube-scheduler, the "
-            "real kube-scheduler on an identical copy) against a real API server: a fresh "
-            "etcd + kube-apiserver per scheduler unless --kubeconfig names a cluster."
+            "Schedule a generated workload and measure throughput (measured pods bound per "
+            "second, sampled every second, the first sample dropped), create-to-bound "
+            "latency, CPU and peak RSS, and per-gang latency for Gang.\n\n"
+            "--target simulate runs kubesched in this process on an in-memory cluster "
+            "(no API server: the scheduler's own cost). --target cluster runs `kubesched "
+            "run` (and with --compare kube-scheduler, the real kube-scheduler on an "
+            "identical copy) against a real API server: a fresh etcd + kube-apiserver per "
+            "scheduler unless --kubeconfig names a cluster.\n\n"
+            "workloads (nodes: 4 CPU, 32Gi, 110 pods, zones as labels):\n" + _workload_lines()
         ),
     )
     p.add_argument(
         "--workload",
         default="SchedulingBasic",
         metavar="NAME",
-        help=f"one of {', '.join(WORKLOADS)} (default: SchedulingBasic)",
+        help="one of the workloads above (default: SchedulingBasic)",
     )
-    p.add_argument("--nodes", type=int, metavar="N", help="default: the workload's")
-    p.add_argument("--pods", type=int, metavar="M", help="default: the workload's")
+    p.add_argument("--nodes", type=_count, metavar="N", help="default: the workload's")
+    p.add_argument(
+        "--pods", type=_count, metavar="M", help="measured pods (default: the workload's)"
+    )
     p.add_argument(
         "--target",
-        choices=("cluster",),
-        default="cluster",
-        help="where to schedule (default: cluster)",
+        choices=("simulate", "cluster"),
+        help="where to schedule (default: cluster with --compare or --kubeconfig, else simulate)",
     )
     p.add_argument(
         "--compare",
         choices=("kube-scheduler",),
-        help="also measure kube-scheduler on an identical copy of the workload",
+        help="also measure kube-scheduler on an identical copy (--target cluster only)",
     )
     p.add_argument(
         "--kubeconfig",
         metavar="FILE",
-        help="a cluster to use (bare nodes and pods are created there in a fresh "
+        help="a cluster to use (bare nodes and pods are created there, in a fresh "
         "namespace, then removed); default: a throw-away control plane",
     )
     p.add_argument(
@@ -595,6 +641,21 @@ def _add_bench(sub: Any) -> None:
         metavar="N",
         help="pod create requests in flight (default: 32)",
     )
+    p.add_argument(
+        "--idle-timeout",
+        type=_seconds,
+        default=30.0,
+        metavar="DURATION",
+        help="give up when no pod of the run changed for this long (default: 30s)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=600.0,
+        metavar="DURATION",
+        help="give up on a phase after this long (default: 600s)",
+    )
+    p.add_argument("--seed", type=int, metavar="S", help="simulate: seed the tie-breaking")
     p.add_argument("--output", choices=("table", "json"), default="table")
     p.set_defaults(handler=_bench)
 

@@ -1,24 +1,25 @@
-"""The ``cluster`` target: a generated workload on a real API server, per scheduler.
+"""The ``cluster`` target: a workload's plan on a real API server, per scheduler.
 
 For each scheduler measured (kubesched, then kube-scheduler with ``--compare``), on a
 fresh control plane of its own (or, with ``--kubeconfig``, in a fresh namespace of the
-given cluster, cleaned up afterwards):
+given cluster, on nodes of the run's own, all removed afterwards):
 
-1. create the workload's nodes (bare Node objects) with parallel creators;
+1. create the plan's setup objects (PriorityClasses; for kubesched the PodGroups, after
+   installing the PodGroup CRD if missing) and its nodes (bare Node objects);
 2. start the scheduler as a child process, client rate limits lifted (kubesched:
    ``kubesched run --kube-api-qps 0``; kube-scheduler: a KubeSchedulerConfiguration with
    qps/burst 5000, as scheduler_perf), and wait for its /readyz;
-3. open a watch on the namespace's pods, then create the workload's pods with
-   ``creators`` requests in flight (no client-side rate limit); the watch records the
-   moment each pod is first seen with ``spec.nodeName`` (the bind);
-4. sample the number of bound pods every second (scheduler_perf's throughput collector:
-   the first sample is dropped) until every pod is bound, or nothing was bound for
-   ``idle_timeout`` seconds;
-5. read the scheduler process's CPU seconds over the window and its peak RSS from /proc.
+3. open a watch on the namespace's pods, then run the plan's pod phases
+   (``runner.run_pods``: init pods bound first, gated pods, then the measured pods
+   created with ``creators`` requests in flight beside the background operations);
+   the watch records the moment each pod is first seen with ``spec.nodeName``;
+4. read the scheduler process's CPU seconds over the measured window and its peak RSS
+   from /proc.
 
-Create-to-bound latency runs from the moment the pod's create request returned (the
-object exists from then on; ``creationTimestamp`` has whole-second resolution only) to
-the bind seen on the watch.
+kube-scheduler has no gang scheduling: for Gang it gets the same pods without
+PodGroups (the document's ``notes`` says so). Create-to-bound latency runs from the
+moment the pod's create request returned (``creationTimestamp`` has whole-second
+resolution only) to the bind seen on the watch.
 """
 
 from __future__ import annotations
@@ -26,13 +27,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import itertools
 import os
 import secrets
 import ssl
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,10 +50,21 @@ from kubesched.bench.controlplane import (
     wait_until,
 )
 from kubesched.bench.report import RunResult
+from kubesched.bench.runner import Limits, bounded, run_pods
+from kubesched.bench.tracker import Tracker
 from kubesched.cluster.kube import load_client_configuration
-from kubesched.simulator.workloads import generate
+from kubesched.simulator.workloads import Plan, plan
 
-__all__ = ["SCHEDULERS", "BenchOptions", "Rest", "bench_cluster", "run_one"]
+__all__ = [
+    "SCHEDULERS",
+    "BenchOptions",
+    "ClusterDriver",
+    "Rest",
+    "bench_cluster",
+    "ensure_podgroup_crd",
+    "notes",
+    "run_one",
+]
 
 KUBESCHED = "kubesched"
 KUBE_SCHEDULER = "kube-scheduler"
@@ -79,7 +90,9 @@ class BenchOptions:
     creators: int = 32
     """Create requests in flight at once."""
     idle_timeout: float = 30.0
-    """Give up when no pod was bound for this long."""
+    """Give up when no pod of the run changed for this long."""
+    timeout: float = 600.0
+    """Give up on a phase (init pods, measured pods) after this long."""
     ready_timeout: float = 120.0
 
 
@@ -148,18 +161,6 @@ class ApiError(RuntimeError):
     def __init__(self, method: str, path: str, status: int, body: str) -> None:
         self.status = status
         super().__init__(f"{method} {path}: {status} {body}")
-
-
-async def _bounded(limit: int, fn: Callable[[Any], Awaitable[None]], items: Iterable[Any]) -> None:
-    """``fn(item)`` for each item, at most ``limit`` in flight; the first failure is raised."""
-    queue = list(items)
-    queue.reverse()
-
-    async def worker() -> None:
-        while queue:
-            await fn(queue.pop())
-
-    await asyncio.gather(*(worker() for _ in range(max(1, limit))))
 
 
 # -- the schedulers, as child processes -----------------------------------------------------
@@ -242,26 +243,165 @@ def start_scheduler(
 
 # -- one measured run -----------------------------------------------------------------------
 
-
-def _objects(options: BenchOptions) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    objects = generate(options.workload, options.nodes, options.pods)
-    nodes = [o for o in objects if o["kind"] == "Node"]
-    pods = [o for o in objects if o["kind"] == "Pod"]
-    return nodes, pods
-
-
-async def _create_nodes(rest: Rest, nodes: Sequence[dict[str, Any]], creators: int) -> None:
-    async def one(node: dict[str, Any]) -> None:
-        created = await rest.request("POST", "/api/v1/nodes", node)
-        if (created.get("status") or {}).get("allocatable") != node["status"]["allocatable"]:
-            name = node["metadata"]["name"]
-            await rest.request("PATCH", f"/api/v1/nodes/{name}/status", {"status": node["status"]})
-
-    await _bounded(creators, one, nodes)
+#: The label of the nodes a run creates on a cluster it does not own; its pods select them.
+RUN_LABEL = "bench.kubesched.dev/run"
+CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+GANG_NOTE = (
+    "kube-scheduler has no gang scheduling: it scheduled the same pods without PodGroups "
+    "(members one by one); its gang latency is first member created to last bound"
+)
 
 
-async def _cleanup(rest: Rest, namespace: str, nodes: Sequence[dict[str, Any]]) -> None:
+class ClusterDriver:
+    """Creates and deletes the plan's objects on a real API server, for one scheduler.
+
+    On a cluster given by kubeconfig (``run_id`` set), node names get the run id as a
+    suffix and a :data:`RUN_LABEL` label, and every pod selects that label, so the run
+    uses its own nodes only and leaves the cluster's alone.
+    """
+
+    def __init__(self, rest: Rest, namespace: str, scheduler_name: str, run_id: str | None) -> None:
+        self.rest = rest
+        self.namespace = namespace
+        self.scheduler_name = scheduler_name
+        self.run_id = run_id
+        self.nodes: set[str] = set()
+        self.pid: int | None = None
+        self.watcher: asyncio.Task[None] | None = None
+
+    def _node_name(self, name: str) -> str:
+        return f"{name}-{self.run_id}" if self.run_id else name
+
+    def localize(self, obj: dict[str, Any]) -> dict[str, Any]:
+        obj = copy.deepcopy(obj)
+        meta = obj.setdefault("metadata", {})
+        kind = obj.get("kind")
+        if kind == "Node":
+            meta["name"] = self._node_name(meta["name"])
+            labels = meta.setdefault("labels", {})
+            labels["kubernetes.io/hostname"] = meta["name"]
+            if self.run_id:
+                labels[RUN_LABEL] = self.run_id
+        elif kind == "PriorityClass":
+            pass
+        else:
+            meta["namespace"] = self.namespace
+        if kind == "Pod" and "spec" in obj:
+            obj["spec"]["schedulerName"] = self.scheduler_name
+            if self.run_id:
+                obj["spec"]["nodeSelector"] = {
+                    **(obj["spec"].get("nodeSelector") or {}),
+                    RUN_LABEL: self.run_id,
+                }
+        return obj
+
+    def _path(self, obj: Mapping[str, Any]) -> str:
+        kind = obj.get("kind")
+        if kind == "Node":
+            return "/api/v1/nodes"
+        if kind == "PriorityClass":
+            return "/apis/scheduling.k8s.io/v1/priorityclasses"
+        if kind == "PodGroup":
+            return f"/apis/kubesched.dev/v1alpha1/namespaces/{self.namespace}/podgroups"
+        if kind == "Pod":
+            return f"/api/v1/namespaces/{self.namespace}/pods"
+        raise ValueError(f"the cluster target cannot create a {kind}")
+
+    async def create(self, obj: dict[str, Any]) -> None:
+        body = self.localize(obj)
+        path = self._path(body)
+        try:
+            created = await self.rest.request("POST", path, body)
+        except ApiError as e:
+            if e.status == 409 and body.get("kind") == "PriorityClass":
+                return  # shared by runs
+            raise
+        if body.get("kind") == "Node":
+            name = body["metadata"]["name"]
+            self.nodes.add(name)
+            if (created.get("status") or {}).get("allocatable") != body["status"]["allocatable"]:
+                await self.rest.request(
+                    "PATCH", f"/api/v1/nodes/{name}/status", {"status": body["status"]}
+                )
+
+    async def delete(self, obj: dict[str, Any]) -> None:
+        body = self.localize(obj)
+        path = f"{self._path(body)}/{body['metadata']['name']}"
+        try:
+            await self.rest.request("DELETE", path, params={"gracePeriodSeconds": "0"})
+        except ApiError as e:
+            if e.status != 404:
+                raise
+
+    def cpu_seconds(self) -> float | None:
+        return _proc_cpu_seconds(self.pid) if self.pid is not None else None
+
+    def check(self) -> None:
+        if self.watcher is not None and self.watcher.done():
+            self.watcher.result()  # raises what ended it
+            raise RuntimeError("the pod watch ended")
+
+    async def watch(self, tracker: Tracker) -> None:
+        """Report every pod change in the namespace to ``tracker``, from now on."""
+        path = f"/api/v1/namespaces/{self.namespace}/pods"
+        listing = await self.rest.request("GET", path, params={"limit": "1"})
+        rv = listing["metadata"]["resourceVersion"]
+
+        async def run() -> None:
+            # The API server ends a watch whose reader falls behind (and every watch after
+            # timeoutSeconds): resume from the last version seen; relist after 410 Gone.
+            nonlocal rv
+            while True:
+                try:
+                    async for event in self.rest.watch(path, rv):
+                        obj = event.get("object") or {}
+                        if event.get("type") == "ERROR":
+                            raise ApiError("WATCH", path, int(obj.get("code") or 500), str(obj))
+                        rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
+                        if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+                            tracker.seen(str(event["type"]), obj)
+                except ApiError as e:
+                    if e.status != 410:
+                        raise
+                    page = await self.rest.request("GET", path)
+                    for obj in page["items"]:
+                        tracker.seen("MODIFIED", obj)
+                    rv = page["metadata"]["resourceVersion"]
+
+        self.watcher = asyncio.create_task(run())
+
+    async def stop_watch(self) -> None:
+        if self.watcher is not None:
+            self.watcher.cancel()
+            await asyncio.gather(self.watcher, return_exceptions=True)
+
+
+async def ensure_podgroup_crd(rest: Rest, within: float) -> None:
+    """Install the PodGroup CRD (generated from the API models) unless present; wait until
+    it is Established."""
+    from kubesched.api.crdgen import CRDS, crd
+
+    (spec,) = [c for c in CRDS if c.kind == "PodGroup"]
+    try:
+        await rest.request("POST", CRD_PATH, crd(spec))
+    except ApiError as e:
+        if e.status != 409:
+            raise
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while True:
+        got = await rest.request("GET", f"{CRD_PATH}/{spec.name}")
+        conditions = (got.get("status") or {}).get("conditions") or []
+        if any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions):
+            return
+        if loop.time() > deadline:
+            raise ControlPlaneError(f"CRD {spec.name} not Established within {within:.0f} s")
+        await asyncio.sleep(0.2)
+
+
+async def _cleanup(driver: ClusterDriver) -> None:
     """Remove what a run created on a cluster we do not own."""
+    rest, namespace = driver.rest, driver.namespace
     pods = await rest.request("GET", f"/api/v1/namespaces/{namespace}/pods")
 
     async def delete(path: str) -> None:
@@ -269,141 +409,71 @@ async def _cleanup(rest: Rest, namespace: str, nodes: Sequence[dict[str, Any]]) 
             await rest.request("DELETE", path, params={"gracePeriodSeconds": "0"})
 
     paths = [f"/api/v1/namespaces/{namespace}/pods/{p['metadata']['name']}" for p in pods["items"]]
-    paths += [f"/api/v1/nodes/{n['metadata']['name']}" for n in nodes]
-    await _bounded(32, delete, paths)
+    paths += [f"/api/v1/nodes/{n}" for n in sorted(driver.nodes)]
+    await bounded(32, delete, paths)
     await delete(f"/api/v1/namespaces/{namespace}")
+
+
+def plan_of(options: BenchOptions) -> Plan:
+    return plan(options.workload, options.nodes, options.pods)
 
 
 async def run_one(which: str, options: BenchOptions, kubeconfig: str, workdir: Path) -> RunResult:
     """One scheduler, one copy of the workload, on the cluster behind ``kubeconfig``."""
-    nodes, pods = _objects(options)
-    namespace = f"kubesched-bench-{secrets.token_hex(3)}"
-    result = RunResult(which, len(pods))
+    the_plan = plan_of(options)
+    run_id = secrets.token_hex(3)
+    namespace = f"kubesched-bench-{run_id}"
+    result = RunResult(which, len(the_plan.measured))
     rest = await Rest.from_kubeconfig(kubeconfig)
+    driver = ClusterDriver(
+        rest, namespace, SCHEDULER_NAMES[which], run_id if options.kubeconfig else None
+    )
+    loop = asyncio.get_running_loop()
+    tracker = Tracker(the_plan, loop.time)
+    limits = Limits(options.creators, options.idle_timeout, options.timeout)
     proc: Process | None = None
     try:
         await rest.request(
             "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                            "metadata": {"name": namespace}}
         )  # fmt: skip
-        await _create_nodes(rest, nodes, options.creators)
+        gangs = which == KUBESCHED and bool(the_plan.gangs)
+        if gangs:
+            # before the scheduler starts: its watches are resolved once, at start
+            await ensure_podgroup_crd(rest, options.ready_timeout)
+        setup = [o for o in the_plan.setup if gangs or o.get("kind") != "PodGroup"]
+        for obj in setup:
+            await driver.create(obj)
+        await bounded(options.creators, driver.create, the_plan.nodes)
         proc = await asyncio.to_thread(
             start_scheduler, which, kubeconfig, workdir, options.binaries, options.ready_timeout
         )
-        await _measure(rest, namespace, pods, which, proc.pid, options, result)
+        driver.pid = proc.pid
+        await driver.watch(tracker)
+        await run_pods(driver, the_plan, tracker, result, limits)
         result.peak_rss_bytes = _proc_peak_rss(proc.pid)
     finally:
+        await driver.stop_watch()
         if proc is not None:
             proc.stop()
         if options.kubeconfig is not None:
             with contextlib.suppress(Exception):
-                await _cleanup(rest, namespace, nodes)
+                await _cleanup(driver)
         await rest.close()
     return result
 
 
-async def _measure(
-    rest: Rest,
-    namespace: str,
-    pods: Sequence[dict[str, Any]],
-    which: str,
-    pid: int,
-    options: BenchOptions,
-    result: RunResult,
-) -> None:
-    loop = asyncio.get_running_loop()
-    path = f"/api/v1/namespaces/{namespace}/pods"
-    listing = await rest.request("GET", path, params={"limit": "1"})
-    created: dict[str, float] = {}
-    bound: dict[str, float] = {}
-    done = asyncio.Event()
-
-    def seen(obj: dict[str, Any]) -> None:
-        if (obj.get("spec") or {}).get("nodeName"):
-            name = obj["metadata"]["name"]
-            if name not in bound:
-                bound[name] = loop.time()
-                if len(bound) == len(pods):
-                    done.set()
-
-    async def watch() -> None:
-        # The API server ends a watch whose reader falls behind (and every watch after
-        # timeoutSeconds): resume from the last version seen; relist after 410 Gone.
-        rv = listing["metadata"]["resourceVersion"]
-        while True:
-            try:
-                async for event in rest.watch(path, rv):
-                    obj = event.get("object") or {}
-                    if event.get("type") == "ERROR":
-                        raise ApiError("WATCH", path, int(obj.get("code") or 500), str(obj))
-                    rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
-                    if event.get("type") in ("ADDED", "MODIFIED"):
-                        seen(obj)
-            except ApiError as e:
-                if e.status != 410:
-                    raise
-                page = await rest.request("GET", path)
-                for obj in page["items"]:
-                    seen(obj)
-                rv = page["metadata"]["resourceVersion"]
-
-    bodies = []
-    for pod in pods:
-        body = copy.deepcopy(pod)
-        body["metadata"]["namespace"] = namespace
-        body["spec"]["schedulerName"] = SCHEDULER_NAMES[which]
-        bodies.append(body)
-
-    async def create(body: dict[str, Any]) -> None:
-        await rest.request("POST", path, body)
-        created[body["metadata"]["name"]] = loop.time()
-
-    watcher = asyncio.create_task(watch())
-    cpu_start = _proc_cpu_seconds(pid)
-    start = loop.time()
-    counts: list[tuple[float, int]] = [(start, 0)]
-
-    async def creating() -> None:
-        await _bounded(options.creators, create, bodies)
-        result.creation_seconds = loop.time() - start
-
-    creator = asyncio.create_task(creating())
-    try:
-        last_progress, last_count = start, 0
-        while not done.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(done.wait(), 1.0)
-            if creator.done() and creator.exception() is not None:
-                raise creator.exception()  # type: ignore[misc]
-            if watcher.done():
-                watcher.result()  # raises what ended it
-            now = loop.time()
-            counts.append((now, len(bound)))
-            if len(bound) != last_count:
-                last_progress, last_count = now, len(bound)
-            elif now - last_progress > options.idle_timeout:
-                break
-        await creator
-    finally:
-        creator.cancel()
-        watcher.cancel()
-        await asyncio.gather(creator, watcher, return_exceptions=True)
-    cpu_end = _proc_cpu_seconds(pid)
-    if cpu_start is not None and cpu_end is not None:
-        result.cpu_seconds = round(cpu_end - cpu_start, 3)
-    result.scheduled = len(bound)
-    end = max(bound.values()) if bound else loop.time()
-    result.seconds = end - start
-    # one-second samples while pods were being bound; the first (partial) one dropped,
-    # and the idle tail after the last bind (when giving up) not counted
-    samples = []
-    for (t0, c0), (t1, c1) in itertools.pairwise(counts):
-        if t0 >= end:
-            break
-        samples.append((c1 - c0) / (t1 - t0))
-    result.samples = samples[1:]
-    result.latencies = [bound[n] - created[n] for n in bound if n in created]
-    result.latencies = [max(0.0, x) for x in result.latencies]
+def notes(options: BenchOptions, schedulers: Sequence[str]) -> list[str]:
+    """What the reader of the document must know about how the run was done."""
+    out: list[str] = []
+    if KUBE_SCHEDULER in schedulers and plan_of(options).gangs:
+        out.append(GANG_NOTE)
+    if options.kubeconfig is not None:
+        out.append(
+            f"on the given cluster: nodes labelled {RUN_LABEL}=<run>, and every pod selects "
+            "them (a nodeSelector the workload does not have otherwise)"
+        )
+    return out
 
 
 async def bench_cluster(

@@ -5,7 +5,13 @@ document per invocation::
 
     {"workload": ..., "nodes": N, "pods": M, "target": "cluster",
      "kubesched": {...}, "kube-scheduler": {...} (with --compare),
-     "ratio": kubesched's average throughput / kube-scheduler's}
+     "ratio": kubesched's average throughput / kube-scheduler's,
+     "notes": [...] (only when something needs saying)}
+
+Per scheduler: scheduled/pods (measured pods), throughput (average and percentiles of
+one-second samples, and overall), latency_seconds p50/p90/p99, cpu_seconds,
+peak_rss_bytes, phases (per pod role: pods, bound, deleted) and, for gangs,
+gang_latency_seconds {p50, p90, p99, gangs, bound, partial}.
 """
 
 from __future__ import annotations
@@ -58,6 +64,10 @@ class RunResult:
     """The scheduler process's peak resident set size (VmHWM), startup included."""
     creation_seconds: float = 0.0
     """How long the benchmark took to create the pods (a bound on measurable throughput)."""
+    phases: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Per role (init, gated, measured, background): pods, bound, deleted (see tracker)."""
+    gang_latency: dict[str, Any] | None = None
+    """Gang workloads: first member created to last bound, p50/p90/p99; gangs, bound, partial."""
 
     def to_json(self) -> dict[str, Any]:
         tp = throughput_summary(self.samples)
@@ -77,6 +87,10 @@ class RunResult:
             "pod_creation_seconds": round(self.creation_seconds, 3),
             "cpu_seconds": self.cpu_seconds,
             "peak_rss_bytes": self.peak_rss_bytes,
+            **({"phases": self.phases} if self.phases else {}),
+            **(
+                {"gang_latency_seconds": self.gang_latency} if self.gang_latency is not None else {}
+            ),
         }
 
 
@@ -87,6 +101,7 @@ def document(
     pods: int,
     target: str,
     results: Mapping[str, RunResult],
+    notes: Sequence[str] = (),
 ) -> dict[str, Any]:
     doc: dict[str, Any] = {"workload": workload, "nodes": nodes, "pods": pods, "target": target}
     for name, result in results.items():
@@ -104,6 +119,8 @@ def document(
         if a is not None and b:
             ratio = round(a / b, 3)
     doc["ratio"] = ratio
+    if notes:
+        doc["notes"] = list(notes)
     return doc
 
 
@@ -126,6 +143,13 @@ def _tp(r: Mapping[str, Any]) -> str:
     return "/".join(_fmt(r["throughput"][k], digits=0) for k in ("p50", "p90", "p99"))
 
 
+def _gang(r: Mapping[str, Any]) -> str:
+    g = r.get("gang_latency_seconds")
+    if not g:
+        return "-"
+    return "/".join(_fmt(g[k], digits=2) for k in ("p50", "p90", "p99"))
+
+
 ROWS: tuple[Row, ...] = (
     ("scheduled", lambda r: f"{r['scheduled']}/{r['pods']}"),
     ("throughput avg (pods/s)", lambda r: _fmt(r["throughput"]["average"])),
@@ -137,6 +161,7 @@ ROWS: tuple[Row, ...] = (
     ("cpu (s)", lambda r: _fmt(r["cpu_seconds"], digits=2)),
     ("peak rss (MiB)", lambda r: _fmt(_mib(r["peak_rss_bytes"]))),
     ("duration (s)", lambda r: _fmt(r["seconds"], digits=2)),
+    ("gang latency p50/p90/p99 (s)", lambda r: _gang(r)),
 )
 
 
@@ -151,4 +176,5 @@ def render_table(doc: Mapping[str, Any]) -> str:
         lines.append(f"{label:<{width}}" + "".join(f"  {get(doc[n]):>16}" for n in names))
     if doc.get("ratio") is not None:
         lines.append(f"ratio (kubesched / kube-scheduler throughput): {doc['ratio']:.3f}")
+    lines.extend(f"note: {n}" for n in doc.get("notes") or ())
     return "\n".join(lines)

@@ -1,177 +1,376 @@
-"""Generated benchmark workloads, modelled on kube-scheduler's scheduler_perf.
+"""Benchmark workloads, modelled on kube-scheduler's scheduler_perf: pure data.
 
-Each workload is a node template, a pod template and defaults for the cluster size,
-so ``kubesched simulate --workload NAME --nodes N --pods M`` measures the same thing as
-the scheduler_perf test case of that name (``test/integration/scheduler_perf``).
+A workload is a :class:`Plan` built for a size (nodes N, measured pods M). Both
+``kubesched bench`` targets (the in-memory simulator and a real cluster) and
+``kubesched simulate --workload`` run the same plan, in phases:
 
-======================  ===========================================================
-SchedulingBasic         scheduler_perf ``node-default`` nodes (4 CPU, 32Gi, 110 pods)
-                        in 3 zones; ``pod-default`` pods (100m CPU, 500Mi).
-SchedulingNodeAffinity  the same nodes; pods require ``topology.kubernetes.io/zone``
-                        In [zone1, zone2] (2 of the 3 zones qualify).
-TopologySpreading       the same nodes; pods labelled ``color: blue`` spread over zones
-                        with ``maxSkew: 5``, ``DoNotSchedule``.
-SchedulingPodAntiAffinity  the same nodes; pods labelled ``color: green`` with required
-                        anti-affinity to each other per ``kubernetes.io/hostname``
-                        (at most one per node: pods beyond the node count do not fit).
-======================  ===========================================================
+1. ``setup``: PriorityClasses and PodGroups;
+2. ``nodes``: bare Node objects (scheduler_perf's node-default: 4 CPU, 32Gi, 110 pods,
+   zones zone1..zone3 round-robin as labels);
+3. ``init`` pods, created and (when ``wait_init``) bound before measuring;
+4. ``gated`` pods, created before measuring; they must stay unbound;
+5. ``measured`` pods, created as fast as the runner can: throughput and latency are
+   theirs alone;
+6. ``background(tick)``: operations run every ``interval`` seconds while the measured
+   pods are being scheduled (tick 0 at the start; at least ``min_ticks`` ticks, so a
+   short run still exercises them). Their pods are never counted.
 
-Defaults follow scheduler_perf's 500-node case (500 nodes, 1000 measured pods); the
-issue's benchmark runs SchedulingBasic at 5000 nodes / 10000 pods. Pods are created
-in namespace ``default`` with the default scheduler name (``kubesched`` after
-defaulting). Node/pod plugins that the current profile lacks simply ignore the
-constraint (e.g. NodeAffinity before it lands).
+==========================  ==========================================================
+SchedulingBasic             M pod-default pods (100m CPU, 500Mi).
+NodeAffinity                pods require zone In [zone1, zone2] (2 of 3 zones qualify).
+TopologySpreading           pods spread over zones, maxSkew 5, DoNotSchedule.
+PreferredTopologySpreading  the same constraint with ScheduleAnyway (a score only).
+PodAntiAffinity             required anti-affinity per hostname: one pod per node (M <= N).
+PodAffinity                 required affinity per zone to each other: all in one zone.
+Unschedulable               pod-default pods, plus a trickle of 10 pods/s asking 9 CPU
+                            (fit nowhere; scheduler_perf's pod-large-cpu), not counted.
+MixedChurn                  N pod-default init pods bound first; every second a node and a
+                            high-priority 9-CPU pod are created, the previous tick's node and
+                            pod deleted and one init pod deleted (scheduler_perf's churn op,
+                            mode recreate).
+PreemptionBasic             4N low-priority 900m pods fill every node; M high-priority pods
+                            (priority 10; 3000m as scheduler_perf when M <= N, else 3600m/k
+                            for k = ceil(M/N) per node) each must preempt.
+SchedulingWhileGated        M pods with a scheduling gate created first (stay pending), then
+                            M pod-default pods measured.
+Gang                        PodGroups of many small (4-8 members) and a few large (50-100,
+                            at most M/2) gangs, about 40% of the pods in large gangs.
+==========================  ==========================================================
+
+Where this departs from scheduler_perf, on purpose: its ``initPods`` of pod-default for
+the simple cases are left out (``--pods`` is every pod a run creates, which
+``kubesched simulate --workload`` users rely on); affinity terms select in the pod's own
+namespace instead of a fixed namespace list. The old names SchedulingNodeAffinity and
+SchedulingPodAntiAffinity still work (:data:`ALIASES`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
-__all__ = ["WORKLOADS", "ZONES", "Workload", "generate"]
+from kubesched.simulator.templates import (
+    GANG_LABEL,
+    HOSTNAME_LABEL,
+    ZONE_LABEL,
+    ZONES,
+    node_affinity_zones,
+    node_default,
+    pod,
+    pod_affinity,
+    pod_group,
+    priority_class,
+    spread,
+)
 
-ZONE_LABEL = "topology.kubernetes.io/zone"
-HOSTNAME_LABEL = "kubernetes.io/hostname"
-#: scheduler_perf's zone names (its node-affinity template selects zone1 and zone2).
-ZONES = ("zone1", "zone2", "zone3")
-PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+__all__ = [
+    "ALIASES",
+    "BACKGROUND",
+    "GATED",
+    "INIT",
+    "MEASURED",
+    "NAMES",
+    "WORKLOADS",
+    "ZONES",
+    "Op",
+    "Plan",
+    "Workload",
+    "check_fits",
+    "gang_sizes",
+    "generate",
+    "plan",
+    "resolve",
+]
 
-
-def node_default(i: int) -> dict[str, Any]:
-    """scheduler_perf's node-default: 4 CPU, 32Gi, 110 pods; zones assigned round-robin."""
-    name = f"scheduler-perf-{i}"
-    resources = {"cpu": "4", "memory": "32Gi", "pods": "110"}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {HOSTNAME_LABEL: name, ZONE_LABEL: ZONES[i % len(ZONES)]},
-        },
-        "spec": {},
-        "status": {
-            "capacity": dict(resources),
-            "allocatable": dict(resources),
-            "conditions": [{"type": "Ready", "status": "True"}],
-            "phase": "Running",
-        },
-    }
-
-
-def _pod(name: str, spec_extra: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
-    """scheduler_perf's pause container (100m CPU, 500Mi requested and limited) + extras."""
-    container = {
-        "name": "pause",
-        "image": PAUSE_IMAGE,
-        "ports": [{"containerPort": 80}],
-        "resources": {
-            "requests": {"cpu": "100m", "memory": "500Mi"},
-            "limits": {"cpu": "100m", "memory": "500Mi"},
-        },
-    }
-    spec: dict[str, Any] = {"containers": [container], **spec_extra}
-    meta: dict[str, Any] = {"name": name, "namespace": "default"}
-    if labels:
-        meta["labels"] = dict(labels)
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+MEASURED, INIT, GATED, BACKGROUND = "measured", "init", "gated", "background"
+HIGH_PRIORITY = ("kubesched-bench-high", 10)
+#: Pods of the Unschedulable trickle created per tick (one tick per second).
+TRICKLE = 10
+#: A scheduling gate nobody removes.
+GATE = "kubesched.dev/bench-gate"
 
 
-def pod_default(i: int) -> dict[str, Any]:
-    """scheduler_perf's pod-default: one pause container requesting 100m CPU and 500Mi."""
-    return _pod(f"pod-{i}", {}, {})
+@dataclass(frozen=True, slots=True)
+class Op:
+    """A background operation: create ``obj``, or delete the object it names."""
+
+    action: Literal["create", "delete"]
+    obj: dict[str, Any]
 
 
-def pod_with_node_affinity(i: int) -> dict[str, Any]:
-    affinity = {
-        "nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [
-                    {
-                        "matchExpressions": [
-                            {"key": ZONE_LABEL, "operator": "In", "values": ["zone1", "zone2"]}
-                        ]
-                    }
-                ]
-            }
-        }
-    }
-    return _pod(f"node-affinity-{i}", {"affinity": affinity}, {})
+def _no_background(tick: int) -> list[Op]:
+    return []
 
 
-def pod_with_topology_spreading(i: int) -> dict[str, Any]:
-    constraint = {
-        "maxSkew": 5,
-        "topologyKey": ZONE_LABEL,
-        "whenUnsatisfiable": "DoNotSchedule",
-        "labelSelector": {"matchLabels": {"color": "blue"}},
-    }
-    return _pod(
-        f"spreading-pod-{i}", {"topologySpreadConstraints": [constraint]}, {"color": "blue"}
+@dataclass
+class Plan:
+    """A workload at one size, as phases (see the module docstring)."""
+
+    workload: str
+    nodes: list[dict[str, Any]]
+    measured: list[dict[str, Any]]
+    setup: list[dict[str, Any]] = field(default_factory=list)
+    init: list[dict[str, Any]] = field(default_factory=list)
+    wait_init: bool = True
+    gated: list[dict[str, Any]] = field(default_factory=list)
+    background: Callable[[int], list[Op]] = _no_background
+    interval: float = 1.0
+    min_ticks: int = 0
+    gangs: dict[str, int] = field(default_factory=dict)
+    """PodGroup name -> members."""
+
+    def objects(self) -> list[dict[str, Any]]:
+        """Everything but the background, in creation order (``simulate --workload``)."""
+        return [*self.setup, *self.nodes, *self.init, *self.gated, *self.measured]
+
+
+def _nodes(n: int) -> list[dict[str, Any]]:
+    return [node_default(f"scheduler-perf-{i}", i) for i in range(n)]
+
+
+def _basic(n: int, m: int) -> Plan:
+    return Plan("SchedulingBasic", _nodes(n), [pod(f"pod-{i}", MEASURED) for i in range(m)])
+
+
+def _node_affinity(n: int, m: int) -> Plan:
+    affinity = node_affinity_zones("zone1", "zone2")
+    pods = [pod(f"node-affinity-{i}", MEASURED, affinity=affinity) for i in range(m)]
+    return Plan("NodeAffinity", _nodes(n), pods)
+
+
+def _spreading(name: str, when: str, prefix: str) -> Callable[[int, int], Plan]:
+    def build(n: int, m: int) -> Plan:
+        pods = [
+            pod(
+                f"{prefix}-{i}",
+                MEASURED,
+                labels={"color": "blue"},
+                topologySpreadConstraints=spread("blue", when),
+            )
+            for i in range(m)
+        ]
+        return Plan(name, _nodes(n), pods)
+
+    return build
+
+
+def _anti_affinity(n: int, m: int) -> Plan:
+    affinity = pod_affinity("podAntiAffinity", "green", HOSTNAME_LABEL)
+    pods = [
+        pod(f"anti-affinity-pod-{i}", MEASURED, labels={"color": "green"}, affinity=affinity)
+        for i in range(m)
+    ]
+    return Plan("PodAntiAffinity", _nodes(n), pods)
+
+
+def _affinity(n: int, m: int) -> Plan:
+    affinity = pod_affinity("podAffinity", "blue", ZONE_LABEL)
+    pods = [
+        pod(f"affinity-pod-{i}", MEASURED, labels={"color": "blue"}, affinity=affinity)
+        for i in range(m)
+    ]
+    return Plan("PodAffinity", _nodes(n), pods)
+
+
+def _large_cpu(name: str, role: str, **kw: Any) -> dict[str, Any]:
+    """scheduler_perf's pod-large-cpu: 9 CPU requested (no 4-CPU node fits it)."""
+    return pod(name, role, cpu="9", limits=False, **kw)
+
+
+def _unschedulable(n: int, m: int) -> Plan:
+    def trickle(tick: int) -> list[Op]:
+        return [
+            Op("create", _large_cpu(f"large-cpu-{tick}-{j}", BACKGROUND)) for j in range(TRICKLE)
+        ]
+
+    measured = [pod(f"pod-{i}", MEASURED) for i in range(m)]
+    return Plan("Unschedulable", _nodes(n), measured, background=trickle, min_ticks=2)
+
+
+def _delete(kind: str, name: str) -> Op:
+    meta: dict[str, Any] = {"name": name}
+    if kind != "Node":
+        meta["namespace"] = "default"
+    return Op("delete", {"kind": kind, "metadata": meta})
+
+
+def _mixed_churn(n: int, m: int) -> Plan:
+    init = [pod(f"init-pod-{i}", INIT) for i in range(n)]
+
+    def churn(tick: int) -> list[Op]:
+        ops = [
+            Op("create", node_default(f"churn-node-{tick}", tick)),
+            Op(
+                "create",
+                _large_cpu(
+                    f"churn-pod-{tick}",
+                    BACKGROUND,
+                    priority=HIGH_PRIORITY,
+                    terminationGracePeriodSeconds=0,
+                ),
+            ),
+        ]
+        if tick > 0:
+            ops += [
+                _delete("Node", f"churn-node-{tick - 1}"),
+                _delete("Pod", f"churn-pod-{tick - 1}"),
+            ]
+        if tick < len(init):
+            ops.append(_delete("Pod", f"init-pod-{tick}"))
+        return ops
+
+    return Plan(
+        "MixedChurn",
+        _nodes(n),
+        [pod(f"pod-{i}", MEASURED) for i in range(m)],
+        setup=[priority_class(*HIGH_PRIORITY)],
+        init=init,
+        background=churn,
+        min_ticks=3,
     )
 
 
-def pod_with_pod_anti_affinity(i: int) -> dict[str, Any]:
-    affinity = {
-        "podAntiAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": [
-                {
-                    "labelSelector": {"matchLabels": {"color": "green"}},
-                    "topologyKey": HOSTNAME_LABEL,
-                }
-            ]
-        }
-    }
-    return _pod(f"anti-affinity-pod-{i}", {"affinity": affinity}, {"color": "green"})
+def _preemption(n: int, m: int) -> Plan:
+    if m and not n:
+        raise ValueError("PreemptionBasic needs nodes to preempt on")
+    per_node = max(1, math.ceil(m / n)) if n else 1
+    cpu = "3000m" if per_node == 1 else f"{3600 // per_node}m"
+    if per_node > 4:
+        raise ValueError(f"PreemptionBasic: at most 4 measured pods per node (--pods {m})")
+    low = [
+        pod(f"low-priority-{i}", INIT, cpu="900m", terminationGracePeriodSeconds=0)
+        for i in range(4 * n)
+    ]
+    high = [
+        pod(
+            f"high-priority-{i}",
+            MEASURED,
+            cpu=cpu,
+            priority=HIGH_PRIORITY,
+            terminationGracePeriodSeconds=0,
+        )
+        for i in range(m)
+    ]
+    return Plan(
+        "PreemptionBasic", _nodes(n), high, setup=[priority_class(*HIGH_PRIORITY)], init=low
+    )
+
+
+def _gated(n: int, m: int) -> Plan:
+    gated = [pod(f"gated-pod-{i}", GATED, schedulingGates=[{"name": GATE}]) for i in range(m)]
+    measured = [pod(f"pod-{i}", MEASURED) for i in range(m)]
+    return Plan("SchedulingWhileGated", _nodes(n), measured, gated=gated)
+
+
+def gang_sizes(m: int) -> list[int]:
+    """Member counts summing to ``m``: up to about 40% in large gangs (50-100 members, at
+    most m/2 each, at least one), the rest in small gangs of 4-8 (the last may be smaller)."""
+    sizes: list[int] = []
+    large_budget = round(0.4 * m)
+    i = 0
+    while large_budget > 0:
+        size = min(50 + (i * 23) % 51, max(1, m // 2))
+        if sizes and size > large_budget:
+            break
+        sizes.append(size)
+        large_budget -= size
+        i += 1
+    j = 0
+    while (left := m - sum(sizes)) > 0:
+        sizes.append(min(4 + j % 5, left))
+        j += 1
+    return sizes
+
+
+def _gang(n: int, m: int) -> Plan:
+    sizes = gang_sizes(m)
+    gangs = {f"gang-{g}": size for g, size in enumerate(sizes)}
+    members = [
+        pod(f"{name}-{j}", MEASURED, labels={GANG_LABEL: name})
+        for name, size in gangs.items()
+        for j in range(size)
+    ]
+    setup = [pod_group(name, size) for name, size in gangs.items()]
+    return Plan("Gang", _nodes(n), members, setup=setup, gangs=gangs)
 
 
 @dataclass(frozen=True, slots=True)
 class Workload:
-    """A generated workload: templates indexed by ordinal, and its default size."""
+    """A workload's plan builder, its default size and a one-line description."""
 
-    node: Callable[[int], dict[str, Any]]
-    pod: Callable[[int], dict[str, Any]]
+    build: Callable[[int, int], Plan]
+    description: str
     default_nodes: int = 500
     default_pods: int = 1000
-    description: str = ""
 
 
-#: Name -> workload. Names follow scheduler_perf's test cases.
+#: Name -> workload. Names follow scheduler_perf's test cases (defaults: its 500-node case).
 WORKLOADS: dict[str, Workload] = {
-    "SchedulingBasic": Workload(
-        node_default, pod_default, description="node-default nodes, pod-default pods"
-    ),
-    "SchedulingNodeAffinity": Workload(
-        node_default,
-        pod_with_node_affinity,
-        description="pods require zone1 or zone2 through required node affinity",
-    ),
+    "SchedulingBasic": Workload(_basic, "pod-default pods (100m CPU, 500Mi)"),
+    "NodeAffinity": Workload(_node_affinity, "pods require zone1 or zone2 (node affinity)"),
     "TopologySpreading": Workload(
-        node_default,
-        pod_with_topology_spreading,
-        description="pods spread over zones (maxSkew 5, DoNotSchedule)",
+        _spreading("TopologySpreading", "DoNotSchedule", "spreading-pod"),
+        "pods spread over zones (maxSkew 5, DoNotSchedule)",
     ),
-    "SchedulingPodAntiAffinity": Workload(
-        node_default,
-        pod_with_pod_anti_affinity,
-        default_nodes=500,
-        default_pods=400,
-        description="required pod anti-affinity per hostname (one pod per node)",
+    "PreferredTopologySpreading": Workload(
+        _spreading("PreferredTopologySpreading", "ScheduleAnyway", "preferred-spreading-pod"),
+        "pods prefer spreading over zones (maxSkew 5, ScheduleAnyway)",
     ),
+    "PodAntiAffinity": Workload(
+        _anti_affinity, "required pod anti-affinity per hostname (one per node)", 500, 400
+    ),
+    "PodAffinity": Workload(_affinity, "required pod affinity per zone (all in one zone)"),
+    "Unschedulable": Workload(
+        _unschedulable, f"pod-default pods beside a trickle of {TRICKLE}/s 9-CPU pods"
+    ),
+    "MixedChurn": Workload(
+        _mixed_churn, "init pods, then nodes and pods created and deleted every second"
+    ),
+    "PreemptionBasic": Workload(
+        _preemption, "low-priority pods fill the nodes; every measured pod preempts", 500, 500
+    ),
+    "SchedulingWhileGated": Workload(_gated, "as many gated pods (stay pending) as measured"),
+    "Gang": Workload(_gang, "PodGroups: many small (4-8), few large (50-100) gangs"),
 }
+
+#: Earlier names, kept working.
+ALIASES = {
+    "SchedulingNodeAffinity": "NodeAffinity",
+    "SchedulingPodAntiAffinity": "PodAntiAffinity",
+}
+
+NAMES = (*WORKLOADS, *ALIASES)
+
+
+def resolve(name: str) -> str:
+    """The canonical name of a workload or alias; ValueError when unknown."""
+    name = ALIASES.get(name, name)
+    if name not in WORKLOADS:
+        raise ValueError(f"unknown workload {name!r} (known: {', '.join(WORKLOADS)})")
+    return name
+
+
+def plan(name: str, nodes: int | None = None, pods: int | None = None) -> Plan:
+    """The workload's plan; ``None`` sizes take its defaults. ValueError for an unknown
+    name, a negative size, or a size the workload cannot place."""
+    w = WORKLOADS[resolve(name)]
+    n = w.default_nodes if nodes is None else nodes
+    m = w.default_pods if pods is None else pods
+    if n < 0 or m < 0:
+        raise ValueError(f"node and pod counts must not be negative, got {n} and {m}")
+    return w.build(n, m)
+
+
+def check_fits(p: Plan) -> None:
+    """ValueError when the plan's measured pods cannot all be bound (a benchmark would only
+    wait for its idle timeout); ``simulate --workload`` shows such pods as unschedulable."""
+    n, m = len(p.nodes), len(p.measured)
+    if p.workload == "PodAntiAffinity" and m > n:
+        raise ValueError(f"PodAntiAffinity places one pod per node: --pods {m} > --nodes {n}")
 
 
 def generate(name: str, nodes: int | None = None, pods: int | None = None) -> list[dict[str, Any]]:
-    """The workload's nodes, then its pods, as plain (not yet defaulted) objects.
-
-    ``nodes``/``pods`` of None take the workload's defaults. Raises ValueError for an
-    unknown name or a negative size.
-    """
-    w = WORKLOADS.get(name)
-    if w is None:
-        raise ValueError(f"unknown workload {name!r} (known: {', '.join(WORKLOADS)})")
-    n = w.default_nodes if nodes is None else nodes
-    p = w.default_pods if pods is None else pods
-    if n < 0 or p < 0:
-        raise ValueError(f"node and pod counts must not be negative, got {n} and {p}")
-    return [w.node(i) for i in range(n)] + [w.pod(i) for i in range(p)]
+    """The plan's objects without the background, as plain (not yet defaulted) objects."""
+    return plan(name, nodes, pods).objects()

@@ -8,7 +8,7 @@ import pytest
 
 from kubesched.framework.types import Node, Pod
 from kubesched.simulator.scenario import Document, prepare
-from kubesched.simulator.workloads import WORKLOADS, ZONES, generate
+from kubesched.simulator.workloads import WORKLOADS, ZONES, generate, plan
 
 ZONE = "topology.kubernetes.io/zone"
 
@@ -48,15 +48,20 @@ def test_every_workload_is_a_valid_scenario(name: str) -> None:
     docs = [Document(f"workload {name}", i, o) for i, o in enumerate(generate(name, 5, 10))]
     objs = prepare(docs)
     pods = [o for o in objs if o["kind"] == "Pod"]
-    assert len(pods) == 10
+    p = plan(name, 5, 10)
+    assert len(p.measured) == 10
+    assert len(pods) == len(p.init) + len(p.gated) + 10
     assert {p["spec"]["schedulerName"] for p in pods} == {"kubesched"}
 
 
 @pytest.mark.parametrize("name", list(WORKLOADS))
 def test_defaults_apply_when_sizes_are_omitted(name: str) -> None:
     w = WORKLOADS[name]
+    p = plan(name)
+    assert (len(p.nodes), len(p.measured)) == (w.default_nodes, w.default_pods)
     kinds = Counter(o["kind"] for o in generate(name))
-    assert kinds == {"Node": w.default_nodes, "Pod": w.default_pods}
+    assert kinds["Node"] == w.default_nodes
+    assert kinds["Pod"] == len(p.init) + len(p.gated) + w.default_pods
 
 
 def test_node_affinity_pods_require_two_of_three_zones() -> None:

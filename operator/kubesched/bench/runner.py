@@ -1,0 +1,173 @@
+"""The phases of one benchmark run, the same for both targets.
+
+A target supplies a :class:`Driver` (create and delete objects, the scheduler's CPU and
+memory) and reports the pods it sees change to the :class:`Tracker`; :func:`run_pods`
+does the rest, after the target created the setup objects and the nodes:
+
+1. create the init pods and, when the plan says so, wait until all are bound;
+2. create the gated pods;
+3. the measured window: create the measured pods (``creators`` in flight), run the
+   plan's background operations every ``interval`` (tick 0 at once), and sample the
+   measured binds once a second, until every measured pod is bound and the background
+   ran ``min_ticks`` ticks.
+
+The run gives up when nothing happened to any pod of the run for ``idle_timeout``
+seconds (the background's pods and the scheduler's status writes count as something,
+so churn keeps a run alive), or after ``timeout`` seconds in all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from kubesched.bench.report import RunResult
+from kubesched.bench.tracker import Tracker
+from kubesched.simulator.workloads import INIT, Plan
+
+__all__ = ["Driver", "Limits", "RunError", "bounded", "run_pods"]
+
+
+class RunError(RuntimeError):
+    """A phase did not complete (e.g. the init pods were never all bound)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    creators: int = 32
+    """Create requests in flight at once."""
+    idle_timeout: float = 30.0
+    """Give up when no pod of the run changed for this long."""
+    timeout: float = 600.0
+    """Give up on a phase (init, measured) after this long."""
+
+
+class Driver(Protocol):
+    async def create(self, obj: dict[str, Any]) -> None: ...
+    async def delete(self, obj: dict[str, Any]) -> None:
+        """Delete the object ``obj`` names (kind, metadata.name); gone already is fine."""
+
+    def cpu_seconds(self) -> float | None: ...
+    def check(self) -> None:
+        """Raise when the scheduler or the watch died."""
+
+
+async def bounded(limit: int, fn: Callable[[Any], Awaitable[None]], items: Iterable[Any]) -> None:
+    """``fn(item)`` for each item, at most ``limit`` in flight; the first failure is raised."""
+    queue = list(items)
+    queue.reverse()
+
+    async def worker() -> None:
+        while queue:
+            await fn(queue.pop())
+
+    await asyncio.gather(*(worker() for _ in range(max(1, limit))))
+
+
+async def _create_pods(
+    driver: Driver, tracker: Tracker, pods: Sequence[dict[str, Any]], creators: int
+) -> None:
+    async def one(obj: dict[str, Any]) -> None:
+        await driver.create(obj)
+        tracker.created_pod(obj)
+
+    await bounded(creators, one, pods)
+
+
+async def _until(driver: Driver, check: Callable[[], bool], within: float, what: str) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while not check():
+        driver.check()
+        if loop.time() > deadline:
+            raise RunError(f"{what} within {within:.0f} s")
+        await asyncio.sleep(0.05)
+
+
+async def _background(driver: Driver, plan: Plan, tracker: Tracker, stop: asyncio.Event) -> None:
+    """Tick after tick until ``stop`` is set; a tick is never cut short."""
+    tick = 0
+    while not stop.is_set():
+        for op in plan.background(tick):
+            if op.action == "create":
+                await driver.create(op.obj)
+                if op.obj.get("kind") == "Pod":
+                    tracker.created_pod(op.obj)
+            else:
+                if op.obj.get("kind") == "Pod":
+                    tracker.deleting(str(op.obj["metadata"]["name"]))
+                await driver.delete(op.obj)
+            tracker.background_ops[op.action] += 1
+        tick += 1
+        tracker.ticks = tick
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), plan.interval)
+
+
+async def run_pods(
+    driver: Driver, plan: Plan, tracker: Tracker, result: RunResult, limits: Limits
+) -> None:
+    """Run the pod phases; ``result`` gets the figures (CPU of the measured window too)."""
+    loop = asyncio.get_running_loop()
+    await _create_pods(driver, tracker, plan.init, limits.creators)
+    if plan.init and plan.wait_init:
+        await _until(
+            driver,
+            lambda: tracker.bound_in(INIT) >= len(plan.init),
+            limits.timeout,
+            f"not all {len(plan.init)} init pods were bound",
+        )
+    await _create_pods(driver, tracker, plan.gated, limits.creators)
+
+    progress = asyncio.Event()
+    tracker.on_progress = progress.set
+    cpu_start = driver.cpu_seconds()
+    start = loop.time()
+    tracker.counts = [(start, 0)]
+    tracker.last_activity = start
+
+    async def creating() -> None:
+        await _create_pods(driver, tracker, plan.measured, limits.creators)
+        result.creation_seconds = loop.time() - start
+
+    creator = asyncio.create_task(creating())
+    stop = asyncio.Event()
+    background = None
+    if plan.min_ticks:
+        background = asyncio.create_task(_background(driver, plan, tracker, stop))
+    tasks = [t for t in (creator, background) if t is not None]
+    try:
+        next_sample = start + 1.0
+        while True:
+            progress.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(progress.wait(), max(0.0, next_sample - loop.time()))
+            now = loop.time()
+            if now >= next_sample:
+                tracker.sample()
+                next_sample += 1.0
+            for t in tasks:
+                if t.done() and not t.cancelled() and t.exception() is not None:
+                    raise t.exception()  # type: ignore[misc]
+            driver.check()
+            if tracker.done and tracker.ticks >= plan.min_ticks:
+                break
+            if creator.done() and now - tracker.last_activity > limits.idle_timeout:
+                break
+            if now - start > limits.timeout:
+                break
+        await creator
+        stop.set()
+        if background is not None:
+            await background
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    cpu_end = driver.cpu_seconds()
+    if cpu_start is not None and cpu_end is not None:
+        result.cpu_seconds = round(cpu_end - cpu_start, 3)
+    tracker.fill(result, start)
