@@ -226,6 +226,10 @@ class EventHandlers:
 
     # -- everything else ---------------------------------------------------------------------------
     def _other_event(self, kind: str, event_type: str, obj: Obj, old: Obj | None) -> None:
+        if kind == "PodGroup" and (
+            event_type == "DELETED" or (obj.get("metadata") or {}).get("deletionTimestamp")
+        ):
+            self._pod_group_deleted(obj)
         action = {
             "ADDED": ActionType.ADD,
             "DELETED": ActionType.DELETE,
@@ -233,3 +237,14 @@ class EventHandlers:
         self.sched.queues.move_all_to_active_or_backoff(
             ClusterEvent(OTHER_KINDS[kind], action), old, obj
         )
+
+    def _pod_group_deleted(self, obj: Obj) -> None:
+        """Tell the plugins that keep gangs waiting at Permit (``pod_group_deleted``:
+        Coscheduling) that a PodGroup is gone, so its waiting members are rejected."""
+        meta = obj.get("metadata") or {}
+        ns, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
+        for prof in list(self.sched.profiles.values()):
+            for plugin in prof.framework.chain.permit:
+                hook = getattr(plugin, "pod_group_deleted", None)
+                if callable(hook):
+                    hook(ns, name)

@@ -27,6 +27,10 @@ pass every extension point at the cost of two dict lookups.
 - **PostFilter / Unreserve**: a member that finds no node, or is unreserved (bind
   failure, rejection, deletion while waiting), rejects its waiting siblings, so their
   reservations are freed at once.
+- **PodGroup deleted** (:meth:`Coscheduling.pod_group_deleted`, from the scheduler's
+  event handlers): the members waiting at Permit are rejected (``pod group "ns/name"
+  was deleted``: a FailedScheduling event each), unreserved and requeued; PreEnqueue
+  holds them until the group is created again.
 """
 
 from __future__ import annotations
@@ -113,11 +117,12 @@ class Coscheduling:
         return g
 
     def _spec(self, key: str) -> PodGroupSpec | str | None:
-        """The PodGroup's parsed spec, an error message if it is invalid, None if absent."""
+        """The PodGroup's parsed spec, an error message if it is invalid, None if absent
+        or being deleted."""
         ns, _, name = key.partition("/")
         obj = self._handle.store.get(KIND, ns, name)
-        if obj is None:
-            return None
+        if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
+            return None  # absent, or being deleted (our finalizer holds it a moment)
         rv = str((obj.get("metadata") or {}).get("resourceVersion") or id(obj))
         cached = self._specs.get(key)
         if cached is not None and cached[0] == rv:
@@ -363,6 +368,22 @@ class Coscheduling:
                 n += 1
         return n
 
+    def pod_group_deleted(self, namespace: str, name: str) -> int:
+        """The PodGroup is gone (called by the scheduler's event handlers): its members
+        waiting at Permit are rejected, so they are unreserved, reported and requeued,
+        and PreEnqueue holds them until the group exists again; nothing of the gang binds.
+        Returns how many were rejected."""
+        key = f"{namespace}/{name}"
+        self._specs.pop(key, None)
+        g = self._gangs.get(key)
+        if g is None:
+            return 0
+        g.plan = None
+        g.failure = None
+        g.released = False
+        g.wait_deadline = None
+        return self._reject_waiting(g, f'pod group "{key}" was deleted')
+
     # -- Reserve / Permit ---------------------------------------------------------------------
     def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         return None
@@ -397,7 +418,13 @@ class Coscheduling:
             return None, 0.0
         spec = self._spec(key)
         if not isinstance(spec, PodGroupSpec):
-            return None, 0.0
+            # Gone (or made invalid) since PreFilter: never bind a member alone
+            # (scheduler-plugins' Permit denies a pod whose PodGroup is not found).
+            msg = f'pod group "{key}" does not exist' if spec is None else spec
+            g = self._gangs.get(key)
+            if g is not None:
+                self._reject_waiting(g, msg, exclude=pod.uid)
+            return Status.unschedulable(msg, plugin=NAME), 0.0
         g = self._gang(key)
         progress = self._progress(g)
         progress.add(pod.uid)
