@@ -1,40 +1,105 @@
-"""``kubesched bench --target cluster --compare kube-scheduler``: the harness, not the timing.
+"""``kubesched bench --target cluster``: every workload, small, on a real API server.
 
-20 nodes and 50 pods of SchedulingBasic, each scheduler on a throw-away control plane of
-its own, started as child processes: every pod is bound by both, and the document has
-every number the issue asks for.
+The harness, not the timing. One throw-away control plane (what ``kubesched bench``
+itself starts) serves every workload through ``--kubeconfig``, each run in a namespace
+and on nodes of its own, cleaned up afterwards; ``kubesched run`` is the scheduler, a
+child process. Then SchedulingBasic and Gang with ``--compare kube-scheduler``, each
+scheduler on a fresh control plane of its own.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
 import pytest
 
 from kubesched import cli
-from kubesched.bench.cluster import KUBE_SCHEDULER, KUBESCHED, BenchOptions, bench_cluster
-from kubesched.bench.report import document, render_table
+from kubesched.bench.cluster import Rest
+from kubesched.bench.controlplane import ControlPlane
+from kubesched.simulator.workloads import WORKLOADS, gang_sizes
 from tests.controlplane import Binaries
+from tests.integration.bench_checks import NODES, PODS, check_workload
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(150)
 
 
-async def test_both_schedulers_bind_every_pod_and_are_measured(
-    controlplane_binaries: Binaries,
+@pytest.fixture(scope="module")
+def cluster(controlplane_binaries: Binaries) -> Iterator[ControlPlane]:
+    with ControlPlane(controlplane_binaries.etcd.parent) as cp:
+        yield cp
+
+
+def bench(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
+    code = cli.main(["bench", "--output", "json", "--idle-timeout", "60s", *args])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    doc: dict[str, Any] = orjson.loads(out)
+    return doc
+
+
+async def leftovers(kubeconfig: Path) -> tuple[list[str], list[str]]:
+    """Nodes and pods left on the cluster."""
+    rest = await Rest.from_kubeconfig(str(kubeconfig))
+    try:
+        nodes = await rest.request("GET", "/api/v1/nodes")
+        pods = await rest.request("GET", "/api/v1/pods")
+    finally:
+        await rest.close()
+    return (
+        [n["metadata"]["name"] for n in nodes["items"]],
+        [p["metadata"]["name"] for p in pods["items"]],
+    )
+
+
+@pytest.mark.parametrize("name", list(WORKLOADS))
+def test_every_workload_runs_on_a_real_api_server_and_cleans_up(
+    capsys: pytest.CaptureFixture[str], cluster: ControlPlane, name: str
 ) -> None:
-    options = BenchOptions(nodes=20, pods=50, binaries=controlplane_binaries.etcd.parent)
-    results = await bench_cluster(options, (KUBESCHED, KUBE_SCHEDULER))
-    doc = document(workload="SchedulingBasic", nodes=20, pods=50, target="cluster", results=results)
-    assert (doc["workload"], doc["nodes"], doc["pods"]) == ("SchedulingBasic", 20, 50)
-    for name in ("kubesched", "kube-scheduler"):
-        run = doc[name]
-        assert run["scheduled"] == run["pods"] == 50, name
-        lat = run["latency_seconds"]
-        assert 0 <= lat["p50"] <= lat["p90"] <= lat["p99"], name
-        assert run["throughput"]["overall"] > 0, name
-        assert run["cpu_seconds"] is not None and run["cpu_seconds"] > 0, name
-        assert run["peak_rss_bytes"] > 10 * 2**20, name
+    doc = bench(
+        capsys,
+        *("--workload", name, "--nodes", str(NODES), "--pods", str(PODS)),
+        *("--kubeconfig", str(cluster.kubeconfig)),
+    )
+    assert (doc["workload"], doc["target"], doc["pods"]) == (name, "cluster", PODS)
+    run = doc["kubesched"]
+    assert run["scheduled"] == run["pods"] == PODS
+    lat = run["latency_seconds"]
+    assert 0 <= lat["p50"] <= lat["p90"] <= lat["p99"]
+    assert run["cpu_seconds"] > 0 and run["peak_rss_bytes"] > 10 * 2**20
+    check_workload(name, run["phases"])
+    if name == "Gang":
+        gangs = run["gang_latency_seconds"]
+        assert gangs["gangs"] == gangs["bound"] == len(gang_sizes(PODS))
+        assert gangs["partial"] == 0
+    assert asyncio.run(leftovers(cluster.kubeconfig)) == ([], [])
+
+
+@pytest.mark.parametrize("name", ["SchedulingBasic", "Gang"])
+def test_compare_measures_both_schedulers_on_identical_copies(
+    capsys: pytest.CaptureFixture[str], controlplane_binaries: Binaries, name: str
+) -> None:
+    doc = bench(
+        capsys,
+        *("--workload", name, "--nodes", "10", "--pods", "30"),
+        *("--compare", "kube-scheduler", "--controlplane-dir"),
+        str(controlplane_binaries.etcd.parent),
+    )
+    assert doc["target"] == "cluster"
+    for which in ("kubesched", "kube-scheduler"):
+        run = doc[which]
+        assert run["scheduled"] == run["pods"] == 30, which
+        assert run["throughput"]["overall"] > 0, which
+        assert run["cpu_seconds"] > 0 and run["peak_rss_bytes"] > 10 * 2**20, which
     assert doc["ratio"] is not None and doc["ratio"] > 0
-    table = render_table(doc)
-    assert "kube-scheduler" in table and "ratio" in table
+    if name == "Gang":
+        assert doc["kubesched"]["gang_latency_seconds"]["partial"] == 0
+        assert any("no gang scheduling" in n for n in doc["notes"])
+    else:
+        assert "notes" not in doc
 
 
 def test_bench_without_binaries_says_how_to_get_them(
