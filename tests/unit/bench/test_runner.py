@@ -1,0 +1,123 @@
+"""The pod phases of a benchmark run, with a fake cluster in virtual time: when a run
+ends, what it counts, and what the background does to it."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from kubesched.bench.report import RunResult
+from kubesched.bench.runner import Limits, RunError, run_pods
+from kubesched.bench.tracker import Tracker
+from kubesched.simulator.templates import pod
+from kubesched.simulator.workloads import BACKGROUND, INIT, MEASURED, Op, Plan
+
+pytestmark = pytest.mark.looptime
+
+
+class FakeCluster:
+    """Binds every pod ``bind_after`` seconds after its creation, unless it is in
+    ``never``; every create and delete is a watch event for the tracker."""
+
+    def __init__(self, bind_after: float = 0.5, never: frozenset[str] = frozenset()) -> None:
+        self.bind_after = bind_after
+        self.never = never
+        self.tracker: Tracker | None = None
+        self.created: list[str] = []
+        self.deleted: list[str] = []
+
+    def _seen(self, event: str, obj: dict[str, Any]) -> None:
+        assert self.tracker is not None
+        self.tracker.seen(event, obj)
+
+    async def create(self, obj: dict[str, Any]) -> None:
+        name = obj["metadata"]["name"]
+        self.created.append(name)
+        self._seen("ADDED", obj)
+        if name not in self.never:
+            bound = {**obj, "spec": {**obj["spec"], "nodeName": "n1"}}
+            asyncio.get_running_loop().call_later(self.bind_after, self._seen, "MODIFIED", bound)
+
+    async def delete(self, obj: dict[str, Any]) -> None:
+        self.deleted.append(obj["metadata"]["name"])
+        self._seen("DELETED", obj)
+
+    def cpu_seconds(self) -> float | None:
+        return None
+
+    def check(self) -> None:
+        pass
+
+
+async def run(plan: Plan, cluster: FakeCluster, **limits: float) -> tuple[RunResult, float]:
+    loop = asyncio.get_running_loop()
+    tracker = Tracker(plan, loop.time)
+    cluster.tracker = tracker
+    result = RunResult("kubesched", len(plan.measured))
+    start = loop.time()
+    await run_pods(cluster, plan, tracker, result, Limits(**limits))  # type: ignore[arg-type]
+    return result, loop.time() - start
+
+
+def measured(n: int) -> list[dict[str, Any]]:
+    return [pod(f"pod-{i}", MEASURED) for i in range(n)]
+
+
+async def test_a_run_ends_when_every_measured_pod_is_bound() -> None:
+    result, took = await run(Plan("T", [], measured(5)), FakeCluster(bind_after=2.5))
+    assert result.scheduled == 5
+    assert 2.5 <= took < 4.0
+    assert result.latencies == [2.5] * 5
+    # whole one-second samples (at 1 s and 2 s), the first dropped; the partial second
+    # that ended with the last bind is not a sample (as in scheduler_perf)
+    assert result.samples == [0.0]
+
+
+async def test_init_pods_are_bound_before_the_measured_ones_are_created() -> None:
+    plan = Plan("T", [], measured(2), init=[pod("init-0", INIT)])
+    cluster = FakeCluster()
+    result, _ = await run(plan, cluster)
+    assert cluster.created == ["init-0", "pod-0", "pod-1"]
+    assert result.phases["init"]["bound"] == 1 and result.scheduled == 2
+
+
+async def test_init_pods_that_are_never_bound_fail_the_run() -> None:
+    plan = Plan("T", [], measured(1), init=[pod("init-0", INIT)])
+    with pytest.raises(RunError, match="not all 1 init pods were bound within 10 s"):
+        await run(plan, FakeCluster(never=frozenset({"init-0"})), timeout=10.0)
+
+
+async def test_a_run_gives_up_after_the_idle_timeout_when_nothing_happens() -> None:
+    cluster = FakeCluster(never=frozenset({"pod-1"}))
+    result, took = await run(Plan("T", [], measured(2)), cluster, idle_timeout=5.0)
+    assert result.scheduled == 1
+    assert 5.0 <= took < 7.0
+
+
+async def test_background_events_keep_a_slow_run_alive_past_the_idle_timeout() -> None:
+    def trickle(tick: int) -> list[Op]:
+        return [Op("create", pod(f"bg-{tick}", BACKGROUND))]
+
+    plan = Plan("T", [], measured(2), background=trickle, min_ticks=1)
+    cluster = FakeCluster(bind_after=12.0, never=frozenset({f"bg-{i}" for i in range(100)}))
+    result, took = await run(plan, cluster, idle_timeout=3.0)
+    assert result.scheduled == 2 and took >= 12.0
+    bg = result.phases["background"]
+    assert bg["ticks"] == bg["created"] == bg["pods"] >= 12 and bg["bound"] == 0
+
+
+async def test_a_short_run_still_runs_the_background_min_ticks_times_whole() -> None:
+    def churn(tick: int) -> list[Op]:
+        ops = [Op("create", pod(f"churn-{tick}", BACKGROUND))]
+        if tick:
+            ops.append(Op("delete", {"kind": "Pod", "metadata": {"name": f"churn-{tick - 1}"}}))
+        return ops
+
+    cluster = FakeCluster(bind_after=0.1, never=frozenset({f"churn-{i}" for i in range(10)}))
+    result, _ = await run(Plan("T", [], measured(1), background=churn, min_ticks=3), cluster)
+    assert cluster.deleted == ["churn-0", "churn-1"]
+    bg = result.phases["background"]
+    assert (bg["ticks"], bg["created"], bg["deleted"], bg["deleted_by_bench"]) == (3, 3, 2, 2)
+    assert bg["deleted_by_scheduler"] == 0
