@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import os
 import sys
+import textwrap
 from collections.abc import Iterator, Sequence
 from importlib import resources
 from typing import Any
@@ -580,6 +581,26 @@ def _bench(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+_BENCH_DESCRIPTION = (
+    "\n\n".join(
+        textwrap.fill(paragraph, 88, break_on_hyphens=False)
+        for paragraph in (
+            "Schedule a generated workload and measure throughput (measured pods bound per "
+            "second, sampled every second, the first sample dropped), create-to-bound latency, "
+            "CPU seconds and peak RSS, and per-gang latency for Gang.",
+            "--target simulate runs kubesched in this process on an in-memory cluster (no API "
+            "server: the scheduler's own cost). --target cluster runs `kubesched run` (and with "
+            "--compare kube-scheduler, the real kube-scheduler on an identical copy) against a "
+            "real API server: a fresh etcd + kube-apiserver per scheduler unless --kubeconfig "
+            "names a cluster. kube-scheduler has no gang scheduling: for Gang it schedules the "
+            "same pods without PodGroups.",
+            "workloads (nodes: 4 CPU, 32Gi, 110 pods, zones as labels):",
+        )
+    )
+    + "\n"
+)
+
+
 def _workload_lines() -> str:
     width = max(len(n) for n in WORKLOADS)
     return "\n".join(f"  {n:<{width}}  {w.description}" for n, w in WORKLOADS.items())
@@ -590,17 +611,7 @@ def _add_bench(sub: Any) -> None:
         "bench",
         help="measure scheduling throughput and latency (scheduler_perf workloads)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=(
-            "Schedule a generated workload and measure throughput (measured pods bound per "
-            "second, sampled every second, the first sample dropped), create-to-bound "
-            "latency, CPU and peak RSS, and per-gang latency for Gang.\n\n"
-            "--target simulate runs kubesched in this process on an in-memory cluster "
-            "(no API server: the scheduler's own cost). --target cluster runs `kubesched "
-            "run` (and with --compare kube-scheduler, the real kube-scheduler on an "
-            "identical copy) against a real API server: a fresh etcd + kube-apiserver per "
-            "scheduler unless --kubeconfig names a cluster.\n\n"
-            "workloads (nodes: 4 CPU, 32Gi, 110 pods, zones as labels):\n" + _workload_lines()
-        ),
+        description=_BENCH_DESCRIPTION + _workload_lines(),
     )
     p.add_argument(
         "--workload",
