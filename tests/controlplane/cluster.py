@@ -260,6 +260,7 @@ class ControlPlane:
         self.etcd_url = ""
         self.etcd: Process | None = None
         self.apiserver: Process | None = None
+        self._apiserver_argv: list[str] = []
         self.schedulers: list[KubeScheduler] = []
         self._clients: dict[str, RestClient] = {}
         self._kubeconfigs: dict[str, Path] = {}
@@ -360,30 +361,43 @@ class ControlPlane:
         cert_dir = self.dir / "apiserver-certs"
         key = self.dir / "service-account.key"
         self.server = f"https://127.0.0.1:{api_port}"
+        self._apiserver_argv = [
+            str(self.binaries.kube_apiserver),
+            f"--etcd-servers={self.etcd_url}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={api_port}",
+            f"--cert-dir={cert_dir}",
+            "--authorization-mode=RBAC",
+            f"--token-auth-file={self.dir / 'tokens.csv'}",
+            f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
+            f"--service-account-key-file={key}",
+            f"--service-account-signing-key-file={key}",
+            "--service-cluster-ip-range=10.0.0.0/24",
+            # the kubernetes Service's endpoints cannot be a loopback address
+            "--endpoint-reconciler-type=none",
+            f"--disable-admission-plugins={','.join(DISABLED_ADMISSION_PLUGINS)}",
+            "--enable-priority-and-fairness=false",
+            "--allow-privileged=true",
+            "--profiling=false",
+            *self.apiserver_args,
+        ]
+        self._start_apiserver(timeout)
+        # The serving certificate kube-apiserver generated (self-signed, 127.0.0.1 among its
+        # addresses) followed by its CA: trust that file, verify hostnames as usual.
+        self._ssl = ssl.create_default_context(cafile=str(self.ca_file))
+        self._kubeconfigs.clear()  # a new server address: kubectl kubeconfigs are rewritten
+        self.kubeconfig = self.kubeconfig_for("admin")
+        wait_for(
+            lambda: self._exists("/api/v1/namespaces/default"),
+            timeout=timeout,
+            what="namespace default",
+        )
+
+    def _start_apiserver(self, timeout: float) -> None:
+        """kube-apiserver with the argv chosen at start; return once /readyz is ok."""
         self.apiserver = Process(
-            "kube-apiserver",
-            [
-                str(self.binaries.kube_apiserver),
-                f"--etcd-servers={self.etcd_url}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                f"--secure-port={api_port}",
-                f"--cert-dir={cert_dir}",
-                "--authorization-mode=RBAC",
-                f"--token-auth-file={self.dir / 'tokens.csv'}",
-                f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
-                f"--service-account-key-file={key}",
-                f"--service-account-signing-key-file={key}",
-                "--service-cluster-ip-range=10.0.0.0/24",
-                # the kubernetes Service's endpoints cannot be a loopback address
-                "--endpoint-reconciler-type=none",
-                f"--disable-admission-plugins={','.join(DISABLED_ADMISSION_PLUGINS)}",
-                "--enable-priority-and-fairness=false",
-                "--allow-privileged=true",
-                "--profiling=false",
-                *self.apiserver_args,
-            ],
-            self.dir / "kube-apiserver.log",
+            "kube-apiserver", self._apiserver_argv, self.dir / "kube-apiserver.log"
         )
         insecure = ssl.create_default_context()
         insecure.check_hostname = False
@@ -403,16 +417,40 @@ class ControlPlane:
                 return False
 
         wait_for(apiserver_ready, timeout=timeout, interval=0.2, what="kube-apiserver /readyz")
-        # The serving certificate kube-apiserver generated (self-signed, 127.0.0.1 among its
-        # addresses) followed by its CA: trust that file, verify hostnames as usual.
-        self._ssl = ssl.create_default_context(cafile=str(self.ca_file))
-        self._kubeconfigs.clear()  # a new server address: kubectl kubeconfigs are rewritten
-        self.kubeconfig = self.kubeconfig_for("admin")
-        wait_for(
-            lambda: self._exists("/api/v1/namespaces/default"),
-            timeout=timeout,
-            what="namespace default",
-        )
+
+    def stop_apiserver(self, *, kill: bool = False, grace: float = 5.0) -> None:
+        """Stop kube-apiserver only; etcd and its data stay. SIGTERM, then SIGKILL after
+        ``grace`` seconds (a graceful stop refuses new connections at once but keeps the
+        open watches without events for 15 s and more); ``kill``: SIGKILL at once, as a
+        crash. Every connection to it breaks; ``start_apiserver`` brings it back."""
+        if self.apiserver is None:
+            return
+        if kill:
+            self.apiserver.popen.kill()
+        self.apiserver.stop(grace)
+        self.apiserver = None
+
+    def start_apiserver(self, timeout: float = 90.0) -> None:
+        """Start kube-apiserver again after ``stop_apiserver``: the same port, certificates
+        (its --cert-dir keeps them), tokens and etcd, so clients reconnect to the same URL
+        with the same credentials and find the same objects. Returns once /readyz is ok.
+        The port stays free while the server is down (nothing else binds loopback ports
+        we chose); a loaded machine may make the start take a while."""
+        assert self._apiserver_argv, "control plane not started"
+        if self.apiserver is not None:
+            return
+        for client in self._clients.values():
+            client.close()  # their kept-alive connections died with the old process
+        self._start_apiserver(timeout)
+
+    def restart_apiserver(self, down: float = 3.0, *, kill: bool = False) -> float:
+        """Stop kube-apiserver (``stop_apiserver``), stay down ``down`` seconds, start it
+        again (``start_apiserver``); return how long it was unreachable, in seconds."""
+        t0 = time.monotonic()
+        self.stop_apiserver(kill=kill)
+        time.sleep(down)
+        self.start_apiserver()
+        return time.monotonic() - t0
 
     def _exists(self, path: str) -> bool:
         try:

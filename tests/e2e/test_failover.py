@@ -22,24 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import http.client
-import json
 import logging
-import os
-import re
 import signal
-import ssl
-import subprocess
-import sys
-import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
 
 import pytest
 
@@ -47,321 +35,20 @@ from kubesched.framework.types import Pod
 from kubesched.operator.run import Runtime, run
 from kubesched.operator.settings import Settings
 from tests.controlplane import ApiError, ControlPlane
+from tests.e2e.failover_support import (
+    ATTEMPT,
+    LEASE,
+    PODS,
+    RETRY,
+    LeaseWatch,
+    PodStream,
+    PodWatch,
+    Replica,
+    parse_time,
+    until,
+)
 
 pytestmark = pytest.mark.timeout(90)
-
-JSON = dict[str, Any]
-T = TypeVar("T")
-
-LEASE, RENEW, RETRY = 4.0, 3.0, 1.0
-ATTEMPT = RETRY * 2.2 + 1.5
-"""The longest a follower sleeps between two attempts (client-go's jitter), plus slack
-for API round trips on a loaded 2-core CI machine."""
-PODS = 300
-RATE = 40.0
-"""Pods created per second: the stream lasts 7.5 s, longer than a failover."""
-
-
-def until(probe: Callable[[], T | None], within: float, what: str, interval: float = 0.05) -> T:
-    deadline = time.monotonic() + within
-    while True:
-        result = probe()
-        if result is not None and result is not False:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {within:.1f} s: {what}")
-        time.sleep(interval)
-
-
-def _parse_time(text: str) -> float:
-    """RFC 3339 (MicroTime or Time) -> Unix seconds."""
-    from datetime import datetime
-
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-
-
-# -- the replicas ----------------------------------------------------------------------------
-
-
-class Replica:
-    """``python -m kubesched run`` as a child process, its log in a file."""
-
-    SERVING = re.compile(r"serving /healthz .* on [\d.]+:(\d+)")
-
-    def __init__(
-        self,
-        identity: str,
-        cp: ControlPlane,
-        namespace: str,
-        lease: str,
-        scheduler: str,
-        logs: Path,
-    ) -> None:
-        self.identity = identity
-        self.log_path = logs / f"{identity}.log"
-        env = dict(os.environ)
-        env.update(
-            KUBESCHED_IDENTITY=identity,
-            KUBESCHED_RESYNC_SECONDS="0",
-            PYTHONUNBUFFERED="1",
-        )
-        argv = [
-            sys.executable,
-            "-m",
-            "kubesched",
-            "run",
-            f"--kubeconfig={cp.kubeconfig}",
-            f"--scheduler-name={scheduler}",
-            f"--namespace={namespace}",
-            f"--lease-name={lease}",
-            "--leader-elect",
-            f"--leader-elect-lease-duration={LEASE:g}s",
-            f"--leader-elect-renew-deadline={RENEW:g}s",
-            f"--leader-elect-retry-period={RETRY * 1000:g}ms",
-            "--bind-address=127.0.0.1",
-            "--port=0",
-            "--kube-api-qps=0",
-        ]
-        with self.log_path.open("wb") as out:
-            self.popen = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env
-            )
-        self.port: int | None = None
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def _find_port(self) -> int | None:
-        if self.popen.poll() is not None:
-            raise AssertionError(
-                f"{self.identity} exited with {self.popen.returncode}:\n{self.log()[-3000:]}"
-            )
-        m = self.SERVING.search(self.log())
-        return int(m.group(1)) if m else None
-
-    def get(self, path: str) -> int:
-        """The HTTP status of one of its endpoints (0: not answering)."""
-        if self.port is None:
-            return 0
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=1) as r:
-                return int(r.status)
-        except urllib.error.HTTPError as e:
-            return int(e.code)
-        except OSError:
-            return 0
-
-    def wait_ready(self, within: float = 45.0) -> None:
-        self.port = until(self._find_port, within, f"{self.identity} serving", 0.1)
-        until(lambda: self.get("/readyz") == 200, within, f"{self.identity} /readyz", 0.1)
-
-    def signal(self, sig: signal.Signals) -> float:
-        self.popen.send_signal(sig)
-        return time.time()
-
-    def wait_exit(self, within: float) -> int:
-        try:
-            return self.popen.wait(within)
-        except subprocess.TimeoutExpired:
-            raise AssertionError(
-                f"{self.identity} still running {within:.0f} s later:\n{self.log()[-3000:]}"
-            ) from None
-
-    def stop(self) -> None:
-        if self.popen.poll() is None:
-            self.popen.kill()
-            self.popen.wait()
-
-
-# -- what the test watches ----------------------------------------------------------------------
-
-
-class PodWatch(threading.Thread):
-    """Every change of ``spec.nodeName`` of the namespace's pods, with wall-clock times.
-
-    Watches from the namespace's list resourceVersion (taken before any pod exists), in
-    short server-side windows resumed from the last resourceVersion, so ``close`` is quick.
-    """
-
-    def __init__(self, cp: ControlPlane, namespace: str) -> None:
-        super().__init__(name=f"watch-{namespace}", daemon=True)
-        self.cp = cp
-        self.namespace = namespace
-        self.lock = threading.Lock()
-        self.bindings: dict[str, list[tuple[float, str]]] = collections.defaultdict(list)
-        """uid -> [(when, node)]: one entry per change to a (new) nodeName."""
-        self.names: dict[str, str] = {}
-        self.errors: list[str] = []
-        self._node: dict[str, str] = {}
-        self._halt = threading.Event()
-        listing = cp.api.get(f"/api/v1/namespaces/{namespace}/pods")
-        self._rv = str(listing["metadata"]["resourceVersion"])
-        self._ssl = ssl.create_default_context(cafile=str(cp.ca_file))
-        host, port = cp.server.removeprefix("https://").rsplit(":", 1)
-        self._host, self._port = host, int(port)
-
-    def run(self) -> None:
-        while not self._halt.is_set():
-            conn = http.client.HTTPSConnection(
-                self._host, self._port, context=self._ssl, timeout=15
-            )
-            try:
-                conn.request(
-                    "GET",
-                    f"/api/v1/namespaces/{self.namespace}/pods?watch=1&allowWatchBookmarks=true"
-                    f"&timeoutSeconds=1&resourceVersion={self._rv}",
-                    headers={"Authorization": f"Bearer {self.cp.admin_token}"},
-                )
-                resp = conn.getresponse()
-                if resp.status != 200:
-                    self.errors.append(f"watch: HTTP {resp.status}")
-                    return
-                for line in resp:
-                    self._event(json.loads(line))
-            except Exception as e:  # recorded; the test asserts there were none
-                self.errors.append(f"watch: {type(e).__name__}: {e}")
-                return
-            finally:
-                conn.close()
-
-    def _event(self, ev: JSON) -> None:
-        obj = ev["object"]
-        if ev["type"] == "ERROR":
-            self.errors.append(f"watch: {obj.get('message')}")
-            self._halt.set()
-            return
-        self._rv = str(obj["metadata"]["resourceVersion"])
-        if ev["type"] == "BOOKMARK":
-            return
-        uid = obj["metadata"]["uid"]
-        node = obj["spec"].get("nodeName") or ""
-        with self.lock:
-            self.names[uid] = obj["metadata"]["name"]
-            if node and node != self._node.get(uid, ""):
-                self.bindings[uid].append((time.time(), node))
-            if node or uid not in self._node:
-                self._node[uid] = node
-
-    def bound(self) -> int:
-        with self.lock:
-            return len(self.bindings)
-
-    def bound_between(self, start: float, end: float) -> list[str]:
-        with self.lock:
-            return [
-                self.names[uid]
-                for uid, seen in self.bindings.items()
-                if any(start <= t < end for t, _ in seen)
-            ]
-
-    def unbound(self) -> set[str]:
-        with self.lock:
-            return {uid for uid in self.names if uid not in self.bindings}
-
-    def first_bind_after(self, t0: float) -> float | None:
-        with self.lock:
-            after = [t for seen in self.bindings.values() for t, _ in seen if t >= t0]
-        return min(after) if after else None
-
-    def close(self) -> None:
-        self._halt.set()
-        self.join(5)
-
-
-class LeaseWatch(threading.Thread):
-    """Polls the Lease and both replicas' /readyz/leader every 100 ms."""
-
-    def __init__(self, cp: ControlPlane, namespace: str, lease: str, replicas: list[Replica]):
-        super().__init__(name=f"lease-{lease}", daemon=True)
-        self.path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{lease}"
-        self.cp = cp
-        self.replicas = replicas
-        self.holders: list[tuple[float, str]] = []
-        """(when first seen, holderIdentity), one entry per change."""
-        self.both_leading: list[float] = []
-        self.errors: list[str] = []
-        self._halt = threading.Event()
-
-    def spec(self) -> JSON:
-        try:
-            spec: JSON = self.cp.api.get(self.path)["spec"]
-            return spec
-        except ApiError as e:
-            if e.status == 404:
-                return {}
-            raise
-
-    def run(self) -> None:
-        while not self._halt.is_set():
-            try:
-                holder = self.spec().get("holderIdentity") or ""
-            except Exception as e:
-                self.errors.append(f"{type(e).__name__}: {e}")
-                holder = self.holders[-1][1] if self.holders else ""
-            if not self.holders or self.holders[-1][1] != holder:
-                self.holders.append((time.time(), holder))
-            live = [r for r in self.replicas if r.popen.poll() is None]
-            if len([r for r in live if r.get("/readyz/leader") == 200]) > 1:
-                self.both_leading.append(time.time())
-            self._halt.wait(0.1)
-
-    def holder(self) -> str:
-        return self.holders[-1][1] if self.holders else ""
-
-    def acquired_by(self, identity: str) -> float | None:
-        for t, h in self.holders:
-            if h == identity:
-                return t
-        return None
-
-    def close(self) -> None:
-        self._halt.set()
-        self.join(5)
-
-
-class PodStream(threading.Thread):
-    """Creates ``PODS`` pods at ``RATE`` a second, pinned to the test's nodes."""
-
-    def __init__(self, cp: ControlPlane, namespace: str, scheduler: str, pool: JSON) -> None:
-        super().__init__(name=f"pods-{namespace}", daemon=True)
-        self.cp, self.namespace, self.scheduler, self.pool = cp, namespace, scheduler, pool
-        self.created: list[str] = []
-        self.errors: list[str] = []
-
-    def body(self, i: int) -> JSON:
-        return {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": f"p-{i:04d}", "namespace": self.namespace},
-            "spec": {
-                "schedulerName": self.scheduler,
-                "nodeSelector": dict(self.pool),
-                "containers": [
-                    {
-                        "name": "pause",
-                        "image": "registry.k8s.io/pause:3.10",
-                        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
-                    }
-                ],
-            },
-        }
-
-    def _create(self, i: int) -> None:
-        try:
-            self.cp.api.create(self.body(i))
-            self.created.append(f"p-{i:04d}")
-        except Exception as e:
-            self.errors.append(f"p-{i:04d}: {e}")
-
-    def run(self) -> None:
-        start = time.monotonic()
-        with ThreadPoolExecutor(max_workers=4) as pool:
-            for i in range(PODS):
-                delay = start + i / RATE - time.monotonic()
-                if delay > 0:
-                    time.sleep(delay)
-                pool.submit(self._create, i)
-
 
 # -- the scene ----------------------------------------------------------------------------------
 
@@ -479,7 +166,7 @@ def test_sigterm_releases_the_lease_and_the_follower_takes_over_at_once(scene: S
     assert spec["leaseTransitions"] >= 1
     # Released, not expired: the follower's next attempt took it (acquireTime is the
     # new leader's own clock at the attempt; one machine, one clock).
-    acquired = _parse_time(spec["acquireTime"])
+    acquired = parse_time(spec["acquireTime"])
     assert acquired - t_exit < ATTEMPT, (t_term, t_exit, acquired)
     assert acquired - t_term < LEASE, (t_term, t_exit, acquired)
     until(lambda: follower.get("/readyz/leader") == 200, 5, "/readyz/leader on the new leader")
@@ -511,7 +198,7 @@ def test_sigkill_the_follower_takes_over_when_the_lease_expires(scene: Scene) ->
     )
     spec = scene.lease_watch.spec()
     assert spec["holderIdentity"] == follower.identity
-    acquired = _parse_time(spec["acquireTime"])
+    acquired = parse_time(spec["acquireTime"])
     # Not before the lease (renewed at most a retry period before the kill) expired, and
     # not much later: the follower saw the last renewal within one attempt, waited a
     # lease duration from then, and took it at its next attempt.
