@@ -7,9 +7,12 @@ server, streaming responses (watches included), unless a rule matches first:
 - ``fail_next(method, path, times, status, retry_after=None)``: answer ``status``
   (500, 429 with ``Retry-After``, ...) without forwarding;
 - ``hang_next(method, path, times, seconds, forward=False)``: hold the request for
-  ``seconds`` before forwarding it (beyond the client's timeout: the client gives up and
-  the server never sees it), or, with ``forward=True``, forward it first and then hold
-  the answer (the server did it; the client times out anyway).
+  ``seconds`` before forwarding it (when the client gave up meanwhile -- beyond its
+  timeout -- it is dropped: the server never sees it), or, with ``forward=True``,
+  forward it first and then hold the answer (the server did it; the client times out);
+- ``hold_next(method, path)``: hold the next matching request until the test calls
+  ``release()`` on the returned rule (``await rule.arrived.wait()`` first): a window,
+  opened deterministically, between a scheduler's decision and its bind.
 
 ``path`` is a regular expression searched in the request path (``r"/binding$"``).
 Rules are consumed in the order they were added; :attr:`FaultProxy.log` records what
@@ -19,6 +22,7 @@ happened to each request a rule matched. Runs in the test's event loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import ssl
 from dataclasses import dataclass, field
@@ -45,6 +49,14 @@ class Rule:
     delay: float = 0.0
     forward: bool = False
     hits: int = 0
+    gate: asyncio.Event | None = None
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when a request matched this rule."""
+
+    def release(self) -> None:
+        """Let a held request through (``hold_next``)."""
+        if self.gate is not None:
+            self.gate.set()
 
     def matches(self, request: web.Request) -> bool:
         return (
@@ -84,6 +96,11 @@ class FaultProxy:
         self, method: str, path: str, times: int, seconds: float, *, forward: bool = False
     ) -> Rule:
         rule = Rule(method, re.compile(path), times, delay=seconds, forward=forward)
+        self.rules.append(rule)
+        return rule
+
+    def hold_next(self, method: str, path: str) -> Rule:
+        rule = Rule(method, re.compile(path), 1, gate=asyncio.Event())
         self.rules.append(rule)
         return rule
 
@@ -134,6 +151,14 @@ class FaultProxy:
         rule = next((r for r in self.rules if r.matches(request)), None)
         if rule is not None:
             rule.hits += 1
+            rule.arrived.set()
+            if rule.gate is not None:
+                self.log.append((request.method, request.path, "held"))
+                await rule.gate.wait()
+                if request.transport is None or request.transport.is_closing():
+                    self.log.append((request.method, request.path, "dropped"))
+                    return web.Response(status=504)  # the client gave up: nobody reads it
+                return await self._forward(request, stream=True)
             if rule.status is not None:
                 self.log.append((request.method, request.path, str(rule.status)))
                 headers = {}
@@ -149,6 +174,9 @@ class FaultProxy:
             if not rule.forward:
                 self.log.append((request.method, request.path, "hang"))
                 await asyncio.sleep(rule.delay)
+                if request.transport is None or request.transport.is_closing():
+                    self.log.append((request.method, request.path, "dropped"))
+                    return web.Response(status=504)  # nobody reads it
             else:
                 self.log.append((request.method, request.path, "hang-after-forward"))
                 resp = await self._forward(request, stream=False)
@@ -180,5 +208,6 @@ class FaultProxy:
                     await resp.write(chunk)
             except (ConnectionResetError, aiohttp.ClientError):
                 pass  # either side went away: end the stream
-            await resp.write_eof()
+            with contextlib.suppress(ConnectionResetError):
+                await resp.write_eof()
             return resp

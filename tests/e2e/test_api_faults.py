@@ -12,63 +12,35 @@ assumed and queued at any sampled moment.
 from __future__ import annotations
 
 import asyncio
-import ssl
 import urllib.request
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from kubesched.operator.run import Runtime, run
-from kubesched.operator.settings import Settings
+from kubesched.operator.run import Runtime
 from tests.controlplane import ControlPlane
 from tests.controlplane.faultproxy import FaultProxy
 from tests.e2e.cachecheck import assert_cache_matches_api, fetch_cache
+from tests.e2e.proxied import BINDING, fault_proxy, kubesched_via
 from tests.e2e.test_run import call, events_for, eventually, label, pod_body, read_pod
 
 pytestmark = pytest.mark.timeout(150)
 
 JSON = dict[str, Any]
-BINDING = r"/pods/[^/]+/binding$"
 REQUEST_TIMEOUT = 2.0
 
 
 @pytest.fixture
 async def proxy(controlplane: ControlPlane) -> AsyncIterator[FaultProxy]:
-    fp = FaultProxy(
-        controlplane.server, ssl.create_default_context(cafile=str(controlplane.ca_file))
-    )
-    await fp.start()
-    try:
+    async with fault_proxy(controlplane) as fp:
         yield fp
-    finally:
-        await fp.close()
 
 
 @pytest.fixture
 async def kubesched(controlplane: ControlPlane, proxy: FaultProxy) -> AsyncIterator[Runtime]:
-    settings = Settings(
-        kubeconfig=str(proxy.kubeconfig(controlplane.dir, controlplane.admin_token)),
-        leader_elect=False,
-        port=0,
-        client_qps=0,
-        resync_seconds=0,
-        request_timeout=REQUEST_TIMEOUT,
-    )
-    stop, ready = asyncio.Event(), asyncio.Event()
-    built: list[Runtime] = []
-    task = asyncio.create_task(run(settings=settings, stop=stop, ready=ready, runtime=built))
-    waiter = asyncio.create_task(ready.wait())
-    await asyncio.wait({task, waiter}, timeout=60, return_when=asyncio.FIRST_COMPLETED)
-    if task.done():
-        waiter.cancel()
-        task.result()
-    assert ready.is_set(), "kubesched run did not become ready within 60 s"
-    try:
-        yield built[0]
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 30)
+    async with kubesched_via(proxy, controlplane, request_timeout=REQUEST_TIMEOUT) as rt:
+        yield rt
 
 
 def metric(url: str, name: str, code: str) -> float:
@@ -192,6 +164,11 @@ async def test_a_bind_hanging_past_the_client_timeout_is_retried(
         await all_bound(cp, namespace, ["hung"], within=60)
         await call(assert_cache_matches_api, url, cp.api, namespace=namespace, within=30)
     await assert_bound_exactly_once(cp, namespace, ["hung"])
+    await eventually(
+        lambda: [what for *_, what in proxy.log] == ["hang", "dropped"],
+        within=20,
+        what="the proxy dropping the request the client gave up on",
+    )
     assert await call(metric, url, "kubesched_bind_request_errors_total", "timeout") == 1
     assert await call(metric, url, "kubesched_bind_retries_total", "timeout") == 1
     assert watch.assumed_seen > 0 and watch.both == []

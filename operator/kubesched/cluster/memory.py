@@ -167,8 +167,8 @@ class MemoryCluster:
             raise Conflict(
                 f"pod {pod.key} is already assigned to node {current['spec']['nodeName']!r}"
             )
-        if node_name not in self.objects.get("Node", {}):
-            raise NotFound(f"nodes {node_name!r} not found")
+        # A missing node is no error: the API server's binding does not check it either
+        # (a pod bound to a deleted node is the pod GC's to delete).
 
         def assign(new: dict[str, Any]) -> None:
             new["spec"]["nodeName"] = node_name
@@ -312,9 +312,7 @@ class MemoryCluster:
             if modes:
                 new_pvc["status"]["accessModes"] = list(modes)
         if selected_node:
-            new_pvc["metadata"]["annotations"]["volume.kubernetes.io/selected-node"] = (
-                selected_node
-            )
+            new_pvc["metadata"]["annotations"]["volume.kubernetes.io/selected-node"] = selected_node
         self._stamp(new_pvc)
         claims[f"{ns}/{name}"] = new_pvc
         self._notify("PersistentVolumeClaim", "MODIFIED", new_pvc, old_pvc)

@@ -427,6 +427,17 @@ class Scheduler:
         except NotFound:
             pass
 
+    async def _report_gone(self, fwk: Framework, pod: Pod, msg: str) -> None:
+        with contextlib.suppress(NotFound):
+            await self.cluster.record_event(
+                pod,
+                event_type="Warning",
+                reason="FailedScheduling",
+                action="Scheduling",
+                message=msg,
+                reporting_controller=fwk.profile_name,
+            )
+
     # -- binding cycle ----------------------------------------------------------------------------------
     async def _bind(self, fwk: Framework, state: CycleState, pod: Pod, node: str) -> Status | None:
         """The Bind extension point, with transient failures retried in place (the pod
@@ -489,6 +500,11 @@ class Scheduler:
                 # its node; nothing to requeue, nothing to report.
                 if isinstance(s.error, Conflict):
                     log.info("pod %s was bound by someone else: %s", assumed.key, s.error)
+                elif point == "Bind":
+                    # Deleted between its cycle and its bind. kube-scheduler still records
+                    # FailedScheduling (the Event outlives the pod): say why it never ran.
+                    log.info("pod %s was deleted before its bind: %s", assumed.key, s.error)
+                    self._spawn(self._report_gone(fwk, assumed, f"Binding rejected: {s.message()}"))
                 self.stats.outcomes.pop(assumed.uid, None)
                 self._attempt_start.pop(assumed.uid, None)
                 return
