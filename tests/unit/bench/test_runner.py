@@ -121,3 +121,24 @@ async def test_a_short_run_still_runs_the_background_min_ticks_times_whole() -> 
     bg = result.phases["background"]
     assert (bg["ticks"], bg["created"], bg["deleted"], bg["deleted_by_bench"]) == (3, 3, 2, 2)
     assert bg["deleted_by_scheduler"] == 0
+
+
+def test_gang_latency_runs_from_the_first_member_created_to_the_last_bound() -> None:
+    now = [0.0]
+    gang = {"kubesched.dev/pod-group": "g0"}
+    other = {"kubesched.dev/pod-group": "g1"}
+    pods = [pod(f"g0-{i}", MEASURED, labels=gang) for i in range(3)]
+    pods += [pod(f"g1-{i}", MEASURED, labels=other) for i in range(2)]
+    tracker = Tracker(Plan("Gang", [], pods, gangs={"g0": 3, "g1": 2}), lambda: now[0])
+    for i, p in enumerate(pods):
+        now[0] = float(i)
+        tracker.created_pod(p)
+    for name, at in (("g0-0", 5.0), ("g0-2", 9.0), ("g0-1", 6.0), ("g1-0", 7.0)):
+        now[0] = at
+        tracker.seen("MODIFIED", {"metadata": {"name": name}, "spec": {"nodeName": "n"}})
+    result = RunResult("kubesched", len(pods))
+    tracker.fill(result, 0.0)
+    assert result.gang_latency == {
+        "p50": 9.0, "p90": 9.0, "p99": 9.0, "gangs": 2, "bound": 1, "partial": 1
+    }  # fmt: skip
+    assert result.scheduled == 4
