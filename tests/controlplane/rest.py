@@ -97,6 +97,13 @@ class RestClient:
                 self._local.conn = None
                 if attempt:
                     raise
+            except (OSError, http.client.HTTPException):
+                # refused, timed out, ...: the connection is left mid-request (every later
+                # request on it would fail with CannotSendRequest), so the next one
+                # starts afresh (an API server restarted under a test)
+                conn.close()
+                self._local.conn = None
+                raise
         try:
             decoded: Any = json.loads(raw) if raw else None
         except ValueError:
