@@ -116,15 +116,16 @@ async def test_500s_at_bind_are_retried_and_counted(
 ) -> None:
     cp, url = controlplane, f"http://127.0.0.1:{kubesched.port}"
     names = [f"p{i}" for i in range(3)]
-    proxy.fail_next("POST", BINDING, times=4, status=500)
+    # 3 failures over 3 pods: even if one pod draws them all, its 4th call binds it.
+    proxy.fail_next("POST", BINDING, times=3, status=500)
     with NeverBothAssumedAndQueued(url) as watch:
         await create_pods(cp, namespace, names)
         await all_bound(cp, namespace, names, within=60)
         await call(assert_cache_matches_api, url, cp.api, namespace=namespace, within=30)
     await assert_bound_exactly_once(cp, namespace, names)
-    assert [what for _, _, what in proxy.log] == ["500"] * 4
-    assert await call(metric, url, "kubesched_bind_retries_total", "500") == 4
-    assert await call(metric, url, "kubesched_bind_request_errors_total", "500") == 4
+    assert [what for _, _, what in proxy.log] == ["500"] * 3
+    assert await call(metric, url, "kubesched_bind_retries_total", "500") == 3
+    assert await call(metric, url, "kubesched_bind_request_errors_total", "500") == 3
     assert watch.samples > 0 and watch.both == []
     for name in names:
         assert not [
