@@ -3,7 +3,8 @@
 ``schedule_one`` is synchronous from pop to Permit (the snapshot cannot change under
 it); the binding cycle (WaitOnPermit, PreBind, Bind, PostBind) runs as an asyncio task
 so a slow API server never stalls the next cycle. Failures anywhere run Unreserve,
-forget the assumed pod and requeue it, as kube-scheduler does.
+forget the assumed pod and requeue it, as kube-scheduler does; a transient Bind failure
+(429, 5xx, timeout) is first retried in place (:mod:`kubesched.scheduler.bindretry`).
 """
 
 from __future__ import annotations
@@ -496,8 +497,8 @@ class Scheduler:
                 )
             if isinstance(s.error, NotFound) or (point == "Bind" and isinstance(s.error, Conflict)):
                 # The pod is gone, or (409 at Bind: "already assigned") someone else bound
-                # it -- another replica's last binds during a failover. The watch brings
-                # its node; nothing to requeue, nothing to report.
+                # it -- another replica's last binds during a failover: the watch brings
+                # its node. Nothing to requeue; only the vanished pod gets an event.
                 if isinstance(s.error, Conflict):
                     log.info("pod %s was bound by someone else: %s", assumed.key, s.error)
                 elif point == "Bind":
