@@ -6,6 +6,7 @@ whole units (``Value``); both round *up* (away from zero), as ``resource.Quantit
 
 from __future__ import annotations
 
+import math
 import re
 from fractions import Fraction
 from functools import lru_cache
@@ -36,14 +37,23 @@ class QuantityError(ValueError):
     """A string that is not a Kubernetes resource quantity."""
 
 
-@lru_cache(maxsize=4096)
 def parse_quantity(text: str | int | float) -> Fraction:
     """Parse a quantity into an exact fraction of base units."""
-    if isinstance(text, bool):
+    try:
+        return _parse_quantity(text)
+    except TypeError:  # unhashable (a list, a map): the cache cannot even look it up
+        raise QuantityError(f"quantities must be strings or numbers, not {text!r}") from None
+
+
+@lru_cache(maxsize=4096)
+def _parse_quantity(text: str | int | float) -> Fraction:
+    if isinstance(text, bool) or not isinstance(text, str | int | float):
         raise QuantityError(f"quantities must be strings or numbers, not {text!r}")
     if isinstance(text, int):
         return Fraction(text)
     if isinstance(text, float):
+        if not math.isfinite(text):
+            raise QuantityError(f"quantities must be finite, not {text!r}")
         return Fraction(str(text))
     s = str(text)
     m = _RE.match(s)
@@ -70,18 +80,32 @@ def _ceil(q: Fraction) -> int:
     return n if q >= 0 else -n
 
 
-@lru_cache(maxsize=8192)
 def milli_value(text: str | int | float) -> int:
     """The quantity in thousandths, rounded up (how CPU is counted)."""
+    try:
+        return _milli_value(text)
+    except TypeError:
+        raise QuantityError(f"quantities must be strings or numbers, not {text!r}") from None
+
+
+@lru_cache(maxsize=8192)
+def _milli_value(text: str | int | float) -> int:
     v = _ceil(parse_quantity(text) * 1000)
     if v > _MAX or v < -_MAX:
         raise QuantityError(f"quantity too large: {text!r}")
     return v
 
 
-@lru_cache(maxsize=8192)
 def value(text: str | int | float) -> int:
     """The quantity in whole units, rounded up (memory, storage, pods, extended)."""
+    try:
+        return _value(text)
+    except TypeError:
+        raise QuantityError(f"quantities must be strings or numbers, not {text!r}") from None
+
+
+@lru_cache(maxsize=8192)
+def _value(text: str | int | float) -> int:
     v = _ceil(parse_quantity(text))
     if v > _MAX or v < -_MAX:
         raise QuantityError(f"quantity too large: {text!r}")

@@ -148,20 +148,50 @@ def parse_resource_list(rl: Mapping[str, Any] | None, *, field: str = "") -> Res
     r = Resource()
     if not rl:
         return r
+    rl = _section(rl, field or "resources")
     for name, q in rl.items():
+        where = f"{field}.{name}" if field else str(name)
+        if not isinstance(name, str) or not name:
+            raise QuantityError(
+                f"{field or 'resources'}: resource names must be strings, got {name!r}"
+            )
+        if isinstance(q, bool) or not isinstance(q, str | int | float):
+            raise QuantityError(f"{where}: must be a quantity string or number, got {q!r}")
         try:
             amount = milli_value(q) if name == CPU else value(q)
         except QuantityError as e:
-            where = f"{field}.{name}" if field else name
             raise QuantityError(f"{where}: {e}") from None
+        if amount < 0:
+            raise QuantityError(f"{where}: must be greater than or equal to 0, got {q!r}")
         r.set(name, amount)
     return r
 
 
+def _items(obj: Any, field: str) -> list[Any]:
+    """``obj`` as a list (None: empty), else a QuantityError naming ``field``."""
+    if type(obj) is list:
+        return obj
+    if obj is None:
+        return []
+    raise QuantityError(f"{field}: expected a list, got {type(obj).__name__}")
+
+
+def _section(obj: Any, field: str) -> Mapping[str, Any]:
+    """``obj`` as a map (None: empty), else a QuantityError naming ``field``."""
+    if type(obj) is dict:  # the common case, without the ABC check (every pod event)
+        return obj
+    if obj is None:
+        return {}
+    if not isinstance(obj, Mapping):
+        raise QuantityError(f"{field}: expected an object, got {type(obj).__name__}")
+    return obj
+
+
 def _container_requests(c: Mapping[str, Any], field: str, non_zero: bool) -> Resource:
-    res = c.get("resources") or {}
-    req = res.get("requests")
-    lim = res.get("limits")
+    c = _section(c, field)
+    res = _section(c.get("resources"), f"{field}.resources")
+    req = _section(res.get("requests"), f"{field}.resources.requests")
+    lim = _section(res.get("limits"), f"{field}.resources.limits")
     # The API server defaults a missing request to the limit; scenarios skip that
     # defaulting, so it is done here.
     if lim:
@@ -185,11 +215,11 @@ def pod_requests(spec: Mapping[str, Any], *, non_zero: bool = False) -> Resource
     cpu/memory request: the figure the scoring plugins use.
     """
     total = Resource()
-    for i, c in enumerate(spec.get("containers") or ()):
+    for i, c in enumerate(_items(spec.get("containers"), "spec.containers")):
         total.add(_container_requests(c, f"spec.containers[{i}]", non_zero))
     sidecars = Resource()
     init_max = Resource()
-    for i, c in enumerate(spec.get("initContainers") or ()):
+    for i, c in enumerate(_items(spec.get("initContainers"), "spec.initContainers")):
         creq = _container_requests(c, f"spec.initContainers[{i}]", non_zero)
         if c.get("restartPolicy") == "Always":
             total.add(creq)
@@ -199,14 +229,17 @@ def pod_requests(spec: Mapping[str, Any], *, non_zero: bool = False) -> Resource
             creq.add(sidecars)
         init_max.set_max(creq)
     total.set_max(init_max)
-    pod_level = (spec.get("resources") or {}).get("requests")
+    pod_level = _section(
+        _section(spec.get("resources"), "spec.resources").get("requests"),
+        "spec.resources.requests",
+    )
     if pod_level:
         pl = parse_resource_list(pod_level, field="spec.resources.requests")
         if CPU in pod_level:
             total.milli_cpu = pl.milli_cpu
         if MEMORY in pod_level:
             total.memory = pl.memory
-    overhead = spec.get("overhead")
+    overhead = _section(spec.get("overhead"), "spec.overhead")
     if overhead:
         total.add(parse_resource_list(overhead, field="spec.overhead"))
     return total

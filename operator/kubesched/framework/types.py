@@ -56,6 +56,44 @@ def _str_map(obj: Any, field: str) -> dict[str, str]:
     return dict(m)
 
 
+def _list_of_maps(obj: Any, field: str) -> list[Mapping[str, Any]]:
+    """A list whose items are objects (None: empty); what plugins iterate with ``.get``."""
+    if obj is None:
+        return []
+    if type(obj) is not list:
+        raise ObjectError(f"{field}: expected a list, got {type(obj).__name__}")
+    for item in obj:
+        if type(item) is not dict:
+            # A null item decodes to an empty object in the API server, as here.
+            return [_mapping(item, f"{field}[{j}]") for j, item in enumerate(obj)]
+    return obj
+
+
+_POD_AFFINITY_KINDS = ("podAffinity", "podAntiAffinity")
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+
+def _check_affinity(affinity: Mapping[str, Any]) -> None:
+    """The shape of ``spec.affinity`` down to its terms (their contents are parsed, with
+    field paths, by the plugins that use them)."""
+    node = _mapping(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
+    _mapping(node.get(_REQUIRED), f"spec.affinity.nodeAffinity.{_REQUIRED}")
+    _list_of_maps(node.get(_PREFERRED), f"spec.affinity.nodeAffinity.{_PREFERRED}")
+    for kind in _POD_AFFINITY_KINDS:
+        block = _mapping(affinity.get(kind), f"spec.affinity.{kind}")
+        for when in (_REQUIRED, _PREFERRED):
+            _list_of_maps(block.get(when), f"spec.affinity.{kind}.{when}")
+
+
+def _check_volumes(volumes: Any) -> None:
+    """``spec.volumes``: objects whose sources are objects (the volume plugins read them)."""
+    for i, v in enumerate(_list_of_maps(volumes, "spec.volumes")):
+        for k, source in v.items():
+            if k != "name" and source is not None:
+                _mapping(source, f"spec.volumes[{i}].{k}")
+
+
 class Taint:
     __slots__ = ("effect", "key", "value")
 
@@ -188,19 +226,23 @@ class Pod:
         self.non_zero_memory = nz.memory
         self.node_selector = _str_map(spec.get("nodeSelector"), "spec.nodeSelector")
         self.affinity = _mapping(spec.get("affinity"), "spec.affinity")
+        if self.affinity:
+            _check_affinity(self.affinity)
+        _list_of_maps(spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints")
+        if "volumes" in spec:
+            _check_volumes(spec["volumes"])
         self.tolerations = [
-            Toleration.from_dict(_mapping(t, f"spec.tolerations[{i}]"), f"spec.tolerations[{i}]")
-            for i, t in enumerate(spec.get("tolerations") or ())
+            Toleration.from_dict(t, f"spec.tolerations[{i}]")
+            for i, t in enumerate(_list_of_maps(spec.get("tolerations"), "spec.tolerations"))
         ]
         ports: list[tuple[str, str, int]] = []
         images: list[str] = []
-        for i, c in enumerate(containers or ()):
-            c = _mapping(c, f"spec.containers[{i}]")
+        for i, c in enumerate(_list_of_maps(containers, "spec.containers")):
             img = c.get("image")
             if isinstance(img, str) and img:
                 images.append(img)
-            for j, p in enumerate(c.get("ports") or ()):
-                hp = _mapping(p, f"spec.containers[{i}].ports[{j}]").get("hostPort")
+            for j, p in enumerate(_list_of_maps(c.get("ports"), f"spec.containers[{i}].ports")):
+                hp = p.get("hostPort")
                 if hp:
                     if not isinstance(hp, int) or not 0 < hp < 65536:
                         raise ObjectError(
@@ -211,23 +253,19 @@ class Pod:
                     )
         # Restartable (sidecar) init containers run beside the pod: their host ports count
         # (kube-scheduler's GetHostPorts).
-        for i, c in enumerate(spec.get("initContainers") or ()):
-            c = _mapping(c, f"spec.initContainers[{i}]")
+        for i, c in enumerate(_list_of_maps(spec.get("initContainers"), "spec.initContainers")):
             if c.get("restartPolicy") != "Always":
                 continue
-            for p in c.get("ports") or ():
-                hp = _mapping(p, f"spec.initContainers[{i}].ports").get("hostPort")
+            for p in _list_of_maps(c.get("ports"), f"spec.initContainers[{i}].ports"):
+                hp = p.get("hostPort")
                 if isinstance(hp, int) and 0 < hp < 65536:
                     ports.append(
                         (str(p.get("hostIP") or "0.0.0.0"), str(p.get("protocol") or "TCP"), hp)
                     )
         self.host_ports = ports
         self.images = images
-        gates = spec.get("schedulingGates") or ()
-        self.scheduling_gates: list[str] = [
-            str(_mapping(g, f"spec.schedulingGates[{i}]").get("name") or "")
-            for i, g in enumerate(gates)
-        ]
+        gates = _list_of_maps(spec.get("schedulingGates"), "spec.schedulingGates")
+        self.scheduling_gates: list[str] = [str(g.get("name") or "") for g in gates]
 
     def assigned_to(self, node_name: str) -> Pod:
         """A copy of this view placed on ``node_name`` (what the cache assumes)."""
@@ -281,8 +319,8 @@ class Node:
         self.labels = _str_map(meta.get("labels"), "metadata.labels")
         self.unschedulable = bool(spec.get("unschedulable"))
         self.taints = [
-            Taint.from_dict(_mapping(t, f"spec.taints[{i}]"), f"spec.taints[{i}]")
-            for i, t in enumerate(spec.get("taints") or ())
+            Taint.from_dict(t, f"spec.taints[{i}]")
+            for i, t in enumerate(_list_of_maps(spec.get("taints"), "spec.taints"))
         ]
         try:
             alloc = parse_resource_list(
@@ -293,9 +331,11 @@ class Node:
             raise ObjectError(str(e)) from None
         self.allocatable = alloc
         images: list[tuple[list[str], int]] = []
-        for i, img in enumerate(status.get("images") or ()):
-            img = _mapping(img, f"status.images[{i}]")
-            names = [n for n in (img.get("names") or ()) if isinstance(n, str)]
+        for i, img in enumerate(_list_of_maps(status.get("images"), "status.images")):
+            names = img.get("names")
+            if not isinstance(names, list):
+                names = []
+            names = [n for n in names if isinstance(n, str)]
             try:
                 size = value(img.get("sizeBytes") or 0)
             except QuantityError as e:

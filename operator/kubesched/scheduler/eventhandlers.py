@@ -20,6 +20,13 @@ log = logging.getLogger("kubesched.events")
 
 Obj = Mapping[str, Any]
 
+
+def _meta(obj: Obj) -> Obj:
+    """``metadata``, or empty when it is not a map (the parser reports that)."""
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
 # Kinds whose changes requeue pods, by the resource name plugins register for.
 OTHER_KINDS = {
     "PersistentVolumeClaim": EventResource.PVC,
@@ -93,7 +100,7 @@ class EventHandlers:
             elif kind in OTHER_KINDS:
                 self._other_event(kind, event_type, obj, old)
         except ObjectError as e:
-            meta = obj.get("metadata") or {}
+            meta = _meta(obj)
             ns = meta.get("namespace")
             name = f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
             self.on_bad_object(kind, obj, f"{kind} {name}: {e}")
@@ -101,7 +108,7 @@ class EventHandlers:
     # -- pods -------------------------------------------------------------------------------------
     def _pod_event(self, event_type: str, raw: Obj) -> None:
         if event_type == "DELETED":
-            uid = str((raw.get("metadata") or {}).get("uid") or "")
+            uid = str(_meta(raw).get("uid") or "")
             old = self._pods.pop(uid, None) if uid else None
             if old is None:
                 old = Pod(raw)
@@ -110,6 +117,10 @@ class EventHandlers:
             return
         pod = Pod(raw)
         old = self._pods.get(pod.uid)
+        if old is not None and old.key != pod.key:
+            # The API server never does this; a second pod with the uid would share the
+            # first one's cache and queue entries (the simulator's manifests might).
+            raise ObjectError(f"metadata.uid: {pod.uid!r} is already the uid of pod {old.key}")
         if pod.is_terminal():
             # Finished pods hold no resources (kube-scheduler filters them out of its watch).
             if old is not None:
@@ -204,7 +215,7 @@ class EventHandlers:
     def _node_event(self, event_type: str, raw: Obj) -> None:
         s = self.sched
         if event_type == "DELETED":
-            name = str((raw.get("metadata") or {}).get("name") or "")
+            name = str(_meta(raw).get("name") or "")
             self._nodes.pop(name, None)
             s.cache.remove_node(name)
             return
@@ -226,9 +237,7 @@ class EventHandlers:
 
     # -- everything else ---------------------------------------------------------------------------
     def _other_event(self, kind: str, event_type: str, obj: Obj, old: Obj | None) -> None:
-        if kind == "PodGroup" and (
-            event_type == "DELETED" or (obj.get("metadata") or {}).get("deletionTimestamp")
-        ):
+        if kind == "PodGroup" and (event_type == "DELETED" or _meta(obj).get("deletionTimestamp")):
             self._pod_group_deleted(obj)
         action = {
             "ADDED": ActionType.ADD,
@@ -241,7 +250,7 @@ class EventHandlers:
     def _pod_group_deleted(self, obj: Obj) -> None:
         """Tell the plugins that keep gangs waiting at Permit (``pod_group_deleted``:
         Coscheduling) that a PodGroup is gone, so its waiting members are rejected."""
-        meta = obj.get("metadata") or {}
+        meta = _meta(obj)
         ns, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
         for prof in list(self.sched.profiles.values()):
             for plugin in prof.framework.chain.permit:

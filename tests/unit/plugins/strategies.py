@@ -76,7 +76,9 @@ def node_infos(draw: st.DrawFn, name: str) -> NodeInfo:
     b = make_node(name)
     alloc: dict[str, Any] = draw(resource_lists(scale=2))
     assigned = [draw(pods()) for _ in range(draw(st.integers(0, 3)))]
-    alloc["pods"] = str(len(assigned) + draw(st.integers(-1, 2)))
+    # over-committed (fewer allowed than assigned) included; never negative (the API
+    # server refuses a negative allocatable, and so do the views)
+    alloc["pods"] = str(max(0, len(assigned) + draw(st.integers(-1, 2))))
     b.alloc(**alloc)
     for _ in range(draw(st.integers(0, 3))):
         b.taint(
