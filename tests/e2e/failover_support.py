@@ -8,7 +8,9 @@ Used by test_failover (leader loss), test_apiserver_restart and the soak driver
 
 from __future__ import annotations
 
+import asyncio
 import collections
+import contextlib
 import http.client
 import json
 import os
@@ -21,12 +23,13 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
 from tests.controlplane import ApiError, ControlPlane
+from tests.controlplane.faultproxy import FaultProxy
 
 JSON = dict[str, Any]
 T = TypeVar("T")
@@ -77,6 +80,7 @@ class Replica:
         *,
         timings: tuple[float, float, float] = (LEASE, RENEW, RETRY),
         env: dict[str, str] | None = None,
+        kubeconfig: Path | None = None,
     ) -> None:
         self.identity = identity
         self.scheduler = scheduler
@@ -95,7 +99,7 @@ class Replica:
             "-m",
             "kubesched",
             "run",
-            f"--kubeconfig={cp.kubeconfig}",
+            f"--kubeconfig={kubeconfig or cp.kubeconfig}",
             f"--scheduler-name={scheduler}",
             f"--namespace={namespace}",
             f"--lease-name={lease}",
@@ -447,3 +451,33 @@ def check_cache_equals_api(
         namespace=namespace,
         within=within,
     )
+
+
+class ProxyThread:
+    """The fault proxy (tests/controlplane/faultproxy.py) in an event loop of its own
+    thread, for tests whose replicas are processes: ``do(fn, ...)`` calls a FaultProxy
+    method (``hang_next``, ...) on that loop."""
+
+    def __init__(self, cp: ControlPlane) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.proxy = FaultProxy(cp.server, ssl.create_default_context(cafile=str(cp.ca_file)))
+        self.call(self.proxy.start())
+        self.kubeconfig = self.proxy.kubeconfig(cp.dir, cp.admin_token)
+
+    def call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(30)
+
+    def do(self, fn: Callable[..., T], *args: Any) -> T:
+        async def call() -> T:
+            return fn(*args)
+
+        return self.call(call())
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.call(self.proxy.close())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()

@@ -35,6 +35,7 @@ from kubesched.framework.types import Pod
 from kubesched.operator.run import Runtime, run
 from kubesched.operator.settings import Settings
 from tests.controlplane import ApiError, ControlPlane
+from tests.e2e.cachecheck import fetch_cache
 from tests.e2e.failover_support import (
     ATTEMPT,
     LEASE,
@@ -43,18 +44,28 @@ from tests.e2e.failover_support import (
     LeaseWatch,
     PodStream,
     PodWatch,
+    ProxyThread,
     Replica,
+    check_cache_equals_api,
     parse_time,
     until,
 )
 
 pytestmark = pytest.mark.timeout(90)
 
+BINDING = r"/pods/[^/]+/binding$"
+
 # -- the scene ----------------------------------------------------------------------------------
 
 
 class Scene:
-    def __init__(self, cp: ControlPlane, namespace: str, logs: Path) -> None:
+    """Nodes, a watch, two replicas and a pod stream. With ``leader_kubeconfig``
+    replica-a talks through it (a fault proxy) and starts alone: it leads, and replica-b
+    starts once it does."""
+
+    def __init__(
+        self, cp: ControlPlane, namespace: str, logs: Path, leader_kubeconfig: Path | None = None
+    ) -> None:
         self.cp = cp
         self.namespace = namespace
         tag = uuid.uuid4().hex[:8]
@@ -66,9 +77,14 @@ class Scene:
         )
         self.watch = PodWatch(cp, namespace)
         self.watch.start()
+        self.logs = logs
+        self.staggered = leader_kubeconfig is not None
+        names = ["replica-a"] if self.staggered else ["replica-a", "replica-b"]
         self.replicas = [
-            Replica(name, cp, namespace, self.lease, self.scheduler, logs)
-            for name in ("replica-a", "replica-b")
+            Replica(
+                name, cp, namespace, self.lease, self.scheduler, logs, kubeconfig=leader_kubeconfig
+            )
+            for name in names
         ]
         self.lease_watch = LeaseWatch(cp, namespace, self.lease, self.replicas)
         self.stream = PodStream(cp, namespace, self.scheduler, self.pool)
@@ -81,6 +97,11 @@ class Scene:
         holder = until(
             lambda: self.lease_watch.holder() or None, ATTEMPT, "a replica holds the lease"
         )
+        if self.staggered:
+            self.replicas.append(
+                Replica("replica-b", self.cp, self.namespace, self.lease, self.scheduler, self.logs)
+            )
+            self.replicas[1].wait_ready()
         leader, follower = sorted(self.replicas, key=lambda r: r.identity != holder)
         assert leader.identity == holder
         until(lambda: leader.get("/readyz/leader") == 200, 5, "/readyz/leader on the leader")
@@ -102,7 +123,8 @@ class Scene:
             0.1,
         )
 
-    def check_bound_once(self) -> None:
+    def check_bound_once(self, extra: int = 0) -> None:
+        """Every pod (the stream's and ``extra`` more) bound, each exactly once."""
         assert not self.watch.errors, self.watch.errors
         twice = {
             self.watch.names[uid]: seen
@@ -111,7 +133,7 @@ class Scene:
         }
         assert not twice, f"pods bound more than once: {twice}"
         pods = self.cp.api.list("v1", "Pod", self.namespace)
-        assert len(pods) == PODS
+        assert len(pods) == PODS + extra
         assert all(p["spec"].get("nodeName") for p in pods), "a pod left unbound"
         nodes = {p["metadata"]["uid"]: p["spec"]["nodeName"] for p in pods}
         for uid, seen in self.watch.bindings.items():
@@ -224,6 +246,60 @@ def test_sigkill_the_follower_takes_over_when_the_lease_expires(scene: Scene) ->
     assert min(late) >= t_kill
     scene.check_bound_once()
     scene.check_one_leader()
+
+
+HELD = 5
+"""Binds of the leader held at the fault proxy when it is killed."""
+
+
+def test_sigkill_with_binds_in_flight_the_new_leader_binds_those_pods(
+    controlplane: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    """The killed leader holds assumed-but-unbound pods: its next binds hang at a fault
+    proxy in front of it (the API server never sees them), so at the kill those pods are
+    assumed in its cache with their binds in flight. The new leader never saw them
+    assumed: it schedules them from its own queue, each bound exactly once."""
+    proxy = ProxyThread(controlplane)
+    scene = Scene(controlplane, namespace, tmp_path, leader_kubeconfig=proxy.kubeconfig)
+    try:
+        leader, follower = scene.start()
+        assert leader.identity == "replica-a"
+        scene.stream_until_scheduling()
+        rule = proxy.do(proxy.proxy.hang_next, "POST", BINDING, HELD, 120.0)
+        until(lambda: rule.hits >= HELD, 30, f"{HELD} binds held at the proxy", 0.1)
+        held = {path.split("/")[-2] for method, path, what in proxy.proxy.log if what == "hang"}
+        assert len(held) == HELD, proxy.proxy.log
+        dump = fetch_cache(f"http://127.0.0.1:{leader.port}")
+        assumed = {a["pod"].split("/", 1)[1] for a in dump["assumed"]}
+        assert held <= assumed, (held, dump["assumed"])
+
+        t_kill = leader.signal(signal.SIGKILL)
+        leader.wait_exit(5)
+        unbound = {p["metadata"]["name"] for p in scene.cp.api.list("v1", "Pod", namespace)
+                   if not p["spec"].get("nodeName")}  # fmt: skip
+        assert held <= unbound, "a held bind reached the API server"
+        until(
+            lambda: scene.lease_watch.acquired_by(follower.identity),
+            LEASE + 2 * ATTEMPT + 2,
+            "a new leader",
+        )
+        acquired = parse_time(scene.lease_watch.spec()["acquireTime"])
+        assert acquired - t_kill <= LEASE + 2 * ATTEMPT, acquired - t_kill
+        scene.wait_all_bound()
+        with scene.watch.lock:
+            late = {
+                scene.watch.names[uid]: seen[0][0]
+                for uid, seen in scene.watch.bindings.items()
+                if scene.watch.names[uid] in held
+            }
+        assert set(late) == held
+        assert min(late.values()) >= acquired - 0.5, (acquired, late)
+        scene.check_bound_once()
+        scene.check_one_leader()
+        check_cache_equals_api(follower, scene.cp, namespace=namespace)
+    finally:
+        scene.close()
+        proxy.close()
 
 
 def test_a_leader_that_loses_the_lease_exits_and_binds_nothing_more(scene: Scene) -> None:
