@@ -294,7 +294,15 @@ class SchedulingQueue:
         """Move the parked pods this event may help (``pre_check`` narrows them first)."""
         if not self._hints.interested(event):
             return
-        pods = [*self._unsched.values(), *self._gated.values()]
+        pods = list(self._unsched.values())
+        if self._gated:
+            # Gated pods only for an event their gating plugin registered for: with
+            # thousands of gated pods, every bind would otherwise walk all of them.
+            gaters = self._hints.plugins_for(event)
+            if event.resource is EventResource.WILDCARD:
+                pods += self._gated.values()
+            elif gaters:
+                pods += [q for q in self._gated.values() if q.gating_plugin in gaters]
         if pre_check is not None:
             pods = [q for q in pods if pre_check(q.pod)]
         self._move_pods(pods, event, old, new)

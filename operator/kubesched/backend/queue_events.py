@@ -65,6 +65,24 @@ class QueueingHints:
     def __init__(self, events: Mapping[str, Sequence[ClusterEventWithHint]]) -> None:
         self._regs = {plugin: tuple(regs) for plugin, regs in events.items()}
         self._interest: dict[ClusterEvent, bool] = {}
+        self._plugins_for: dict[ClusterEvent, frozenset[str]] = {}
+
+    def plugins_for(self, event: ClusterEvent) -> frozenset[str]:
+        """The plugins that registered for this event (cached: events repeat).
+
+        The queue asks this once per event, then passes over every parked pod whose
+        rejecting (or gating) plugins are not among them without asking each one: a
+        bind of one pod must not cost a walk of every registration for every pod.
+        """
+        hit = self._plugins_for.get(event)
+        if hit is None:
+            hit = frozenset(
+                plugin
+                for plugin, regs in self._regs.items()
+                if any(event.matches(r.event) for r in regs)
+            )
+            self._plugins_for[event] = hit
+        return hit
 
     def interested(self, event: ClusterEvent) -> bool:
         """Whether any plugin registered for this event (wildcard events: always)."""
@@ -86,6 +104,9 @@ class QueueingHints:
             if event == EVENT_FORCE_ACTIVATE and isinstance(new, Pod) and new.uid != qpi.pod.uid:
                 return Strategy.SKIP
             return Strategy.AFTER_BACKOFF
+        registered = self.plugins_for(event)
+        if registered.isdisjoint(qpi.unschedulable_plugins) and registered.isdisjoint(pending):
+            return Strategy.SKIP
         # Pending plugins first: their Queue means activeQ now, which ends the search.
         for plugin in (*pending, *qpi.unschedulable_plugins):
             if self._says_queue(plugin, qpi.pod, event, old, new):
@@ -94,6 +115,8 @@ class QueueingHints:
 
     def ungates(self, qpi: QueuedPodInfo, event: ClusterEvent, old: object, new: object) -> bool:
         """Whether the event may let a gated pod pass its gating PreEnqueue plugin."""
+        if qpi.gating_plugin not in self.plugins_for(event):
+            return False
         return self._says_queue(qpi.gating_plugin, qpi.pod, event, old, new)
 
     def _says_queue(
