@@ -19,14 +19,22 @@ Afterwards:
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import collections
+import json
+import logging
 import time
+import urllib.request
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from kubesched.operator.run import Runtime, run
+from kubesched.operator.settings import Settings
 from tests.controlplane import ControlPlane
 from tests.e2e.failover_support import (
     PodStream,
@@ -125,3 +133,101 @@ def test_kubesched_survives_an_apiserver_restart_mid_load(
     finally:
         replica.stop()
         watch.close()
+
+
+CRDS = Path(__file__).parents[2] / "crds"
+
+
+async def eventually(probe: Callable[[], bool], within: float, what: str) -> None:
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        if probe():
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"not within {within:.0f} s: {what}")
+        await asyncio.sleep(0.1)
+
+
+def _etcd_delete(cp: ControlPlane, key: str) -> int:
+    """Delete a key in etcd directly (its v3 JSON gateway): what another client did
+    while this kube-apiserver was down. Returns how many keys were deleted."""
+    body = json.dumps({"key": base64.b64encode(key.encode()).decode()}).encode()
+    request = urllib.request.Request(f"{cp.etcd_url}/v3/kv/deleterange", data=body, method="POST")
+    with urllib.request.urlopen(request, timeout=10) as resp:
+        return int(json.loads(resp.read()).get("deleted") or 0)
+
+
+async def test_objects_deleted_while_the_apiserver_was_down_are_forgotten(
+    controlplane_factory: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A PodGroup and a PodDisruptionBudget (kinds Kopf watches for kubesched) vanish while
+    kube-apiserver is down. The restarted server answers every watch's old
+    resourceVersion with 410; Kopf relists but delivers no DELETED for what is gone, so
+    kubesched would keep them for good (a deleted gang's spec still applied, a deleted
+    budget still protecting pods from preemption). The pod informer's relist triggers a
+    reconcile of those kinds: both are forgotten."""
+    caplog.set_level(logging.INFO, logger="kubesched")
+    cp: ControlPlane = await asyncio.to_thread(controlplane_factory)
+    await asyncio.to_thread(cp.kubectl, "apply", "-f", CRDS, check=True)
+    await asyncio.to_thread(
+        cp.kubectl,
+        "wait",
+        "--for=condition=Established",
+        "crd/podgroups.kubesched.dev",
+        check=True,
+    )
+    ns = "gone"
+    await asyncio.to_thread(cp.ensure_namespace, ns)
+    settings = Settings(
+        kubeconfig=str(cp.kubeconfig),
+        scheduler_names=["gone"],
+        leader_elect=False,
+        port=0,
+        client_qps=0,
+        resync_seconds=0,
+    )
+    stop, ready = asyncio.Event(), asyncio.Event()
+    built: list[Runtime] = []
+    task = asyncio.create_task(run(settings=settings, stop=stop, ready=ready, runtime=built))
+    try:
+        await eventually(lambda: ready.is_set() or task.done(), 60, "kubesched ready")
+        if task.done():
+            task.result()
+        store = built[0].cluster.objects
+        group = {
+            "apiVersion": "kubesched.dev/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "g", "namespace": ns},
+            "spec": {"minMember": 2},
+        }
+        budget = {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "b", "namespace": ns},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "x"}}},
+        }
+        for obj in (group, budget):
+            await asyncio.to_thread(cp.api.create, obj)
+
+        def held() -> set[str]:
+            return {
+                kind
+                for kind in ("PodGroup", "PodDisruptionBudget")
+                if f"{ns}/{'g' if kind == 'PodGroup' else 'b'}" in store.get(kind, {})
+            }
+
+        await eventually(lambda: held() == {"PodGroup", "PodDisruptionBudget"}, 30, "both seen")
+
+        await asyncio.to_thread(cp.stop_apiserver, kill=True)
+        assert _etcd_delete(cp, f"/registry/kubesched.dev/podgroups/{ns}/g") == 1
+        assert _etcd_delete(cp, f"/registry/poddisruptionbudgets/{ns}/b") == 1
+        await asyncio.to_thread(cp.start_apiserver)
+
+        await eventually(lambda: not held() or task.done(), 90, "both forgotten")
+        assert not task.done()
+        forgotten = [r.getMessage() for r in caplog.records if "forgetting it" in r.getMessage()]
+        assert any("PodGroup gone/g" in m for m in forgotten), forgotten
+        assert any("PodDisruptionBudget gone/b" in m for m in forgotten), forgotten
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)

@@ -19,7 +19,11 @@ The protocol, as client-go's reflector:
   (its last version seen): deletions missed while the watch was behind are not lost;
 * any other failure (connection, timeout, 5xx, a broken line) -> reconnect from the last
   resourceVersion after a backoff (``backoff_initial`` doubling up to ``backoff_max``,
-  reset once a watch delivers).
+  reset once a watch delivers);
+* ``on_relist`` is called after each relist but the first: the owner's cue that the
+  server lost history (a restarted API server answers every old resourceVersion with
+  410), so other watches (Kopf's, which relist without synthesizing deletions) may have
+  missed deletions too.
 
 The requests go through :meth:`KubeCluster.open` (kubernetes_asyncio's session and auth).
 The informer only reads: nothing is ever written to the watched objects.
@@ -65,6 +69,7 @@ class Informer:
         page_size: int = 500,
         backoff_initial: float = 0.5,
         backoff_max: float = 30.0,
+        on_relist: Callable[[], None] | None = None,
     ) -> None:
         prefix, plural = LIST_PATHS[kind]
         self.cluster = cluster
@@ -83,6 +88,9 @@ class Informer:
         """Set after the first listing was delivered."""
         self.lists = 0
         self.watches = 0
+        self.on_relist = on_relist
+        """Called after every listing but the first (after 410 Gone: the server lost
+        the watch's history, e.g. it restarted), once its events are delivered."""
 
     # -- the loop ---------------------------------------------------------------------------------
     async def run(self) -> None:
@@ -144,6 +152,8 @@ class Informer:
                 log.info("%s %s vanished while the watch was behind: DELETED", kind, key)
             self.dispatch(kind, "DELETED", last)  # gone, or re-created under a new uid
         self.synced.set()
+        if self.lists > 1 and self.on_relist is not None:
+            self.on_relist()
 
     # -- WATCH --------------------------------------------------------------------------------------
     async def watch(self) -> int:

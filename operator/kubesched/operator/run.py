@@ -51,6 +51,10 @@ log = logging.getLogger("kubesched.run")
 SHUTDOWN_GRACE = 5.0
 """Seconds for binds and event writes in flight to finish on a graceful stop."""
 
+RECONCILE_DELAY = 1.0
+"""After an informer's relist, wait this long before reconciling Kopf's kinds: the
+other informer's relist (the same restart) is coalesced into it."""
+
 
 class LeadershipLost(Exception):
     """The lease could not be renewed: this replica stopped scheduling."""
@@ -137,6 +141,7 @@ class Runtime:
                     self.router.dispatch,
                     server_timeout=settings.watch_server_timeout,
                     client_timeout=settings.watch_client_timeout,
+                    on_relist=self.informer_relisted,
                 )
                 for kind in sorted(DIRECT_KINDS)
             ]
@@ -169,9 +174,30 @@ class Runtime:
         """Freeze the synced cache out of the cyclic GC (see tune_garbage_collector)."""
         self.port: int | None = None
         """The HTTP port once listening (the OS picks it when ``settings.port`` is 0)."""
+        self.kopf_reconcile: asyncio.Task[None] | None = None
 
     def http_started(self, port: int) -> None:
         self.port = port
+
+    def informer_relisted(self) -> None:
+        """A direct informer relisted after 410 Gone: the API server lost the watches'
+        history (it restarted, or we were away too long). Kopf's watches of the other
+        kinds relist then too, but deliver no DELETED for what vanished meanwhile (a
+        PodGroup, a PDB deleted while the server was down or we were disconnected
+        would stay in the store for good): reconcile those kinds with a fresh listing.
+        The pod and node informers relist together: one reconcile serves both."""
+        if self.kopf_reconcile is None or self.kopf_reconcile.done():
+            self.kopf_reconcile = asyncio.ensure_future(self._reconcile_kopf_kinds())
+
+    async def _reconcile_kopf_kinds(self) -> None:
+        await asyncio.sleep(RECONCILE_DELAY)
+        kinds = tuple(w.kind for w in WATCHED if w.kind not in DIRECT_KINDS)
+        try:
+            deleted = await self.router.reconcile(kinds)
+        except Exception as e:  # the next relist tries again
+            log.warning("reconciling %s after a relist failed: %s", ", ".join(kinds), e)
+            return
+        log.info("reconciled the other watched kinds after a relist: %d deleted", deleted)
 
 
 GC_THRESHOLDS = (50_000, 20, 100)
@@ -532,6 +558,9 @@ async def _shutdown(
     rt: Runtime, tasks: dict[str, asyncio.Task[Any]], kopf_stop: asyncio.Event
 ) -> None:
     rt.stopping = True
+    if rt.kopf_reconcile is not None:
+        rt.kopf_reconcile.cancel()
+        tasks["kopf-reconcile"] = rt.kopf_reconcile
     for name in ("schedule", "resync", "sync", "stop", "server"):
         t = tasks.get(name)
         if t is not None:

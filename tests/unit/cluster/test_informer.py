@@ -103,9 +103,14 @@ async def fake() -> AsyncIterator[tuple[FakeAPI, KubeCluster]]:
 Seen = list[tuple[str | None, str, str]]
 
 
+RELISTED = ("on_relist", "", "")
+
+
 async def run_until(
-    cluster: KubeCluster, condition: Callable[[Seen], bool]
+    cluster: KubeCluster, condition: Callable[[Seen], bool], *, mark_relists: bool = False
 ) -> tuple[Informer, Seen]:
+    """Run an informer until ``condition(seen)``; ``mark_relists``: its ``on_relist``
+    callback appends ``RELISTED`` to ``seen``."""
     seen: Seen = []
     done = asyncio.Event()
 
@@ -116,8 +121,19 @@ async def run_until(
         if condition(seen):
             done.set()
 
+    def relisted() -> None:
+        seen.append(RELISTED)
+        if condition(seen):
+            done.set()
+
     informer = Informer(
-        cluster, "Pod", dispatch, page_size=2, backoff_initial=0.01, backoff_max=0.05
+        cluster,
+        "Pod",
+        dispatch,
+        page_size=2,
+        backoff_initial=0.01,
+        backoff_max=0.05,
+        on_relist=relisted if mark_relists else None,
     )
     task = asyncio.create_task(informer.run())
     try:
@@ -177,7 +193,7 @@ async def test_410_gone_relists_and_synthesizes_deletes(
     expired = {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"}
     first: Watch = [event("ERROR", expired)] if gone == "error-event" else 410
     api.watches = [[event("MODIFIED", pod("b", 12))], first]
-    informer, seen = await run_until(cluster, lambda s: len(s) >= 9)
+    informer, seen = await run_until(cluster, lambda s: len(s) >= 10, mark_relists=True)
     assert seen[:4] == [
         (None, "a", "5"),
         (None, "b", "6"),
@@ -187,7 +203,9 @@ async def test_410_gone_relists_and_synthesizes_deletes(
     relisted = seen[4:]
     assert relisted[:3] == [(None, "a", "5"), (None, "c", "30"), (None, "d", "31")]
     # the last versions seen of what vanished (b) or was replaced (c)
-    assert sorted(relisted[3:]) == [("DELETED", "b", "12"), ("DELETED", "c", "7")]
+    assert sorted(relisted[3:5]) == [("DELETED", "b", "12"), ("DELETED", "c", "7")]
+    # the owner is told, once everything was delivered (not after the first listing)
+    assert relisted[5:] == [RELISTED]
     assert informer.lists == 2
     assert api.watch_queries()[-1]["resourceVersion"] == "40"
 
