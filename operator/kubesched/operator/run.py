@@ -51,9 +51,11 @@ log = logging.getLogger("kubesched.run")
 SHUTDOWN_GRACE = 5.0
 """Seconds for binds and event writes in flight to finish on a graceful stop."""
 
-RECONCILE_DELAY = 1.0
-"""After an informer's relist, wait this long before reconciling Kopf's kinds: the
-other informer's relist (the same restart) is coalesced into it."""
+RECONCILE_DELAYS = (1.0, 60.0)
+"""After an informer's relist, Kopf's kinds are reconciled twice: 1 s later (the other
+informer's relist, the same restart, is coalesced into it) and again a minute after
+that, when Kopf's own watchers have surely reconnected (their backoffs add up to 54 s):
+something deleted between the first listing and Kopf's relist is caught then."""
 
 
 class LeadershipLost(Exception):
@@ -190,14 +192,15 @@ class Runtime:
             self.kopf_reconcile = asyncio.ensure_future(self._reconcile_kopf_kinds())
 
     async def _reconcile_kopf_kinds(self) -> None:
-        await asyncio.sleep(RECONCILE_DELAY)
         kinds = tuple(w.kind for w in WATCHED if w.kind not in DIRECT_KINDS)
-        try:
-            deleted = await self.router.reconcile(kinds)
-        except Exception as e:  # the next relist tries again
-            log.warning("reconciling %s after a relist failed: %s", ", ".join(kinds), e)
-            return
-        log.info("reconciled the other watched kinds after a relist: %d deleted", deleted)
+        for delay in RECONCILE_DELAYS:
+            await asyncio.sleep(delay)
+            try:
+                deleted = await self.router.reconcile(kinds)
+            except Exception as e:  # the next pass, or the next relist, tries again
+                log.warning("reconciling %s after a relist failed: %s", ", ".join(kinds), e)
+                continue
+            log.info("reconciled the other watched kinds after a relist: %d deleted", deleted)
 
 
 GC_THRESHOLDS = (50_000, 20, 100)
