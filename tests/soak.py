@@ -567,6 +567,13 @@ class Soak:
                     "last_rss_mib": round(samples[-1][1] / 1024, 1),
                     "lived_s": round(samples[-1][0] - samples[0][0], 1),
                 }
+        # Writes to objects the API server no longer has (a PodGroup deleted behind the
+        # store's back, e.g. during an API server restart, keeps getting status patches).
+        stale_writes = 0
+        for path in self.logs.glob("*.log"):
+            for line in path.read_text(errors="replace").splitlines():
+                if "status not written" in line and " 404 " in line:
+                    stale_writes += 1
         summary: JSON = {
             "options": {k: v for k, v in asdict(self.o).items() if k not in ("logs",)},
             "elapsed_s": round(elapsed, 1),
@@ -588,6 +595,7 @@ class Soak:
             "duplicate_scheduled_events": sum(1 for n in per_pod.values() if n > 1),
             "restarts": self.restarts,
             "cache_mismatches": mismatches[:20],
+            "writes_to_deleted_objects": stale_writes,
             "peak_rss_per_replica": rss,
             "watch_interruptions": len(w.interruptions),
             "watch_relists": w.relists,
