@@ -32,6 +32,7 @@ import secrets
 import ssl
 import sys
 import tempfile
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -267,6 +268,8 @@ class ClusterDriver:
         self.run_id = run_id
         self.nodes: set[str] = set()
         self.pid: int | None = None
+        self.peers: dict[str, int] = {}
+        """Other processes whose CPU the run reports (a control plane's etcd, apiserver)."""
         self.watcher: asyncio.Task[None] | None = None
 
     def _node_name(self, name: str) -> str:
@@ -335,6 +338,14 @@ class ClusterDriver:
 
     def cpu_seconds(self) -> float | None:
         return _proc_cpu_seconds(self.pid) if self.pid is not None else None
+
+    def other_cpu_seconds(self) -> dict[str, float]:
+        out = {"bench": time.process_time()}
+        for name, pid in self.peers.items():
+            cpu = _proc_cpu_seconds(pid)
+            if cpu is not None:
+                out[name] = cpu
+        return out
 
     def check(self) -> None:
         if self.watcher is not None and self.watcher.done():
@@ -418,8 +429,15 @@ def plan_of(options: BenchOptions) -> Plan:
     return plan(options.workload, options.nodes, options.pods)
 
 
-async def run_one(which: str, options: BenchOptions, kubeconfig: str, workdir: Path) -> RunResult:
-    """One scheduler, one copy of the workload, on the cluster behind ``kubeconfig``."""
+async def run_one(
+    which: str,
+    options: BenchOptions,
+    kubeconfig: str,
+    workdir: Path,
+    peers: Mapping[str, int] | None = None,
+) -> RunResult:
+    """One scheduler, one copy of the workload, on the cluster behind ``kubeconfig``
+    (``peers``: that cluster's processes by name, when the bench started them)."""
     the_plan = plan_of(options)
     run_id = secrets.token_hex(3)
     namespace = f"kubesched-bench-{run_id}"
@@ -428,6 +446,7 @@ async def run_one(which: str, options: BenchOptions, kubeconfig: str, workdir: P
     driver = ClusterDriver(
         rest, namespace, SCHEDULER_NAMES[which], run_id if options.kubeconfig else None
     )
+    driver.peers = dict(peers or {})
     loop = asyncio.get_running_loop()
     tracker = Tracker(the_plan, loop.time)
     limits = Limits(options.creators, options.idle_timeout, options.timeout)
@@ -491,7 +510,7 @@ async def bench_cluster(
         cp = ControlPlane(options.binaries)
         try:
             await asyncio.to_thread(cp.start)
-            results[which] = await run_one(which, options, str(cp.kubeconfig), cp.dir)
+            results[which] = await run_one(which, options, str(cp.kubeconfig), cp.dir, cp.pids())
         finally:
             await asyncio.to_thread(cp.stop)
     return results

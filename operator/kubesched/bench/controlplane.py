@@ -270,6 +270,10 @@ class ControlPlane:
         self._procs.append(proc)
         return proc
 
+    def pids(self) -> dict[str, int]:
+        """The running processes (etcd, kube-apiserver) by name."""
+        return {proc.name: proc.pid for proc in self._procs}
+
     def stop(self) -> None:
         for proc in reversed(self._procs):
             proc.stop()

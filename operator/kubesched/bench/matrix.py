@@ -150,6 +150,14 @@ def _rss_ratio(doc: Mapping[str, Any]) -> str:
     return f"{a / b:.2f}" if a and b else "-"
 
 
+def _control_plane_cpu(side: Mapping[str, Any]) -> str:
+    other = side.get("other_cpu_seconds") or {}
+    parts = [other.get("kube-apiserver"), other.get("etcd")]
+    if all(x is None for x in parts):
+        return "-"
+    return "+".join(_num(x, 1) for x in parts)
+
+
 def _gang(side: Mapping[str, Any]) -> str:
     g = side.get("gang_latency_seconds")
     if not isinstance(g, Mapping):
@@ -163,8 +171,9 @@ def _gang(side: Mapping[str, Any]) -> str:
 HEADER = (
     "| workload | nodes | pods | kubesched pods/s (avg) | kube-scheduler pods/s (avg) "
     "| **ratio** | latency p50 / p99 s (ks / kube) | CPU s (ks / kube) "
+    "| apiserver+etcd CPU s (ks run / kube run) "
     "| peak RSS MiB (ks / kube) | RSS ratio | load (start, end) |\n"
-    "|---|---|---|---|---|---|---|---|---|---|---|"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
@@ -180,7 +189,7 @@ def render(docs: Sequence[Mapping[str, Any]]) -> str:
         doc = latest[key]
         w, nodes, pods = key
         if "error" in doc:
-            rows.append(f"| {w} | {nodes} | {pods} | failed: see note | | | | | | | |")
+            rows.append(f"| {w} | {nodes} | {pods} | failed: see note | | | | | | | | |")
             notes.append(f"- {w} {nodes}/{pods}: {str(doc['error']).splitlines()[-1][:300]}")
             continue
         ks, kube = _side(doc, "kubesched"), _side(doc, "kube-scheduler")
@@ -193,6 +202,7 @@ def render(docs: Sequence[Mapping[str, Any]]) -> str:
             f"| **{_num(ratio, 2)}** "
             f"| {_latency(ks)} ; {_latency(kube)} "
             f"| {_num(ks.get('cpu_seconds'), 1)} / {_num(kube.get('cpu_seconds'), 1)} "
+            f"| {_control_plane_cpu(ks)} / {_control_plane_cpu(kube)} "
             f"| {_mib(ks.get('peak_rss_bytes'))} / {_mib(kube.get('peak_rss_bytes'))} "
             f"| {_rss_ratio(doc)} | {_num(load[0], 1)}, {_num(load[1], 1)} |"
         )

@@ -64,6 +64,9 @@ class RunResult:
     """The scheduler process's peak resident set size (VmHWM), startup included."""
     creation_seconds: float = 0.0
     """How long the benchmark took to create the pods (a bound on measurable throughput)."""
+    other_cpu_seconds: dict[str, float] = field(default_factory=dict)
+    """CPU over the measured window of the rest of the path: kube-apiserver, etcd (on a
+    control plane the bench started) and the bench process (creators, watch)."""
     phases: dict[str, dict[str, int]] = field(default_factory=dict)
     """Per role (init, gated, measured, background): pods, bound, deleted (see tracker)."""
     gang_latency: dict[str, Any] | None = None
@@ -87,6 +90,7 @@ class RunResult:
             "pod_creation_seconds": round(self.creation_seconds, 3),
             "cpu_seconds": self.cpu_seconds,
             "peak_rss_bytes": self.peak_rss_bytes,
+            **({"other_cpu_seconds": self.other_cpu_seconds} if self.other_cpu_seconds else {}),
             **({"phases": self.phases} if self.phases else {}),
             **(
                 {"gang_latency_seconds": self.gang_latency} if self.gang_latency is not None else {}

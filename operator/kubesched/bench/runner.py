@@ -51,6 +51,10 @@ class Driver(Protocol):
         """Delete the object ``obj`` names (kind, metadata.name); gone already is fine."""
 
     def cpu_seconds(self) -> float | None: ...
+    def other_cpu_seconds(self) -> dict[str, float]:
+        """CPU seconds so far of the other processes on the path (API server, etcd, the
+        bench itself), by name: where the machine's time went besides the scheduler."""
+
     def check(self) -> None:
         """Raise when the scheduler or the watch died."""
 
@@ -125,6 +129,7 @@ async def run_pods(
     progress = asyncio.Event()
     tracker.on_progress = progress.set
     cpu_start = driver.cpu_seconds()
+    others_start = driver.other_cpu_seconds()
     start = loop.time()
     tracker.counts = [(start, 0)]
     tracker.last_activity = start
@@ -170,4 +175,10 @@ async def run_pods(
     cpu_end = driver.cpu_seconds()
     if cpu_start is not None and cpu_end is not None:
         result.cpu_seconds = round(cpu_end - cpu_start, 3)
+    others_end = driver.other_cpu_seconds()
+    result.other_cpu_seconds = {
+        name: round(others_end[name] - before, 3)
+        for name, before in others_start.items()
+        if name in others_end
+    }
     tracker.fill(result, start)

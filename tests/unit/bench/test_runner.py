@@ -47,6 +47,10 @@ class FakeCluster:
     def cpu_seconds(self) -> float | None:
         return None
 
+    def other_cpu_seconds(self) -> dict[str, float]:
+        # a peer that burns one CPU second per pod created (the API server, say)
+        return {"kube-apiserver": float(len(self.created))}
+
     def check(self) -> None:
         pass
 
@@ -81,6 +85,8 @@ async def test_init_pods_are_bound_before_the_measured_ones_are_created() -> Non
     result, _ = await run(plan, cluster)
     assert cluster.created == ["init-0", "pod-0", "pod-1"]
     assert result.phases["init"]["bound"] == 1 and result.scheduled == 2
+    # the other processes' CPU covers the measured window only: not the init pod
+    assert result.other_cpu_seconds == {"kube-apiserver": 2.0}
 
 
 async def test_init_pods_that_are_never_bound_fail_the_run() -> None:
