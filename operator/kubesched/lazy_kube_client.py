@@ -1,0 +1,162 @@
+"""Loads kubernetes_asyncio's generated models and API classes on first use, not on import.
+
+``import kubernetes_asyncio`` (or anything under it, such as its kubeconfig loader, or
+Kopf, which imports ``kubernetes_asyncio.client.V1ObjectMeta`` when the package is
+installed) executes ``kubernetes_asyncio/__init__.py``, ``client/__init__.py``,
+``client/api/__init__.py`` and ``client/models/__init__.py``, which import every API
+class and all ~770 generated model modules: about 50 MiB of resident memory in every
+``kubesched run`` process, for classes it never touches (kubesched decodes pods and
+nodes itself, see ``kubesched.cluster.informer``, and writes raw JSON).
+
+:func:`install` registers those four packages in ``sys.modules`` *without* running their
+``__init__`` bodies. Each gets a module ``__getattr__`` (PEP 562) that reads the names
+the real ``__init__`` would have bound (``from X import Y as Z``, ``import X as Z``,
+literal assignments such as ``__version__`` and ``__all__``) from its source with
+:mod:`ast`, and imports only the module that defines the name asked for, the first
+time it is asked for. Everything else is the real package: its ``__path__``,
+``__file__`` and ``__spec__``, its submodules, its code. ``from
+kubernetes_asyncio.client import V1Lease`` still works and loads ``v1_lease.py`` alone;
+``ApiClient`` still deserializes responses (it looks models up with ``getattr`` on
+``kubernetes_asyncio.client.models``).
+
+Fail-safe: if an ``__init__`` contains anything but docstrings, imports and literal
+assignments (a future release changed its shape), that package's real ``__init__`` is
+executed in full on first use, exactly as a plain import would have. :func:`install`
+does nothing if kubernetes_asyncio is already imported or not installed.
+
+It is installed by ``kubesched/__init__.py``, so every kubesched process (``run``,
+``bench``, the tests) gets it before Kopf or kubesched imports the client.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import sys
+import threading
+import types
+from pathlib import Path
+from typing import Any
+
+__all__ = ["LAZY_PACKAGES", "install", "loaded_models"]
+
+LAZY_PACKAGES = (
+    "kubernetes_asyncio",
+    "kubernetes_asyncio.client",
+    "kubernetes_asyncio.client.api",
+    "kubernetes_asyncio.client.models",
+)
+"""Parents before children: each child is found through its (already lazy) parent."""
+
+_MODELS = "kubernetes_asyncio.client.models."
+
+Binding = tuple[str, str | None]
+"""Where a name comes from: (module, attribute), or (module, None) for the module itself."""
+
+
+def loaded_models() -> list[str]:
+    """The generated model modules imported so far in this process."""
+    return sorted(name for name in sys.modules if name.startswith(_MODELS))
+
+
+def _read_init(origin: str) -> tuple[dict[str, Binding], dict[str, Any]] | None:
+    """The names an ``__init__.py`` binds, or None if it does more than import and assign
+    literals (then it must run for real)."""
+    tree = ast.parse(Path(origin).read_bytes(), filename=origin)
+    bindings: dict[str, Binding] = {}
+    constants: dict[str, Any] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue  # docstring
+        if isinstance(node, ast.ImportFrom):
+            if node.module == "__future__":
+                continue
+            if node.level or node.module is None:
+                return None
+            for alias in node.names:
+                if alias.name == "*":
+                    return None
+                bindings[alias.asname or alias.name] = (node.module, alias.name)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname is None:
+                    return None
+                bindings[alias.asname] = (alias.name, None)
+        elif (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+        ):
+            try:
+                constants[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                return None
+        else:
+            return None
+    return bindings, constants
+
+
+class _LazyInit:
+    """A lazy package's ``__getattr__``: resolves one name at a time, on first access."""
+
+    def __init__(self, module: types.ModuleType, spec: importlib.machinery.ModuleSpec) -> None:
+        self._module = module
+        self._spec = spec
+        self._bindings: dict[str, Binding] | None = None
+        self._lock = threading.RLock()
+
+    def _table(self) -> dict[str, Binding]:
+        with self._lock:
+            if self._bindings is None:
+                assert self._spec.origin is not None
+                read = _read_init(self._spec.origin)
+                if read is None:
+                    # not the shape this module understands: run the real __init__
+                    del self._module.__dict__["__getattr__"]
+                    assert self._spec.loader is not None
+                    self._spec.loader.exec_module(self._module)
+                    self._bindings = {}
+                else:
+                    self._bindings, constants = read
+                    for name, value in constants.items():
+                        self._module.__dict__.setdefault(name, value)
+            return self._bindings
+
+    def __call__(self, name: str) -> Any:
+        table = self._table()
+        if name in self._module.__dict__:
+            return self._module.__dict__[name]
+        binding = table.get(name)
+        if binding is None:
+            raise AttributeError(f"module {self._module.__name__!r} has no attribute {name!r}")
+        source, attribute = binding
+        target = importlib.import_module(source)
+        value = target if attribute is None else getattr(target, attribute)
+        setattr(self._module, name, value)
+        return value
+
+
+def install(packages: tuple[str, ...] = LAZY_PACKAGES) -> bool:
+    """Register ``packages`` (parents first) as lazy packages; True if it did (see the
+    module docstring)."""
+    if any(name in sys.modules for name in packages):
+        return False
+    added: list[str] = []
+    try:
+        for name in packages:
+            spec = importlib.util.find_spec(name)
+            if spec is None or spec.origin is None or spec.submodule_search_locations is None:
+                raise ImportError(name)
+            module = importlib.util.module_from_spec(spec)
+            module.__getattr__ = _LazyInit(module, spec)  # type: ignore[method-assign]
+            sys.modules[name] = module
+            added.append(name)
+            parent, _, child = name.rpartition(".")
+            if parent:
+                setattr(sys.modules[parent], child, module)
+    except ImportError:
+        for name in added:  # not installed (or not a package): leave imports as they were
+            del sys.modules[name]
+        return False
+    return True
