@@ -8,9 +8,9 @@ watched kinds, the CRDs' change handlers) stays with Kopf.
 
 The protocol, as client-go's reflector:
 
-* LIST (pages of ``limit``) gives the objects and a resourceVersion; each item is
-  delivered with type ``None`` ("listed": the router makes it ADDED, or MODIFIED, or drops
-  it as a replay of a version it holds);
+* LIST (pages of ``limit``, each delivered as it arrives) gives the objects and a
+  resourceVersion; each item is delivered with type ``None`` ("listed": the router makes
+  it ADDED, or MODIFIED, or drops it as a replay of a version it holds);
 * WATCH from that resourceVersion with ``allowWatchBookmarks``; ``BOOKMARK`` events only
   move the resourceVersion; a watch the server ends (``timeoutSeconds``) is resumed from
   the last resourceVersion at once;
@@ -25,7 +25,9 @@ The protocol, as client-go's reflector:
   410), so other watches (Kopf's, which relist without synthesizing deletions) may have
   missed deletions too.
 
-The requests go through :meth:`KubeCluster.open` (kubernetes_asyncio's session and auth).
+Objects are trimmed (:func:`kubesched.cluster.kube.trim`: no ``managedFields``) before they
+are delivered. The requests go through :meth:`KubeCluster.open` (kubernetes_asyncio's
+session and auth).
 The informer only reads: nothing is ever written to the watched objects.
 """
 
@@ -39,7 +41,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from kubesched.cluster.kube import LIST_PATHS, KubeCluster
+from kubesched.cluster.kube import LIST_PATHS, KubeCluster, trim
 from kubesched.framework.cluster_port import ClusterError
 
 __all__ = ["Dispatch", "Informer", "WatchGone"]
@@ -121,29 +123,25 @@ class Informer:
 
     # -- LIST ---------------------------------------------------------------------------------------
     async def relist(self) -> None:
-        items: list[dict[str, Any]] = []
-        token, rv = "", ""
-        while True:
-            query = {"limit": str(self.page_size)}
-            if token:
-                query["continue"] = token
-            page = await self.cluster.request("GET", self.path, query=query)
-            items.extend(page.get("items") or ())
-            meta = page.get("metadata") or {}
-            rv = str(meta.get("resourceVersion") or rv)
-            token = str(meta.get("continue") or "")
-            if not token:
-                break
+        """One LIST, delivered page by page as each arrives, so the whole listing's
+        decoded JSON never piles up before the first object is handled. The pages are one
+        consistent snapshot (the continue token pins the first page's resourceVersion),
+        so delivering them one by one is the same as delivering the whole listing; a
+        listing that fails halfway leaves ``known`` as it was and the next relist starts
+        over (what was delivered is real state, and replays of it are dropped)."""
+        key_of, kind, dispatch = self.cluster.key_of, self.kind, self.dispatch
+        before: dict[str, dict[str, Any]] = self.known
+        known: dict[str, dict[str, Any]] = {}
+        rv = ""
+        async for items, page_rv in self.cluster.list_pages(kind, self.page_size):
+            rv = page_rv or rv
+            for item in items:
+                item.setdefault("kind", kind)
+                known[key_of(kind, item)] = item
+                dispatch(kind, None, item)
         self.lists += 1
-        key_of, kind = self.cluster.key_of, self.kind
-        before, known = self.known, {}
-        for item in items:
-            item.setdefault("kind", kind)
-            known[key_of(kind, item)] = item
         self.known = known
         self.resource_version = rv
-        for item in items:
-            self.dispatch(kind, None, item)
         for key, last in before.items():
             now = known.get(key)
             if now is not None and _uid(now) == _uid(last):
@@ -203,6 +201,7 @@ class Informer:
             self.resource_version = str(rv)
         if event_type == "BOOKMARK":
             return
+        trim(obj)
         key = self.cluster.key_of(kind, obj)
         if event_type == "DELETED":
             self.known.pop(key, None)

@@ -27,7 +27,8 @@ in flight) drain it. A failed write is logged and never fails a binding or a sta
 update; when the queue is full (the API server cannot keep up) the Event is dropped and
 counted, as client-go's event broadcaster drops on a full channel.
 
-The store half (:meth:`get`, :meth:`list`) holds the watched objects as plain dicts,
+The store half (:meth:`get`, :meth:`list`) holds the watched objects as plain dicts
+(what :meth:`list_pages` and the informers decode is trimmed first: :func:`trim`),
 kind -> key -> object, kept by the operator's watch handlers (:meth:`put`,
 :meth:`remove`). Keys are ``namespace/name`` or, for cluster-scoped kinds, ``name``.
 """
@@ -58,11 +59,13 @@ from kubesched.framework.cluster_port import ClusterError, Conflict, NotFound, P
 from kubesched.framework.types import Pod
 
 __all__ = [
+    "LIST_PAGE_SIZE",
     "LIST_PATHS",
     "KubeCluster",
     "RateLimiter",
     "load_client_configuration",
     "micro_time",
+    "trim",
 ]
 
 log = logging.getLogger("kubesched.cluster.kube")
@@ -97,6 +100,22 @@ LIST_PATHS = {
     "PriorityClass": ("/apis/scheduling.k8s.io/v1", "priorityclasses"),
     "PodGroup": ("/apis/kubesched.dev/v1alpha1", "podgroups"),
 }
+
+
+LIST_PAGE_SIZE = 500
+"""Objects per LIST request (``limit``; client-go's reflector pages by 500 too)."""
+
+
+def trim(obj: dict[str, Any]) -> dict[str, Any]:
+    """Drop what no scheduling decision reads before an object is kept: ``managedFields``
+    (server-side apply's field ownership), often the largest part of a pod or node (a
+    nested dict per manager and field: 42% of the decoded pods and nodes of a 1000-node,
+    3000-pod cluster, 22 MiB). kube-scheduler's informers strip it too. In place;
+    returns ``obj``."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    return obj
 
 
 def micro_time(now: datetime) -> str:
@@ -577,20 +596,36 @@ class KubeCluster:
             )
 
     # -- reads (list for reconciliation) ----------------------------------------------------------
-    async def list_objects(self, kind: str) -> builtins.list[dict[str, Any]]:
-        """All objects of a kind, straight from the API server (a consistent read)."""
+    async def list_pages(
+        self, kind: str, page_size: int = LIST_PAGE_SIZE
+    ) -> AsyncIterator[tuple[builtins.list[dict[str, Any]], str]]:
+        """All objects of a kind, straight from the API server (a consistent read), one
+        page at a time: ``(items, resourceVersion)``, items trimmed (:func:`trim`). A
+        caller that handles each page before asking for the next holds one page of
+        decoded JSON at a time, not the whole listing (thousands of pods)."""
         prefix, plural = LIST_PATHS[kind]
-        out: builtins.list[dict[str, Any]] = []
         token = ""
         while True:
-            query = {"limit": "500"}
+            query = {"limit": str(page_size)}
             if token:
                 query["continue"] = token
             page = await self.request("GET", f"{prefix}/{plural}", query=query)
-            out.extend(page.get("items") or ())
-            token = str((page.get("metadata") or {}).get("continue") or "")
+            meta = page.get("metadata") or {}
+            token = str(meta.get("continue") or "")
+            items = page.get("items") or []
+            del page
+            for item in items:
+                trim(item)
+            yield items, str(meta.get("resourceVersion") or "")
             if not token:
-                return out
+                return
+
+    async def list_objects(self, kind: str) -> builtins.list[dict[str, Any]]:
+        """All objects of a kind, trimmed (see :meth:`list_pages`), in one list."""
+        out: builtins.list[dict[str, Any]] = []
+        async for items, _ in self.list_pages(kind):
+            out.extend(items)
+        return out
 
     # -- ObjectStore ----------------------------------------------------------------------------
     @staticmethod

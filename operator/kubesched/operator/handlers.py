@@ -195,18 +195,19 @@ class WatchRouter:
         deleted = 0
         for kind in kinds:
             before = {key: _uid(o) for key, o in self.cluster.objects.get(kind, {}).items()}
+            listed: set[tuple[str, str]] = set()
             try:
-                items = await self.cluster.list_objects(kind)
+                # page by page: one page of decoded JSON at a time, not thousands of pods
+                async for items, _ in self.cluster.list_pages(kind):
+                    for item in items:
+                        item.setdefault("kind", kind)
+                        listed.add((self.cluster.key_of(kind, item), _uid(item)))
+                        self.dispatch(kind, None, item)
             except NotFound:
                 if kind not in OPTIONAL_KINDS:
                     raise
                 log.info("%s is not served (its CRD is not installed): none listed", kind)
                 continue
-            listed: set[tuple[str, str]] = set()
-            for item in items:
-                item.setdefault("kind", kind)
-                listed.add((self.cluster.key_of(kind, item), _uid(item)))
-                self.dispatch(kind, None, item)
             store = self.cluster.objects.get(kind, {})
             for key, uid in before.items():
                 current = store.get(key)

@@ -47,14 +47,21 @@ class FakeAPI:
     lists: list[tuple[list[dict[str, Any]], int]] = field(default_factory=list)
     watches: list[Watch] = field(default_factory=list)
     queries: list[dict[str, str]] = field(default_factory=list)
+    paging: tuple[list[dict[str, Any]], int] = ([], 0)
+    """The rest of the listing being paged through (``limit`` / ``continue``)."""
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         query = dict(request.query)
         self.queries.append(query)
         assert request.headers["Authorization"] == "Bearer t0ken"
         if "watch" not in query:
-            items, rv = self.lists.pop(0)
-            body = {"kind": "PodList", "metadata": {"resourceVersion": str(rv)}, "items": items}
+            items, rv = self.paging if "continue" in query else self.lists.pop(0)
+            limit = int(query.get("limit") or 0) or len(items)
+            self.paging = (items[limit:], rv)
+            meta = {"resourceVersion": str(rv)}
+            if items[limit:]:
+                meta["continue"] = f"page-{len(self.queries)}"
+            body = {"kind": "PodList", "metadata": meta, "items": items[:limit]}
             return web.Response(body=orjson.dumps(body), content_type="application/json")
         if not self.watches:
             await asyncio.sleep(3600)  # a quiet watch, until the test ends
@@ -246,3 +253,44 @@ async def test_a_list_failure_is_retried(fake: tuple[FakeAPI, KubeCluster]) -> N
     api.lists = [([pod("a", 5)], 10)]
     informer, seen = await run_until(cluster, lambda s: len(s) >= 1)
     assert seen == [(None, "a", "5")] and informer.synced.is_set()
+
+
+async def test_listing_pages_are_delivered_as_they_arrive_without_managed_fields(
+    fake: tuple[FakeAPI, KubeCluster],
+) -> None:
+    # managedFields (server-side apply bookkeeping) is often half of a pod: never kept
+    api, cluster = fake
+    managed = [{"manager": "kubectl", "operation": "Update", "fieldsV1": {"f:spec": {}}}]
+
+    def with_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
+        obj["metadata"]["managedFields"] = managed
+        return obj
+
+    api.lists = [([with_managed_fields(pod(n, i)) for i, n in enumerate("abc", 1)], 10)]
+    api.watches = [[event("MODIFIED", with_managed_fields(pod("a", 11)))]]
+    delivered: list[tuple[str | None, str, int, bool]] = []
+    done = asyncio.Event()
+
+    def dispatch(kind: str, event_type: str | None, obj: dict[str, Any]) -> None:
+        lists_so_far = sum("watch" not in q for q in api.queries)
+        meta = obj["metadata"]
+        delivered.append((event_type, meta["name"], lists_so_far, "managedFields" in meta))
+        if len(delivered) == 4:
+            done.set()
+
+    informer = Informer(cluster, "Pod", dispatch, page_size=2)
+    task = asyncio.create_task(informer.run())
+    try:
+        async with asyncio.timeout(5):
+            await done.wait()
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert delivered == [
+        (None, "a", 1, False),  # the first page, before the second was asked for
+        (None, "b", 1, False),
+        (None, "c", 2, False),
+        ("MODIFIED", "a", 2, False),
+    ]
+    assert [q.get("continue") for q in api.queries if "watch" not in q] == [None, "page-1"]
+    assert informer.resource_version == "11"

@@ -475,6 +475,28 @@ async def test_list_objects_follows_continue_tokens(fake: tuple[FakeAPI, KubeClu
     ]
 
 
+async def test_list_pages_yields_each_page_trimmed_before_asking_for_the_next(
+    fake: tuple[FakeAPI, KubeCluster],
+) -> None:
+    api, cluster = fake
+    managed = [{"manager": "kubelet", "operation": "Update", "fieldsV1": {"f:status": {}}}]
+    api.reply(
+        "GET",
+        "/api/v1/nodes",
+        200,
+        {
+            "items": [{"metadata": {"name": "a", "managedFields": managed}}],
+            "metadata": {"continue": "t1", "resourceVersion": "7"},
+        },
+    )
+    api.reply("GET", "/api/v1/nodes", 200, {"items": [{"metadata": {"name": "b"}}], "metadata": {}})
+    pages = []
+    async for items, rv in cluster.list_pages("Node", page_size=1):
+        pages.append(([i["metadata"] for i in items], rv, len(api.requests)))
+    assert pages == [([{"name": "a"}], "7", 1), ([{"name": "b"}], "", 2)]
+    assert api.requests[0].path == "/api/v1/nodes?limit=1"
+
+
 def test_store_keys_namespaced_and_cluster_scoped() -> None:
     cluster = KubeCluster(
         k8s_client.ApiClient.__new__(k8s_client.ApiClient), reporting_instance_suffix="h"

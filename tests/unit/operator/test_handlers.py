@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any, cast
 
 import pytest
@@ -33,6 +34,11 @@ class FakeCluster(KubeCluster):
 
     async def list_objects(self, kind: str) -> list[JSON]:
         return [dict(o) for o in self.listed.get(kind, [])]
+
+    async def list_pages(
+        self, kind: str, page_size: int = 500
+    ) -> AsyncIterator[tuple[list[JSON], str]]:
+        yield await self.list_objects(kind), ""
 
     def post_event(self, regarding: Any, **kw: Any) -> None:
         self.posted.append(

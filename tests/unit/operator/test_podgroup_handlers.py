@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any, cast
@@ -34,6 +35,11 @@ class FakeApi(KubeCluster):
         self.patches: list[tuple[str, JSON]] = []
         self.events: list[JSON] = []
         self.rv = 100
+
+    async def list_pages(
+        self, kind: str, page_size: int = 500
+    ) -> AsyncIterator[tuple[list[JSON], str]]:
+        yield await self.list_objects(kind), ""  # the listing a test sets up, one page
 
     async def request(self, method: str, path: str, body: Any = None, **_: Any) -> Any:
         self.patches.append((path, body["status"]))
