@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from kubesched.cluster.memory import MemoryCluster
 from kubesched.framework.types import Pod
 from tests.builders import make_node, make_pod
-from tests.integration.bad_input import JSON, Spoiled, bad_nodes, bad_pods, base_pod
+from tests.integration.bad_input import JSON, Spoiled, bad_nodes, bad_pods, base_pod, in_fresh_loop
 from tests.integration.harness import Harness
 
 pytestmark = pytest.mark.looptime
@@ -106,7 +106,8 @@ def settled(h: Harness, pod: Pod) -> bool:
 def check_cache_matches_cluster(h: Harness, rejected: set[str]) -> None:
     want: dict[str, list[str]] = {}
     for key, obj in h.cluster.objects.get("Pod", {}).items():
-        node = (obj.get("spec") or {}).get("nodeName")
+        spec = obj.get("spec")
+        node = spec.get("nodeName") if isinstance(spec, dict) else None
         if node and key not in rejected and not Pod(obj).is_terminal():
             want.setdefault(str(node), []).append(key)
     got = {n: keys for n, keys in h.sched.cache.dump().items() if keys}
@@ -180,10 +181,10 @@ def cases(draw: st.DrawFn) -> tuple[list[Spoiled], list[int]]:
 
 @SETTINGS
 @given(case=cases())
-async def test_odd_pods_and_nodes_never_stop_the_loop(
+def test_odd_pods_and_nodes_never_stop_the_loop(
     case: tuple[list[Spoiled], list[int]],
 ) -> None:
-    await run_case(*case)
+    in_fresh_loop(run_case(*case))
 
 
 # -- regressions and the named cases of the issue -------------------------------------------------
@@ -278,6 +279,23 @@ NAMED = {
         (
             ("spec", "containers", 0, "ports"),
             [{"containerPort": 80, "hostPort": 8080}, {"containerPort": 80, "hostPort": 8080}],
+        ),
+    ),
+    # found by hypothesis: AttributeError: 'NoneType' object has no attribute 'get' (parsing)
+    "null init container (found)": spoiled_pod("found-init", (("spec", "initContainers"), [None])),
+    # TypeError: 'int' object is not iterable (in PodTopologySpread, every cycle)
+    "number for matchExpressions (found)": spoiled_pod(
+        "found-exprs",
+        (
+            ("spec", "topologySpreadConstraints"),
+            [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": "zone",
+                    "whenUnsatisfiable": "DoNotSchedule",
+                    "labelSelector": {"matchExpressions": -1},
+                }
+            ],
         ),
     ),
 }

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from kubesched.profile_status import COMPILED, REASONS
 from tests.builders import make_node, make_pod
-from tests.integration.bad_input import ODD, WEIGHTS, Path, put
+from tests.integration.bad_input import ODD, WEIGHTS, Path, in_fresh_loop, put
 from tests.integration.harness import Harness
 from tests.integration.test_profile_handlers import RecordedApi, controller, profile
 
@@ -238,10 +238,10 @@ async def check_update(mutations: list[tuple[Path, Any]]) -> None:
 
 @SETTINGS
 @given(mutations=st.lists(mutation(), min_size=1, max_size=3))
-async def test_a_spoiled_update_is_a_status_and_the_last_good_chain_serves(
+def test_a_spoiled_update_is_a_status_and_the_last_good_chain_serves(
     mutations: list[tuple[Path, Any]],
 ) -> None:
-    await check_update(mutations)
+    in_fresh_loop(check_update(mutations))
 
 
 NAMED: dict[str, list[tuple[Path, Any]]] = {

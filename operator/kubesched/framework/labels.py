@@ -102,6 +102,14 @@ EVERYTHING = LabelSelector()
 NOTHING = LabelSelector(nothing=True)
 
 
+def _list(obj: Any, field: str) -> list[Any]:
+    if obj is None:
+        return []
+    if not isinstance(obj, list):
+        raise ObjectError(f"{field}: expected a list, got {type(obj).__name__}")
+    return obj
+
+
 def _requirement(d: Any, field: str, ops: tuple[str, ...], *, numeric: bool = False) -> Requirement:
     if not isinstance(d, Mapping):
         raise ObjectError(f"{field}: expected an object")
@@ -141,7 +149,7 @@ def compile_label_selector(sel: Any, field: str = "labelSelector") -> LabelSelec
         raise ObjectError(f"{field}.matchLabels: keys and values must be strings")
     exprs = [
         _requirement(e, f"{field}.matchExpressions[{i}]", _LABEL_OPS)
-        for i, e in enumerate(sel.get("matchExpressions") or ())
+        for i, e in enumerate(_list(sel.get("matchExpressions"), f"{field}.matchExpressions"))
     ]
     return LabelSelector(ml, exprs)
 
@@ -169,10 +177,10 @@ def compile_node_selector_term(d: Any, field: str) -> NodeSelectorTerm:
         raise ObjectError(f"{field}: expected an object")
     labels = [
         _requirement(e, f"{field}.matchExpressions[{i}]", _NODE_OPS)
-        for i, e in enumerate(d.get("matchExpressions") or ())
+        for i, e in enumerate(_list(d.get("matchExpressions"), f"{field}.matchExpressions"))
     ]
     fields = []
-    for i, e in enumerate(d.get("matchFields") or ()):
+    for i, e in enumerate(_list(d.get("matchFields"), f"{field}.matchFields")):
         r = _requirement(e, f"{field}.matchFields[{i}]", ("In", "NotIn"))
         if r.key != "metadata.name":
             raise ObjectError(f"{field}.matchFields[{i}].key: only metadata.name is supported")

@@ -221,7 +221,7 @@ def pod_requests(spec: Mapping[str, Any], *, non_zero: bool = False) -> Resource
     init_max = Resource()
     for i, c in enumerate(_items(spec.get("initContainers"), "spec.initContainers")):
         creq = _container_requests(c, f"spec.initContainers[{i}]", non_zero)
-        if c.get("restartPolicy") == "Always":
+        if c is not None and c.get("restartPolicy") == "Always":
             total.add(creq)
             sidecars.add(creq)
             creq = sidecars.copy()

@@ -191,6 +191,8 @@ class Coscheduling:
             self._report_missing(g, pod, msg)
             return Status.unresolvable(msg, plugin=NAME)
         if isinstance(spec, str):
+            # Held back like a missing group; the member says why, once (an event).
+            self._report_missing(g, pod, spec)
             return Status.unresolvable(spec, plugin=NAME)
         need = spec.min_member
         assigned = self._index.members(self._handle.snapshot, key)
@@ -214,9 +216,10 @@ class Coscheduling:
         return None
 
     def _report_missing(self, g: Gang, pod: Pod, msg: str) -> None:
-        if pod.uid in g.not_found_reported:
+        mark = f"{pod.uid}\n{msg}"  # once per member and message (missing, then invalid)
+        if mark in g.not_found_reported:
             return
-        g.not_found_reported.add(pod.uid)
+        g.not_found_reported.add(mark)
         self._spawn(self._event(pod, msg))
 
     async def _event(self, pod: Pod, msg: str) -> None:
