@@ -34,7 +34,7 @@ from kubernetes_asyncio import client as k8s_client
 
 from kubesched.cluster.informer import Informer
 from kubesched.cluster.kube import KubeCluster, load_client_configuration
-from kubesched.operator import podgroup_handlers
+from kubesched.operator import logredact, podgroup_handlers
 from kubesched.operator.handlers import DIRECT_KINDS, WATCHED, WatchRouter, build_registry
 from kubesched.operator.profile_handlers import ProfileController
 from kubesched.operator.profile_handlers import register as register_profile_handlers
@@ -251,6 +251,7 @@ async def run(
     :func:`tune_garbage_collector`."""
     if tune_gc:
         tune_garbage_collector()
+    logredact.install()  # credentials masked on the process's log handlers
     stop = stop or asyncio.Event()
     # Kopf logs "Handler ... succeeded." at INFO for every watch event of every object:
     # at thousands of pods that is most of the log and a measurable share of the CPU.
