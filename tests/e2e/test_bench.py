@@ -78,23 +78,33 @@ def test_every_workload_runs_on_a_real_api_server_and_cleans_up(
     assert asyncio.run(leftovers(cluster.kubeconfig)) == ([], [])
 
 
-@pytest.mark.parametrize("name", ["SchedulingBasic", "Gang"])
+@pytest.mark.parametrize(
+    ("name", "arrival"),
+    [("SchedulingBasic", "stream"), ("Gang", "stream"), ("MixedChurn", "backlog")],
+)
 def test_compare_measures_both_schedulers_on_identical_copies(
-    capsys: pytest.CaptureFixture[str], controlplane_binaries: Binaries, name: str
+    capsys: pytest.CaptureFixture[str], controlplane_binaries: Binaries, name: str, arrival: str
 ) -> None:
+    # backlog: each scheduler binds the init pods, is stopped while the measured pods
+    # are created, and a new process of it works through them (the workload's smoke
+    # size, which check_workload knows); stream: enough pods for measurable CPU
+    pods = PODS if arrival == "backlog" else 30
     doc = bench(
         capsys,
-        *("--workload", name, "--nodes", "10", "--pods", "30"),
+        *("--workload", name, "--nodes", str(NODES), "--pods", str(pods), "--arrival", arrival),
         *("--compare", "kube-scheduler", "--controlplane-dir"),
         str(controlplane_binaries.etcd.parent),
     )
-    assert doc["target"] == "cluster"
+    assert (doc["target"], doc["arrival"]) == ("cluster", arrival)
     for which in ("kubesched", "kube-scheduler"):
         run = doc[which]
-        assert run["scheduled"] == run["pods"] == 30, which
+        assert run["scheduled"] == run["pods"] == pods, which
         assert run["throughput"]["overall"] > 0, which
         assert run["cpu_seconds"] > 0 and run["peak_rss_bytes"] > 10 * 2**20, which
     assert doc["ratio"] is not None and doc["ratio"] > 0
+    if arrival == "backlog":
+        for which in ("kubesched", "kube-scheduler"):
+            check_workload(name, doc[which]["phases"])
     if name == "Gang":
         assert doc["kubesched"]["gang_latency_seconds"]["partial"] == 0
         assert any("no gang scheduling" in n for n in doc["notes"])

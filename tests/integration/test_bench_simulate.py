@@ -53,6 +53,24 @@ def test_every_workload_binds_its_measured_pods_and_does_its_part(
         assert "gang_latency_seconds" not in run
 
 
+@pytest.mark.parametrize(
+    "name", ["SchedulingBasic", "MixedChurn", "PreemptionBasic", "SchedulingWhileGated", "Gang"]
+)
+def test_a_backlog_is_worked_through_with_the_same_outcome(
+    capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    doc = bench(
+        capsys,
+        *("--workload", name, "--nodes", str(NODES), "--pods", str(PODS), "--arrival", "backlog"),
+    )
+    assert doc["arrival"] == "backlog"
+    run = doc["kubesched"]
+    assert run["scheduled"] == run["pods"] == PODS
+    check_workload(name, run["phases"])
+    if name == "Gang":
+        assert run["gang_latency_seconds"]["partial"] == 0
+
+
 def test_gangs_mix_many_small_and_few_large() -> None:
     sizes = gang_sizes(1000)
     assert sum(sizes) == 1000

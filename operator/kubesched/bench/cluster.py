@@ -27,13 +27,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import functools
 import os
 import secrets
 import ssl
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -95,6 +96,8 @@ class BenchOptions:
     timeout: float = 600.0
     """Give up on a phase (init pods, measured pods) after this long."""
     ready_timeout: float = 120.0
+    arrival: str = "stream"
+    """``stream`` or ``backlog`` (see :mod:`kubesched.bench.runner`)."""
 
 
 # -- a small REST client --------------------------------------------------------------------
@@ -268,6 +271,9 @@ class ClusterDriver:
         self.run_id = run_id
         self.nodes: set[str] = set()
         self.pid: int | None = None
+        self.proc: Process | None = None
+        self.starter: Callable[[], Process] | None = None
+        """Starts the scheduler's process and waits until it is ready."""
         self.peers: dict[str, int] = {}
         """Other processes whose CPU the run reports (a control plane's etcd, apiserver)."""
         self.watcher: asyncio.Task[None] | None = None
@@ -338,6 +344,18 @@ class ClusterDriver:
 
     def cpu_seconds(self) -> float | None:
         return _proc_cpu_seconds(self.pid) if self.pid is not None else None
+
+    async def pause(self) -> None:
+        """Stop the scheduler's process (a backlog builds up while it is down)."""
+        if self.proc is not None:
+            proc, self.proc, self.pid = self.proc, None, None
+            await asyncio.to_thread(proc.stop)
+
+    async def resume(self) -> None:
+        """Start a scheduler process (a new one after :meth:`pause`); return when ready."""
+        assert self.starter is not None
+        self.proc = await asyncio.to_thread(self.starter)
+        self.pid = self.proc.pid
 
     def other_cpu_seconds(self) -> dict[str, float]:
         out = {"bench": time.process_time()}
@@ -449,8 +467,7 @@ async def run_one(
     driver.peers = dict(peers or {})
     loop = asyncio.get_running_loop()
     tracker = Tracker(the_plan, loop.time)
-    limits = Limits(options.creators, options.idle_timeout, options.timeout)
-    proc: Process | None = None
+    limits = Limits(options.creators, options.idle_timeout, options.timeout, options.arrival)
     try:
         await rest.request(
             "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
@@ -464,17 +481,17 @@ async def run_one(
         for obj in setup:
             await driver.create(obj)
         await bounded(options.creators, driver.create, the_plan.nodes)
-        proc = await asyncio.to_thread(
+        driver.starter = functools.partial(
             start_scheduler, which, kubeconfig, workdir, options.binaries, options.ready_timeout
         )
-        driver.pid = proc.pid
+        await driver.resume()
         await driver.watch(tracker)
         await run_pods(driver, the_plan, tracker, result, limits)
-        result.peak_rss_bytes = _proc_peak_rss(proc.pid)
+        if driver.proc is not None:
+            result.peak_rss_bytes = _proc_peak_rss(driver.proc.pid)
     finally:
         await driver.stop_watch()
-        if proc is not None:
-            proc.stop()
+        await driver.pause()
         if options.kubeconfig is not None:
             with contextlib.suppress(Exception):
                 await _cleanup(driver)

@@ -11,6 +11,13 @@ does the rest, after the target created the setup objects and the nodes:
    measured binds once a second, until every measured pod is bound and the background
    ran ``min_ticks`` ticks.
 
+With ``arrival="backlog"`` the scheduler is paused after the init pods (a cluster
+target stops the scheduler's process), the gated and measured pods are all created,
+and the window opens when the scheduler is back and ready: the scheduler then works
+through a queue of every measured pod, so its throughput is its own and not the pace
+of the pod creators (which, on a small machine, both schedulers keep up with in the
+default ``stream`` arrival). Latency then runs from the window's start.
+
 The run gives up when nothing happened to any pod of the run for ``idle_timeout``
 seconds (the background's pods and the scheduler's status writes count as something,
 so churn keeps a run alive), or after ``timeout`` seconds in all.
@@ -26,7 +33,7 @@ from typing import Any, Protocol
 
 from kubesched.bench.report import RunResult
 from kubesched.bench.tracker import Tracker
-from kubesched.simulator.workloads import INIT, Plan
+from kubesched.simulator.workloads import INIT, MEASURED, Plan
 
 __all__ = ["Driver", "Limits", "RunError", "bounded", "run_pods"]
 
@@ -43,6 +50,9 @@ class Limits:
     """Give up when no pod of the run changed for this long."""
     timeout: float = 600.0
     """Give up on a phase (init, measured) after this long."""
+    arrival: str = "stream"
+    """``stream``: measured pods are created while the scheduler runs (scheduler_perf's
+    way); ``backlog``: all are created while it is paused, then it starts."""
 
 
 class Driver(Protocol):
@@ -57,6 +67,12 @@ class Driver(Protocol):
 
     def check(self) -> None:
         """Raise when the scheduler or the watch died."""
+
+    async def pause(self) -> None:
+        """Stop scheduling until :meth:`resume` (pods created meanwhile wait)."""
+
+    async def resume(self) -> None:
+        """Schedule again; return once the scheduler is ready."""
 
 
 async def bounded(limit: int, fn: Callable[[Any], Awaitable[None]], items: Iterable[Any]) -> None:
@@ -124,18 +140,44 @@ async def run_pods(
             limits.timeout,
             f"not all {len(plan.init)} init pods were bound",
         )
+    backlog = limits.arrival == "backlog"
+    if backlog:
+        await driver.pause()
     await _create_pods(driver, tracker, plan.gated, limits.creators)
+    cpu_start: float | None
+    if backlog:
+        await _create_pods(driver, tracker, plan.measured, limits.creators)
+        # The scheduler's CPU from before it resumes: a cluster target's new process
+        # (None until it exists: from zero, its start-up and first LIST included).
+        cpu_start = driver.cpu_seconds()
+        others_start = driver.other_cpu_seconds()
+        resuming = loop.time()
+        await driver.resume()
+        cpu_start = cpu_start if cpu_start is not None else 0.0
+        # The window opens when the scheduler is ready, or at its first measured bind
+        # if that came first (kube-scheduler may bind a small backlog before its
+        # /readyz is polled).
+        start = loop.time()
+        first = min(
+            (t for n, t in tracker.bound.items() if tracker.role.get(n) == MEASURED),
+            default=start,
+        )
+        start = max(resuming, min(start, first))
+        tracker.counts = [(start, 0)]
+        tracker.restart_clocks(MEASURED, start)
+    else:
+        cpu_start = driver.cpu_seconds()
+        others_start = driver.other_cpu_seconds()
+        start = loop.time()
+        tracker.counts = [(start, tracker.measured_bound)]
 
     progress = asyncio.Event()
     tracker.on_progress = progress.set
-    cpu_start = driver.cpu_seconds()
-    others_start = driver.other_cpu_seconds()
-    start = loop.time()
-    tracker.counts = [(start, 0)]
-    tracker.last_activity = start
+    tracker.last_activity = loop.time()
 
     async def creating() -> None:
-        await _create_pods(driver, tracker, plan.measured, limits.creators)
+        if not backlog:
+            await _create_pods(driver, tracker, plan.measured, limits.creators)
         result.creation_seconds = loop.time() - start
 
     creator = asyncio.create_task(creating())

@@ -62,6 +62,12 @@ class Tracker:
         name = self._learn(obj)
         self.created[name] = self.clock()
 
+    def restart_clocks(self, role: str, at: float) -> None:
+        """Count the latency of ``role``'s pods from ``at`` (a backlog's window start)."""
+        for name, r in self.role.items():
+            if r == role and name in self.created:
+                self.created[name] = max(self.created[name], at)
+
     def deleting(self, name: str) -> None:
         """The benchmark itself deletes ``name`` (churn), so it is no preemption victim."""
         self.deleted_by_bench.add(name)

@@ -27,6 +27,8 @@ class FakeCluster:
         self.tracker: Tracker | None = None
         self.created: list[str] = []
         self.deleted: list[str] = []
+        self.paused = False
+        self.held: list[dict[str, Any]] = []
 
     def _seen(self, event: str, obj: dict[str, Any]) -> None:
         assert self.tracker is not None
@@ -38,7 +40,24 @@ class FakeCluster:
         self._seen("ADDED", obj)
         if name not in self.never:
             bound = {**obj, "spec": {**obj["spec"], "nodeName": "n1"}}
+            if self.paused:
+                self.held.append(bound)
+            else:
+                asyncio.get_running_loop().call_later(
+                    self.bind_after, self._seen, "MODIFIED", bound
+                )
+
+    async def pause(self) -> None:
+        self.created.append("<pause>")
+        self.paused = True
+
+    async def resume(self) -> None:
+        await asyncio.sleep(3.0)  # a scheduler process starting
+        self.created.append("<resume>")
+        self.paused = False
+        for bound in self.held:
             asyncio.get_running_loop().call_later(self.bind_after, self._seen, "MODIFIED", bound)
+        self.held.clear()
 
     async def delete(self, obj: dict[str, Any]) -> None:
         self.deleted.append(obj["metadata"]["name"])
@@ -87,6 +106,22 @@ async def test_init_pods_are_bound_before_the_measured_ones_are_created() -> Non
     assert result.phases["init"]["bound"] == 1 and result.scheduled == 2
     # the other processes' CPU covers the measured window only: not the init pod
     assert result.other_cpu_seconds == {"kube-apiserver": 2.0}
+
+
+async def test_a_backlog_is_created_while_the_scheduler_is_paused_and_timed_from_its_start() -> (
+    None
+):
+    plan = Plan("T", [], measured(3), init=[pod("init-0", INIT)])
+    cluster = FakeCluster(bind_after=2.0)
+    result, took = await run(plan, cluster, arrival="backlog")  # type: ignore[arg-type]
+    # init pods with the scheduler running; then every measured pod before it resumes
+    assert cluster.created == ["init-0", "<pause>", "pod-0", "pod-1", "pod-2", "<resume>"]
+    assert result.scheduled == 3
+    # latency from the window's start (the scheduler ready), not from the pods' creation
+    # 3 s earlier; the window does not include the scheduler's start-up either
+    assert result.latencies == [2.0] * 3
+    assert result.seconds == 2.0
+    assert took >= 2.0 + 3.0 + 2.0  # init bind + start-up + the backlog's binds
 
 
 async def test_init_pods_that_are_never_bound_fail_the_run() -> None:
