@@ -64,7 +64,7 @@ def _cells() -> list[Cell]:
 MATRIX: tuple[Cell, ...] = tuple(_cells())
 
 
-def _command(cell: Cell) -> list[str]:
+def _command(cell: Cell, arrival: str = "backlog") -> list[str]:
     workload, nodes, pods = cell
     return [
         "kubesched", "bench",
@@ -73,6 +73,7 @@ def _command(cell: Cell) -> list[str]:
         "--pods", str(pods),
         "--target", "cluster",
         "--compare", "kube-scheduler",
+        "--arrival", arrival,
         "--output", "json",
     ]  # fmt: skip
 
@@ -84,11 +85,11 @@ def _loadavg() -> float | None:
         return None
 
 
-def run(cells: Iterable[Cell], out: Path, timeout: float) -> int:
+def run(cells: Iterable[Cell], out: Path, timeout: float, arrival: str = "backlog") -> int:
     """Run each cell; append its document (or its failure) to ``out``. Failed cells count."""
     failed = 0
     for cell in cells:
-        argv = _command(cell)
+        argv = _command(cell, arrival)
         started, load_before = time.time(), _loadavg()
         print(f"# {' '.join(argv)}", file=sys.stderr, flush=True)
         try:
@@ -106,6 +107,7 @@ def run(cells: Iterable[Cell], out: Path, timeout: float) -> int:
         except subprocess.TimeoutExpired:
             doc = {"error": f"timed out after {timeout:.0f} s"}
         doc.update(
+            arrival=arrival,
             workload=cell[0],
             nodes=cell[1],
             pods=cell[2],
@@ -178,45 +180,51 @@ HEADER = (
 
 
 def render(docs: Sequence[Mapping[str, Any]]) -> str:
-    """The results table, one row per document (the last run of each cell wins)."""
-    latest: dict[tuple[str, int, int], Mapping[str, Any]] = {}
+    """The results tables, one per arrival, one row per cell (its last run wins)."""
+    latest: dict[tuple[str, int, int, str], Mapping[str, Any]] = {}
     for doc in docs:
-        latest[(doc["workload"], doc["nodes"], doc["pods"])] = doc
+        arrival = str(doc.get("arrival") or "stream")
+        latest[(doc["workload"], doc["nodes"], doc["pods"], arrival)] = doc
     order = {w: i for i, w in enumerate(WORKLOAD_ORDER)}
-    rows = [HEADER]
-    notes: list[str] = []
-    for key in sorted(latest, key=lambda k: (k[1], order.get(k[0], 99), k[2])):
-        doc = latest[key]
-        w, nodes, pods = key
-        if "error" in doc:
-            rows.append(f"| {w} | {nodes} | {pods} | failed: see note | | | | | | | | |")
-            notes.append(f"- {w} {nodes}/{pods}: {str(doc['error']).splitlines()[-1][:300]}")
+    out: list[str] = []
+    for arrival in ("backlog", "stream"):
+        keys = [k for k in latest if k[3] == arrival]
+        if not keys:
             continue
-        ks, kube = _side(doc, "kubesched"), _side(doc, "kube-scheduler")
-        ratio = doc.get("ratio")
-        load = doc.get("loadavg") or [None, None]
-        rows.append(
-            f"| {w} | {nodes} | {pods} "
-            f"| {_num((ks.get('throughput') or {}).get('average'))} "
-            f"| {_num((kube.get('throughput') or {}).get('average'))} "
-            f"| **{_num(ratio, 2)}** "
-            f"| {_latency(ks)} ; {_latency(kube)} "
-            f"| {_num(ks.get('cpu_seconds'), 1)} / {_num(kube.get('cpu_seconds'), 1)} "
-            f"| {_control_plane_cpu(ks)} / {_control_plane_cpu(kube)} "
-            f"| {_mib(ks.get('peak_rss_bytes'))} / {_mib(kube.get('peak_rss_bytes'))} "
-            f"| {_rss_ratio(doc)} | {_num(load[0], 1)}, {_num(load[1], 1)} |"
-        )
-        for name, side in (("kubesched", ks), ("kube-scheduler", kube)):
-            if side.get("scheduled") is not None and side.get("scheduled") != side.get("pods"):
-                notes.append(
-                    f"- {w} {nodes}/{pods}: {name} bound {side['scheduled']}/{side['pods']}"
-                )
-            gang = _gang(side)
-            if gang:
-                notes.append(f"- {w} {nodes}/{pods}, {name}: {gang}")
-        for note in doc.get("notes") or []:
-            notes.append(f"- {w} {nodes}/{pods}: {note}")
-    return "\n".join(rows) + ("\n\n" + "\n".join(notes) if notes else "") + "\n"
+        rows = [f"**arrival: {arrival}**", "", HEADER]
+        notes: list[str] = []
+        for key in sorted(keys, key=lambda k: (k[1], order.get(k[0], 99), k[2])):
+            rows.append(_row(latest[key], notes))
+        out.append("\n".join(rows) + ("\n\n" + "\n".join(notes) if notes else ""))
+    return "\n\n".join(out) + "\n"
+
+
+def _row(doc: Mapping[str, Any], notes: list[str]) -> str:
+    w, nodes, pods = doc["workload"], doc["nodes"], doc["pods"]
+    if "error" in doc:
+        notes.append(f"- {w} {nodes}/{pods}: {str(doc['error']).splitlines()[-1][:300]}")
+        return f"| {w} | {nodes} | {pods} | failed: see note | | | | | | | | |"
+    ks, kube = _side(doc, "kubesched"), _side(doc, "kube-scheduler")
+    load = doc.get("loadavg") or [None, None]
+    for name, side in (("kubesched", ks), ("kube-scheduler", kube)):
+        if side.get("scheduled") is not None and side.get("scheduled") != side.get("pods"):
+            notes.append(f"- {w} {nodes}/{pods}: {name} bound {side['scheduled']}/{side['pods']}")
+        gang = _gang(side)
+        if gang:
+            notes.append(f"- {w} {nodes}/{pods}, {name}: {gang}")
+    for note in doc.get("notes") or []:
+        notes.append(f"- {w} {nodes}/{pods}: {note}")
+    return (
+        f"| {w} | {nodes} | {pods} "
+        f"| {_num((ks.get('throughput') or {}).get('average'))} "
+        f"| {_num((kube.get('throughput') or {}).get('average'))} "
+        f"| **{_num(doc.get('ratio'), 2)}** "
+        f"| {_latency(ks)} ; {_latency(kube)} "
+        f"| {_num(ks.get('cpu_seconds'), 1)} / {_num(kube.get('cpu_seconds'), 1)} "
+        f"| {_control_plane_cpu(ks)} / {_control_plane_cpu(kube)} "
+        f"| {_mib(ks.get('peak_rss_bytes'))} / {_mib(kube.get('peak_rss_bytes'))} "
+        f"| {_rss_ratio(doc)} | {_num(load[0], 1)}, {_num(load[1], 1)} |"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -227,6 +235,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("--workload", action="append", help="only these workloads")
     r.add_argument("--nodes", type=int, action="append", help="only these node counts")
     r.add_argument("--timeout", type=float, default=1800.0, help="per cell, seconds")
+    r.add_argument(
+        "--arrival",
+        choices=("backlog", "stream"),
+        default="backlog",
+        help="how measured pods arrive (see kubesched bench --help; default: backlog, "
+        "the scheduler's own throughput)",
+    )
     r.add_argument("--list", action="store_true", help="print the cells and exit")
     p = sub.add_parser("render", help="print the Markdown table of a results file")
     p.add_argument("results", type=Path)
@@ -242,7 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     if args.list:
         for cell in cells:
-            print(" ".join(_command(cell)))
+            print(" ".join(_command(cell, args.arrival)))
         return 0
     if not os.environ.get("KUBESCHED_CONTROLPLANE_DIR") and not os.environ.get(
         "KUBEBUILDER_ASSETS"
@@ -251,7 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "set KUBESCHED_CONTROLPLANE_DIR (tests/controlplane/build prints it)", file=sys.stderr
         )
         return 2
-    return 1 if run(cells, args.out, args.timeout) else 0
+    return 1 if run(cells, args.out, args.timeout, args.arrival) else 0
 
 
 if __name__ == "__main__":

@@ -59,3 +59,13 @@ def test_run_records_a_failing_cell_and_goes_on(tmp_path: Path) -> None:
     assert failed == 2
     assert [(d["nodes"], d["pods"]) for d in lines] == [(1, 1), (2, 2)]
     assert all("unknown workload" in d["error"] for d in lines)
+
+
+def test_backlog_and_stream_runs_get_tables_of_their_own() -> None:
+    stream = _doc("SchedulingBasic", 100, 50, 300.0, 200.0)
+    backlog = {**_doc("SchedulingBasic", 100, 50, 100.0, 200.0), "arrival": "backlog"}
+    table = matrix.render([stream, backlog])
+    first, second = table.split("**arrival: stream**")
+    assert "**arrival: backlog**" in first and "**0.50**" in first and "**1.50**" not in first
+    assert "**1.50**" in second
+    assert "--arrival backlog" in " ".join(matrix._command(("SchedulingBasic", 1, 1)))
