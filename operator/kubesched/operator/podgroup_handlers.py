@@ -40,6 +40,7 @@ from kubesched.api.podgroup import (
     VERSION,
     pod_group_name,
     podgroup_status,
+    validation_message,
 )
 from kubesched.cluster.kube import KubeCluster
 from kubesched.operator.handlers import WatchRouter
@@ -57,7 +58,10 @@ timeout may be at most (member pod changes are written within :data:`DEBOUNCE`).
 DEBOUNCE = 0.25
 """Seconds a pod event waits for more of its gang's events before the status is written."""
 MERGE_PATCH = "application/merge-patch+json"
-WARNING_REASONS = frozenset({"Unschedulable", "Timeout", "Failed"})
+INVALID_SPEC = "InvalidSpec"
+"""PodGroupScheduled=False: the spec does not validate (the CRD schema refuses most such
+specs at admission; one that gets through is reported here and on each member's events)."""
+WARNING_REASONS = frozenset({"Unschedulable", "Timeout", "Failed", INVALID_SPEC})
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +69,10 @@ class _Written:
     uid: str
     resource_version: int
     status: dict[str, Any]
+
+
+def _mapping(value: Any) -> Obj:
+    return value if isinstance(value, Mapping) else {}
 
 
 def _rv(obj: Obj) -> int:
@@ -265,8 +273,7 @@ class PodGroupStatusWriter:
         try:
             status = self.desired(group)
         except pydantic.ValidationError as e:
-            log.debug("PodGroup %s: invalid spec, no status: %s", key, e)
-            return False
+            status = self._invalid(group, validation_message(e, "spec"))
         if all(current.get(k) == v for k, v in status.items()):
             return False
         path = f"/apis/{GROUP}/{VERSION}/namespaces/{ns}/podgroups/{name}/status"
@@ -283,9 +290,37 @@ class PodGroupStatusWriter:
             self._event(group, status)
         return True
 
+    def _invalid(self, group: Obj, message: str) -> dict[str, Any]:
+        """Pending, PodGroupScheduled=False InvalidSpec, the message naming the field."""
+        current = group.get("status")
+        generation = _mapping(group.get("metadata")).get("generation")
+        last = _rfc3339(self._wall_clock())
+        for c in (current.get("conditions") or ()) if isinstance(current, Mapping) else ():
+            if (
+                isinstance(c, Mapping)
+                and c.get("type") == CONDITION_SCHEDULED
+                and c.get("status") == "False"
+                and c.get("lastTransitionTime")
+            ):
+                last = str(c["lastTransitionTime"])
+        condition: dict[str, Any] = {
+            "type": CONDITION_SCHEDULED,
+            "status": "False",
+            "reason": INVALID_SPEC,
+            "message": message,
+            "lastTransitionTime": last,
+        }
+        out: dict[str, Any] = {"phase": "Pending", "conditions": [condition], "message": message}
+        if isinstance(generation, int) and not isinstance(generation, bool):
+            condition["observedGeneration"] = generation
+            out["observedGeneration"] = generation
+        return out
+
     def _event(self, group: Obj, status: Obj) -> None:
         phase, cond_reason = _phase_and_reason(status)
-        reason = str(cond_reason if cond_reason in ("Unschedulable", "Timeout") else phase)
+        reason = str(
+            cond_reason if cond_reason in ("Unschedulable", "Timeout", INVALID_SPEC) else phase
+        )
         if phase == "Failed":
             reason = "Failed"
         message = str(status.get("message") or "")
