@@ -123,6 +123,10 @@ class _LazyInit:
                         self._module.__dict__.setdefault(name, value)
             return self._bindings
 
+    def names(self) -> list[str]:
+        """``dir(package)``: what the real ``__init__`` would have bound, loaded or not."""
+        return sorted(set(self._table()) | set(self._module.__dict__))
+
     def __call__(self, name: str) -> Any:
         table = self._table()
         if name in self._module.__dict__:
@@ -149,7 +153,9 @@ def install(packages: tuple[str, ...] = LAZY_PACKAGES) -> bool:
             if spec is None or spec.origin is None or spec.submodule_search_locations is None:
                 raise ImportError(name)
             module = importlib.util.module_from_spec(spec)
-            module.__getattr__ = _LazyInit(module, spec)  # type: ignore[method-assign]
+            lazy = _LazyInit(module, spec)
+            module.__getattr__ = lazy  # type: ignore[method-assign]
+            module.__dir__ = lazy.names  # type: ignore[method-assign]
             sys.modules[name] = module
             added.append(name)
             parent, _, child = name.rpartition(".")

@@ -203,6 +203,7 @@ def test_names_load_on_first_use_only(demo: Path) -> None:
     namespace = {}
     exec("from lazydemo import *", namespace)
     assert {"Heavy", "Light"} <= set(namespace)
+    assert {"Heavy", "Light", "sub", "__version__"} <= set(dir(lazydemo))
     with pytest.raises(AttributeError, match="no attribute 'missing'"):
         _ = lazydemo.missing
 
