@@ -91,8 +91,14 @@ class RestClient:
                 response = conn.getresponse()
                 raw = response.read()
                 break
-            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
-                # a kept-alive connection the server closed meanwhile: reconnect once
+            except (
+                http.client.RemoteDisconnected,
+                ConnectionResetError,
+                BrokenPipeError,
+                ssl.SSLEOFError,
+            ):
+                # a kept-alive connection the server closed meanwhile (over TLS the write
+                # may see the EOF first): reconnect once
                 conn.close()
                 self._local.conn = None
                 if attempt:
