@@ -16,6 +16,7 @@ from tests.integration.harness import Harness, running
 from tests.integration.test_gang_scheduling import (
     LABEL,
     bound,
+    coscheduling,
     harness_with_slow_members,
     members,
     nodes,
@@ -76,3 +77,25 @@ async def test_waiting_members_are_rejected_when_their_pod_group_goes(how: str) 
         await h.wait_for(lambda: bound(h, waiting) == 2, within=120)
         await h.wait_for(lambda: not h.sched._tasks and not h.sched.cache.assumed_pods())
         assert consistent(h) == []
+
+
+async def test_gangs_that_are_gone_are_forgotten() -> None:
+    """A long-running scheduler sees many short-lived gangs: once a gang's PodGroup and
+    its pods are gone, nothing of it stays in the plugin; a gang with pods left stays."""
+    h = Harness()
+    h.apply(*nodes(2), pod_group("a", 2), pod_group("b", 2), *members("a", 2), *members("b", 2))
+    plugin = coscheduling(h)
+    async with running(h):
+        await h.wait_for(lambda: bound(h, [f"default/{g}-{i}" for g in "ab" for i in (0, 1)]) == 4)
+        assert set(plugin._gangs) == {"default/a", "default/b"}
+        for i in (0, 1):  # a: its pods first, then its group (a finished job)
+            h.cluster.delete("Pod", f"default/a-{i}")
+        h.cluster.delete("PodGroup", "default/a")
+        h.cluster.delete("PodGroup", "default/b")  # b: its group first, pods still there
+        await h.wait_for(lambda: "default/a" not in plugin._gangs)
+        assert set(plugin._gangs) == {"default/b"}
+        for i in (0, 1):
+            h.cluster.delete("Pod", f"default/b-{i}")
+        h.apply(pod_group("c", 2))
+        h.cluster.delete("PodGroup", "default/c")  # the next deletion sweeps b too
+        await h.wait_for(lambda: not plugin._gangs)

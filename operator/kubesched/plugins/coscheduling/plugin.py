@@ -379,13 +379,26 @@ class Coscheduling:
         key = f"{namespace}/{name}"
         self._specs.pop(key, None)
         g = self._gangs.get(key)
-        if g is None:
-            return 0
-        g.plan = None
-        g.failure = None
-        g.released = False
-        g.wait_deadline = None
-        return self._reject_waiting(g, f'pod group "{key}" was deleted')
+        rejected = 0
+        if g is not None:
+            g.plan = None
+            g.failure = None
+            g.released = False
+            g.wait_deadline = None
+            rejected = self._reject_waiting(g, f'pod group "{key}" was deleted')
+        self._prune()
+        return rejected
+
+    def _prune(self) -> None:
+        """Forget the gangs whose PodGroup is gone and whose member pods are all gone
+        too: a long-running scheduler sees many short-lived gangs. A gang with pods left
+        (pending, held by PreEnqueue until the group is back, or bound) keeps its state;
+        it goes at a later PodGroup deletion once they are gone."""
+        for key, g in list(self._gangs.items()):
+            if g.waiting or self._spec(key) is not None or self._members(g):
+                continue
+            del self._gangs[key]
+            self._specs.pop(key, None)
 
     # -- Reserve / Permit ---------------------------------------------------------------------
     def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
