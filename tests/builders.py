@@ -58,7 +58,10 @@ class PodBuilder:
         return self
 
     def init_container(self, sidecar: bool = False, **requests: str) -> PodBuilder:
-        c: dict[str, Any] = {"name": f"i{len(self._spec.get('initContainers', []))}", "image": "init"}
+        c: dict[str, Any] = {
+            "name": f"i{len(self._spec.get('initContainers', []))}",
+            "image": "init",
+        }
         if sidecar:
             c["restartPolicy"] = "Always"
         if requests:
@@ -158,7 +161,11 @@ class NodeBuilder:
         self._obj: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "Node",
-            "metadata": {"name": name, "uid": f"node-{name}", "labels": {"kubernetes.io/hostname": name}},
+            "metadata": {
+                "name": name,
+                "uid": f"node-{name}",
+                "labels": {"kubernetes.io/hostname": name},
+            },
             "spec": {},
             "status": {"allocatable": {"cpu": "4", "memory": "32Gi", "pods": "110"}},
         }
