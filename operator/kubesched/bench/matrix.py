@@ -44,12 +44,14 @@ WORKLOAD_ORDER = (
     "Gang",
 )
 
-#: Measured pods per workload at 100 and at 1000 nodes.
+#: Measured pods per workload at 100 and at 1000 nodes: enough for a backlog to last
+#: several one-second samples, within what the nodes hold (40 pod-default pods a node).
 PODS: Mapping[str, tuple[int, int]] = {
     "PodAntiAffinity": (100, 1000),  # one per node: the node count bounds the pods
+    "PodAffinity": (1000, 3000),  # all in one zone: a third of the nodes
     "PreemptionBasic": (200, 1000),  # every measured pod preempts
 }
-DEFAULT_PODS = (1000, 3000)
+DEFAULT_PODS = (2000, 3000)
 
 
 def _cells() -> list[Cell]:
