@@ -26,6 +26,8 @@ from typing import Any
 
 import orjson
 
+from kubesched.bench.report import throughput_ratio
+
 __all__ = ["MATRIX", "Cell", "main", "render"]
 
 Cell = tuple[str, int, int]
@@ -148,6 +150,16 @@ def _latency(side: Mapping[str, Any]) -> str:
     return f"{_num(lat.get('p50'), 2)} / {_num(lat.get('p99'), 2)}"
 
 
+def _ratio(doc: Mapping[str, Any]) -> float | None:
+    """The ratio by today's rule (:func:`throughput_ratio`), so results recorded before
+    a change of the rule render alike; the recorded one when a side is missing."""
+    ks, kube = _side(doc, "kubesched"), _side(doc, "kube-scheduler")
+    if "throughput" in ks and "throughput" in kube:
+        return throughput_ratio(ks, kube)
+    ratio = doc.get("ratio")
+    return float(ratio) if isinstance(ratio, (int, float)) else None
+
+
 def _rss_ratio(doc: Mapping[str, Any]) -> str:
     a = _side(doc, "kubesched").get("peak_rss_bytes")
     b = _side(doc, "kube-scheduler").get("peak_rss_bytes")
@@ -220,7 +232,7 @@ def _row(doc: Mapping[str, Any], notes: list[str]) -> str:
         f"| {w} | {nodes} | {pods} "
         f"| {_num((ks.get('throughput') or {}).get('average'))} "
         f"| {_num((kube.get('throughput') or {}).get('average'))} "
-        f"| **{_num(doc.get('ratio'), 2)}** "
+        f"| **{_num(_ratio(doc), 2)}** "
         f"| {_latency(ks)} ; {_latency(kube)} "
         f"| {_num(ks.get('cpu_seconds'), 1)} / {_num(kube.get('cpu_seconds'), 1)} "
         f"| {_control_plane_cpu(ks)} / {_control_plane_cpu(kube)} "

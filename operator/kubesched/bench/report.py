@@ -21,7 +21,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["RunResult", "document", "percentile", "render_table", "throughput_summary"]
+__all__ = [
+    "MIN_SAMPLES",
+    "RunResult",
+    "document",
+    "percentile",
+    "render_table",
+    "throughput_ratio",
+    "throughput_summary",
+]
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -98,6 +106,27 @@ class RunResult:
         }
 
 
+MIN_SAMPLES = 3
+"""Fewer one-second samples than this on either side, and the ratio compares overall
+throughput (pods bound / seconds of the window) instead: one or two samples of a run
+that lasted two or three seconds say more about where its second boundaries fell than
+about its speed."""
+
+
+def throughput_ratio(ours: Mapping[str, Any], theirs: Mapping[str, Any]) -> float | None:
+    """kubesched's throughput over kube-scheduler's, from their figures (``to_json``):
+    scheduler_perf's average of one-second samples when both runs have
+    :data:`MIN_SAMPLES` of them, else pods bound / seconds of the window."""
+    a, b = ours["throughput"], theirs["throughput"]
+    if min(a.get("samples") or 0, b.get("samples") or 0) >= MIN_SAMPLES:
+        x, y = a.get("average"), b.get("average")
+    else:
+        x, y = a.get("overall"), b.get("overall")
+    if x is None or not y:
+        return None
+    return round(float(x) / float(y), 3)
+
+
 def document(
     *,
     workload: str,
@@ -111,17 +140,8 @@ def document(
     for name, result in results.items():
         doc[name] = result.to_json()
     ratio = None
-    ours, theirs = results.get("kubesched"), results.get("kube-scheduler")
-    if ours is not None and theirs is not None:
-        # scheduler_perf's average of one-second samples; runs too short for a sample
-        # (under about two seconds) fall back to pods bound / seconds taken
-        a = throughput_summary(ours.samples)["average"]
-        b = throughput_summary(theirs.samples)["average"]
-        if a is None or b is None:
-            a = ours.to_json()["throughput"]["overall"]
-            b = theirs.to_json()["throughput"]["overall"]
-        if a is not None and b:
-            ratio = round(a / b, 3)
+    if "kubesched" in doc and "kube-scheduler" in doc:
+        ratio = throughput_ratio(doc["kubesched"], doc["kube-scheduler"])
     doc["ratio"] = ratio
     if notes:
         doc["notes"] = list(notes)

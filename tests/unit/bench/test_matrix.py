@@ -13,11 +13,11 @@ from kubesched.bench.report import RunResult, document
 def _doc(workload: str, nodes: int, pods: int, ours: float, theirs: float) -> dict[str, object]:
     results = {
         "kubesched": RunResult(
-            "kubesched", pods, scheduled=pods, samples=[ours], seconds=1.0,
+            "kubesched", pods, scheduled=pods, samples=[ours] * 3, seconds=1.0,
             peak_rss_bytes=300 * 2**20, cpu_seconds=2.0, latencies=[0.5, 1.5],
         ),
         "kube-scheduler": RunResult(
-            "kube-scheduler", pods, scheduled=pods - 1, samples=[theirs], seconds=1.0,
+            "kube-scheduler", pods, scheduled=pods - 1, samples=[theirs] * 3, seconds=1.0,
             peak_rss_bytes=200 * 2**20, cpu_seconds=4.0, latencies=[0.25],
         ),
     }  # fmt: skip

@@ -23,8 +23,8 @@ def test_percentile_is_nearest_rank(values: list[float], q: float, expected: flo
 
 
 def test_ratio_is_the_average_of_one_second_samples() -> None:
-    ours = RunResult("kubesched", 300, scheduled=300, samples=[100.0, 100.0], seconds=3.0)
-    theirs = RunResult("kube-scheduler", 300, scheduled=300, samples=[200.0, 200.0], seconds=1.5)
+    ours = RunResult("kubesched", 300, scheduled=300, samples=[100.0] * 3, seconds=4.0)
+    theirs = RunResult("kube-scheduler", 300, scheduled=300, samples=[200.0] * 3, seconds=2.5)
     doc = document(
         workload="SchedulingBasic",
         nodes=10,
@@ -35,6 +35,20 @@ def test_ratio_is_the_average_of_one_second_samples() -> None:
     assert doc["ratio"] == 0.5
     assert doc["kubesched"]["throughput"]["average"] == 100.0
     assert throughput_summary([])["average"] is None
+
+
+def test_one_or_two_samples_compare_overall_throughput_not_their_average() -> None:
+    # a 2.9 s run whose binds came in a burst: one sample, of the wrong second
+    ours = RunResult("kubesched", 200, scheduled=200, samples=[40.0] * 5, seconds=6.3)
+    theirs = RunResult("kube-scheduler", 200, scheduled=200, samples=[0.0], seconds=2.9)
+    doc = document(
+        workload="PreemptionBasic",
+        nodes=100,
+        pods=200,
+        target="cluster",
+        results={"kubesched": ours, "kube-scheduler": theirs},
+    )
+    assert doc["ratio"] == round((200 / 6.3) / (200 / 2.9), 3)
 
 
 def test_runs_too_short_for_a_sample_compare_overall_throughput() -> None:
