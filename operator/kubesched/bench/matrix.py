@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from kubesched.bench.report import throughput_ratio
+from kubesched.bench.report import MIN_SAMPLES, throughput_ratio
 
 __all__ = ["MATRIX", "Cell", "main", "render"]
 
@@ -150,6 +150,16 @@ def _latency(side: Mapping[str, Any]) -> str:
     return f"{_num(lat.get('p50'), 2)} / {_num(lat.get('p99'), 2)}"
 
 
+def _throughput(side: Mapping[str, Any], other: Mapping[str, Any]) -> str:
+    """The figure the ratio compares: the average of one-second samples, or overall
+    throughput marked with * when either run has too few samples."""
+    tp, other_tp = side.get("throughput") or {}, other.get("throughput") or {}
+    if min(tp.get("samples") or 0, other_tp.get("samples") or 0) >= MIN_SAMPLES:
+        return _num(tp.get("average"))
+    value = tp.get("overall")
+    return "-" if value is None else f"{value:.0f}*"
+
+
 def _ratio(doc: Mapping[str, Any]) -> float | None:
     """The ratio by today's rule (:func:`throughput_ratio`), so results recorded before
     a change of the rule render alike; the recorded one when a side is missing."""
@@ -185,7 +195,7 @@ def _gang(side: Mapping[str, Any]) -> str:
 
 
 HEADER = (
-    "| workload | nodes | pods | kubesched pods/s (avg) | kube-scheduler pods/s (avg) "
+    "| workload | nodes | pods | kubesched pods/s | kube-scheduler pods/s "
     "| **ratio** | latency p50 / p99 s (ks / kube) | CPU s (ks / kube) "
     "| apiserver+etcd CPU s (ks run / kube run) "
     "| peak RSS MiB (ks / kube) | RSS ratio | load (start, end) |\n"
@@ -230,8 +240,8 @@ def _row(doc: Mapping[str, Any], notes: list[str]) -> str:
         notes.append(f"- {w} {nodes}/{pods}: {note}")
     return (
         f"| {w} | {nodes} | {pods} "
-        f"| {_num((ks.get('throughput') or {}).get('average'))} "
-        f"| {_num((kube.get('throughput') or {}).get('average'))} "
+        f"| {_throughput(ks, kube)} "
+        f"| {_throughput(kube, ks)} "
         f"| **{_num(_ratio(doc), 2)}** "
         f"| {_latency(ks)} ; {_latency(kube)} "
         f"| {_num(ks.get('cpu_seconds'), 1)} / {_num(kube.get('cpu_seconds'), 1)} "
