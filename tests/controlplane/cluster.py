@@ -1,4 +1,5 @@
-"""etcd + kube-apiserver (+ optionally kube-scheduler) on loopback, for the e2e tests.
+"""etcd + kube-apiserver (+ optionally kube-scheduler and kube-controller-manager) on
+loopback, for the e2e tests.
 
 Every instance lives in its own temporary directory with its own free ports, so several
 control planes can run at once. Nodes are bare Node objects with a status (no kubelet), as
@@ -36,7 +37,7 @@ from tests.controlplane.rest import JSON, ApiError, RestClient
 
 T = TypeVar("T")
 
-BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kubectl")
+BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kubectl", "kube-controller-manager")
 
 #: Identities with a static token: name -> (user name, groups). ``token_for(name)``.
 #: kube-apiserver adds ``system:authenticated`` to every authenticated user itself.
@@ -68,6 +69,9 @@ DISABLED_ADMISSION_PLUGINS = (
 )
 
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
+
+#: What bare nodes report as their kubelet: the release tests/controlplane/build pins.
+KUBELET_VERSION = "v1.37.2"
 
 
 class ControlPlaneError(RuntimeError):
@@ -102,12 +106,13 @@ def wait_for(
 
 @dataclass(frozen=True)
 class Binaries:
-    """Paths of the four binaries in an envtest-style directory."""
+    """Paths of the five binaries in an envtest-style directory."""
 
     etcd: Path
     kube_apiserver: Path
     kube_scheduler: Path
     kubectl: Path
+    kube_controller_manager: Path
 
     @classmethod
     def from_dir(cls, directory: str | os.PathLike[str]) -> Binaries:
@@ -246,9 +251,18 @@ class ControlPlane:
         *,
         identities: Mapping[str, tuple[str, Sequence[str]]] | None = None,
         apiserver_args: Sequence[str] = (),
+        feature_gates: Mapping[str, bool] | None = None,
+        runtime_config: Mapping[str, bool] | None = None,
         keep: bool | None = None,
     ) -> None:
+        """``feature_gates`` (e.g. ``{"GenericWorkload": True}``) go to kube-apiserver and, by
+        default, to every kube-scheduler and kube-controller-manager started here, so a
+        differential test runs both sides with the same gates; ``runtime_config`` (e.g.
+        ``{"scheduling.k8s.io/v1beta1": True}``) turns API versions on or off in
+        kube-apiserver (beta APIs are off by default since Kubernetes 1.24)."""
         self.binaries = binaries
+        self.feature_gates = dict(feature_gates or {})
+        self.runtime_config = dict(runtime_config or {})
         self.identities = dict(DEFAULT_IDENTITIES)
         for name, (user, groups) in (identities or {}).items():
             self.identities[name] = (user, tuple(groups))
@@ -262,6 +276,7 @@ class ControlPlane:
         self.apiserver: Process | None = None
         self._apiserver_argv: list[str] = []
         self.schedulers: list[KubeScheduler] = []
+        self.controller_managers: list[Process] = []
         self._clients: dict[str, RestClient] = {}
         self._kubeconfigs: dict[str, Path] = {}
         self._ssl: ssl.SSLContext | None = None
@@ -309,9 +324,10 @@ class ControlPlane:
         for client in self._clients.values():
             client.close()
         self._clients.clear()
-        for proc in [*self.schedulers, self.apiserver, self.etcd]:
+        for proc in [*self.controller_managers, *self.schedulers, self.apiserver, self.etcd]:
             if proc is not None:
                 proc.stop()
+        self.controller_managers.clear()
         self.schedulers.clear()
         self.apiserver = self.etcd = None
 
@@ -380,6 +396,12 @@ class ControlPlane:
             "--enable-priority-and-fairness=false",
             "--allow-privileged=true",
             "--profiling=false",
+            *self._gate_args(),
+            *(
+                [f"--runtime-config={_flag_map(self.runtime_config)}"]
+                if self.runtime_config
+                else []
+            ),
             *self.apiserver_args,
         ]
         self._start_apiserver(timeout)
@@ -745,6 +767,7 @@ class ControlPlane:
                 f"--authorization-kubeconfig={kubeconfig}",
                 "--authentication-skip-lookup=true",
                 "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+                *self._gate_args(),
                 *extra_args,
             ]
             sched = KubeScheduler(argv, self.dir / f"kube-scheduler-{index}.log", port, cfg)
@@ -760,6 +783,49 @@ class ControlPlane:
                 if "address already in use" not in str(err) or attempt == 2:
                     raise
         raise AssertionError("unreachable")
+
+    def _gate_args(self) -> list[str]:
+        return [f"--feature-gates={_flag_map(self.feature_gates)}"] if self.feature_gates else []
+
+    # -- kube-controller-manager -------------------------------------------------------------
+
+    def start_controller_manager(
+        self, controllers: Sequence[str], extra_args: Iterable[str] = ()
+    ) -> Process:
+        """Run the real kube-controller-manager with only ``controllers`` (its
+        ``--controllers`` names, e.g. ``["resourceclaim-controller"]``), as admin, no leader
+        election, no serving port; with this control plane's feature gates. Stopped with
+        the control plane, or earlier with ``.stop()``; ``.check_running()`` raises with the
+        log's tail if it exited (an unknown controller name makes it exit at once)."""
+        if not controllers:
+            raise ValueError(
+                "name the controllers to run: kube-controller-manager runs most by default"
+            )
+        index = len(self.controller_managers)
+        argv = [
+            str(self.binaries.kube_controller_manager),
+            f"--kubeconfig={self.kubeconfig_for('admin')}",
+            f"--controllers={','.join(controllers)}",
+            "--leader-elect=false",
+            "--use-service-account-credentials=false",
+            "--secure-port=0",
+            f"--service-account-private-key-file={self.dir / 'service-account.key'}",
+            "--cluster-signing-duration=1h",
+            *self._gate_args(),
+            *extra_args,
+        ]
+        proc = Process(
+            "kube-controller-manager", argv, self.dir / f"kube-controller-manager-{index}.log"
+        )
+        self.controller_managers.append(proc)
+        time.sleep(0.5)
+        proc.check_running()
+        return proc
+
+
+def _flag_map(values: Mapping[str, bool]) -> str:
+    """``{"A": True, "b/v1": False}`` -> ``A=true,b/v1=false`` (Kubernetes map flags)."""
+    return ",".join(f"{key}={'true' if on else 'false'}" for key, on in values.items())
 
 
 def node_status(resources: Mapping[str, str]) -> JSON:
@@ -782,7 +848,7 @@ def node_status(resources: Mapping[str, str]) -> JSON:
         "nodeInfo": {
             "architecture": "amd64",
             "operatingSystem": "linux",
-            "kubeletVersion": "v1.34.4",
+            "kubeletVersion": KUBELET_VERSION,
             "kubeProxyVersion": "",
             "containerRuntimeVersion": "",
             "osImage": "",

@@ -10,6 +10,7 @@ import pytest
 from kubernetes_asyncio import client, config
 
 from tests.controlplane import ApiError, ControlPlane, wait_for
+from tests.controlplane.rest import JSON
 
 
 def test_apiserver_serves(controlplane: ControlPlane) -> None:
@@ -150,3 +151,93 @@ def test_kubectl_applies_and_gets_as_an_identity(
     denied = controlplane.kubectl("get", "pods", "-n", namespace, identity="nobody")
     assert denied.returncode != 0
     assert 'User "nobody" cannot list resource "pods"' in denied.stderr
+
+
+def test_beta_apis_need_their_feature_gate_and_runtime_config(
+    controlplane: ControlPlane, controlplane_factory: Callable[..., ControlPlane]
+) -> None:
+    # Kubernetes 1.37 ships the Workload API as beta, off by default: a stock control plane
+    # does not serve it ...
+    with pytest.raises((ApiError, KeyError)):
+        controlplane.api.list("scheduling.k8s.io/v1beta1", "Workload", "default")
+    # ... one started with the gate and the API version does, and so does its kube-scheduler
+    gated = controlplane_factory(
+        feature_gates={"GenericWorkload": True},
+        runtime_config={"scheduling.k8s.io/v1beta1": True},
+    )
+    workload = gated.api.create(
+        {
+            "apiVersion": "scheduling.k8s.io/v1beta1",
+            "kind": "Workload",
+            "metadata": {"name": "job", "namespace": "default"},
+            "spec": {
+                "podGroupTemplates": [
+                    {"name": "workers", "schedulingPolicy": {"gang": {"minCount": 2}}}
+                ]
+            },
+        }
+    )
+    assert workload["spec"]["podGroupTemplates"][0]["schedulingPolicy"]["gang"]["minCount"] == 2
+    scheduler = gated.start_kube_scheduler()
+    assert "--feature-gates=GenericWorkload=true" in scheduler.argv
+
+
+def test_controller_manager_runs_the_named_controllers(
+    controlplane_factory: Callable[..., ControlPlane],
+) -> None:
+    # the resourceclaim controller turns a pod's ResourceClaimTemplate into a claim of its own
+    cp = controlplane_factory()
+    manager = cp.start_controller_manager(["resourceclaim-controller"])
+    cp.api.create(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": "gpu.example.com"},
+            "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}]},
+        }
+    )
+    cp.api.create(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "one-gpu", "namespace": "default"},
+            "spec": {
+                "spec": {
+                    "devices": {
+                        "requests": [
+                            {"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}
+                        ]
+                    }
+                }
+            },
+        }
+    )
+    pod = cp.api.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "trainer", "namespace": "default"},
+            "spec": {
+                "schedulerName": "nobody-schedules-this",
+                "containers": [
+                    {"name": "c", "image": "x", "resources": {"claims": [{"name": "gpu"}]}}
+                ],
+                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+            },
+        }
+    )
+
+    def claim() -> JSON | None:
+        for item in cp.api.list("resource.k8s.io/v1", "ResourceClaim", "default"):
+            owners = item["metadata"].get("ownerReferences") or []
+            if any(o["uid"] == pod["metadata"]["uid"] for o in owners):
+                return item
+        manager.check_running()
+        return None
+
+    made = wait_for(claim, timeout=60, what="the claim made from the template")
+    assert made["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] == "gpu.example.com"
+    statuses = cp.api.read("v1", "Pod", "trainer", "default")["status"]["resourceClaimStatuses"]
+    assert statuses == [{"name": "gpu", "resourceClaimName": made["metadata"]["name"]}]
+    with pytest.raises(ValueError, match="name the controllers"):
+        cp.start_controller_manager([])

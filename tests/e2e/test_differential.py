@@ -122,6 +122,18 @@ def expectations(path: pathlib.Path) -> dict[str, set[str]]:
     return out
 
 
+def expected_victims(path: pathlib.Path) -> set[str] | None:
+    """The ``# victims: ns/a ns/b`` (or ``# victims: none``) line among the file's leading
+    comments: exactly the pods kube-scheduler evicts; None where the file has no such line."""
+    for line in path.read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        if line.startswith("# victims:"):
+            names = line.removeprefix("# victims:").split()
+            return set() if names == ["none"] else set(names)
+    return None
+
+
 def key_of(obj: Mapping[str, Any]) -> str:
     meta = obj["metadata"]
     return f"{meta.get('namespace') or 'default'}/{meta['name']}"
@@ -365,7 +377,22 @@ def settle(
 class Run:
     scheduler: str
     outcomes: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: pods that were bound when the scheduler started and are gone (or going) at the end:
+    #: preemption's victims (nothing else deletes pods here)
+    victims: set[str] = field(default_factory=set)
     seconds: float = 0.0
+
+
+def bound_pods(api: RestClient) -> set[str]:
+    return {key_of(p) for p in api.list("v1", "Pod") if p["spec"].get("nodeName")}
+
+
+def gone(api: RestClient, keys: set[str]) -> set[str]:
+    """The pods of ``keys`` that no longer exist or are being deleted."""
+    present = {
+        key_of(p): p for p in api.list("v1", "Pod") if not p["metadata"].get("deletionTimestamp")
+    }
+    return {k for k in keys if k not in present}
 
 
 class KubeschedThread:
@@ -428,6 +455,7 @@ def run_scenario(
     prepared, pending = prepare(objects, scheduler)
     apply(api, prepared)
     result = Run(scheduler)
+    running = bound_pods(api)
     start = time.monotonic()
     if scheduler == KUBE_SCHEDULER:
         sched = cp.start_kube_scheduler()
@@ -439,6 +467,7 @@ def run_scenario(
     else:
         with KubeschedThread(str(cp.kubeconfig)):
             result.outcomes = settle(api, pending, expected)
+    result.victims = gone(api, running)
     result.seconds = time.monotonic() - start
     return result
 
@@ -503,8 +532,11 @@ def comparable(message: str) -> tuple[str, str | None]:
     return head, (sep + post) if sep else ""
 
 
-def _fmt(outcomes: Mapping[str, tuple[str, str]]) -> str:
-    return "; ".join(f"{k}={v[0]}" + (f" ({v[1]})" if v[1] else "") for k, v in outcomes.items())
+def _fmt(run: Run) -> str:
+    text = "; ".join(
+        f"{k}={v[0]}" + (f" ({v[1]})" if v[1] else "") for k, v in run.outcomes.items()
+    )
+    return text + (f"; victims {sorted(run.victims)}" if run.victims else "")
 
 
 @pytest.mark.parametrize("path", _ids())
@@ -516,14 +548,14 @@ def test_kube_scheduler_and_kubesched_agree(diff_cluster: ControlPlane, path: pa
         for key, allowed in expected.items():
             where = ours.outcomes[key][0]
             assert where in allowed, (
-                f"kubesched put {key} on {where}, expected {sorted(allowed)}: {_fmt(ours.outcomes)}"
+                f"kubesched put {key} on {where}, expected {sorted(allowed)}: {_fmt(ours)}"
             )
         return
     theirs = run_scenario(diff_cluster, objects, expected, KUBE_SCHEDULER)
     ours = run_scenario(diff_cluster, objects, expected, KUBESCHED)
     report = (
-        f"\nkube-scheduler ({theirs.seconds:.1f} s): {_fmt(theirs.outcomes)}"
-        f"\nkubesched      ({ours.seconds:.1f} s): {_fmt(ours.outcomes)}"
+        f"\nkube-scheduler ({theirs.seconds:.1f} s): {_fmt(theirs)}"
+        f"\nkubesched      ({ours.seconds:.1f} s): {_fmt(ours)}"
     )
     for key, allowed in expected.items():
         assert key in theirs.outcomes, f"{key} is not a pod the scenario schedules"
@@ -543,3 +575,13 @@ def test_kube_scheduler_and_kubesched_agree(diff_cluster: ControlPlane, path: pa
             assert my_filters == filters, f"{key}: messages differ{report}"
             if post is not None:
                 assert my_post == post, f"{key}: messages differ{report}"
+    victims = expected_victims(path)
+    if victims is not None:
+        assert theirs.victims == victims, (
+            f"the corpus is wrong: kube-scheduler evicted {sorted(theirs.victims)}, "
+            f"expected {sorted(victims)}{report}"
+        )
+    assert ours.victims == theirs.victims, (
+        f"victims differ: kube-scheduler {sorted(theirs.victims)}, "
+        f"kubesched {sorted(ours.victims)}{report}"
+    )
