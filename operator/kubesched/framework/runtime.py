@@ -349,7 +349,9 @@ class Framework:
             except Exception as e:
                 return None, Status.as_error(e, plugin=p.name)
             if s is None or s.code == Code.SUCCESS:
-                return r, None
+                # The message stays: kube's FitError carries it (e.g. DefaultPreemption's
+                # "preemption: found a potential placement for pod on node ...").
+                return r, s
             if s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                 return r, s.with_plugin(p.name)
             if s.code != Code.UNSCHEDULABLE:

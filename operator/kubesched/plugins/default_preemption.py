@@ -1,7 +1,8 @@
 """DefaultPreemption: when no node fits a pod, evict lower-priority pods from the node
 where that costs least, and nominate the pod to that node (kube-scheduler's PostFilter).
 
-What it does, as kube-scheduler v1.34 (``defaultpreemption`` + ``framework/preemption``):
+What it does, as kube-scheduler v1.37 (``defaultpreemption`` + ``framework/preemption``,
+feature gates at their defaults: async preemption on, GenericWorkload off):
 
 1. Eligibility: ``preemptionPolicy: Never`` pods never preempt ("not eligible due to
    preemptionPolicy=Never."); a pod whose nominated node still holds a lower-priority
@@ -15,11 +16,14 @@ What it does, as kube-scheduler v1.34 (``defaultpreemption`` + ``framework/preem
 3. Victims on a node: every pod of lower priority is removed (PreFilter ``remove_pod``
    extensions keep plugin state right); if the pod then fits (Filter, with nominated
    pods), victims are reprieved one by one — PDB-violating ones first, then the others,
-   each group from the most important (higher priority, then earlier ``status.startTime``)
-   — keeping every pod whose return still lets the pod fit. PDB violations are counted as
-   kube's ``filterPodsWithPDBViolation`` does: ``status.disruptionsAllowed`` of each
-   matching PDB in the pod's namespace is decremented per victim; below zero is a
-   violation; pods listed in ``status.disruptedPods`` are not counted.
+   each group from the most important (higher priority, then earlier ``status.startTime``;
+   a pod without one counts as starting "now", after every pod that has one, and such
+   pods keep the node's pod order among themselves) — keeping every pod whose return
+   still lets the pod fit. PDB violations are counted as kube's
+   ``FilterVictimsWithPDBViolation`` does: going through the victims in that order,
+   ``status.disruptionsAllowed`` of the matching PDBs in the pod's namespace is
+   decremented until one goes below zero (a violation; the later PDBs are not charged
+   for that pod); pods listed in ``status.disruptedPods`` are not counted.
 4. The node: fewest PDB violations, then the lowest highest-victim priority, then the
    smallest sum of victim priorities (each offset by 2^31), then fewest victims, then
    the latest start time among the highest-priority victims, then the first.
@@ -30,7 +34,9 @@ What it does, as kube-scheduler v1.34 (``defaultpreemption`` + ``framework/preem
    that runs, PreEnqueue holds the preemptor back ("waiting for the preemption for this
    pod to be finished").
 
-The PostFilter message is kube's: ``preemption: <reason>``, where a failed search reads
+The PostFilter message is kube's: ``preemption: found a potential placement for pod on
+node <node>, preempting <n> victims`` when a node was chosen (it ends the pod's
+FailedScheduling message), else ``preemption: <reason>``, where a failed search reads
 like a FitError over the dry-run nodes (``0/3 nodes are available: 3 No preemption
 victims found for incoming pod.``); nodes that were not candidates count as "Preemption
 is not helpful for scheduling".
@@ -39,11 +45,16 @@ Deliberate differences:
 - The dry run is sequential in node order from the random offset; kube runs it in
   parallel, so which candidates it finds first (when it stops early) is racy. On a full
   tie kube takes whichever node Go's map iteration yields (random); we take the first
-  candidate in dry-run order (non-violating candidates first).
+  candidate in dry-run order (non-violating candidates first). The same holds when the
+  highest-priority victims of the tied nodes have no ``status.startTime``: kube reads the
+  clock per node while scoring, so the node scored last wins (random).
+- With several PDBs selecting one pod, the order kube checks them in is its informer
+  cache's (random); ours is the object store's.
 - When the asynchronous preparation ends, the preemptor is activated (moved to activeQ);
   kube activates it only on an API error and otherwise relies on the victims' delete
-  events. Pods without ``status.startTime`` count as starting "now" (as kube), i.e.
-  after every pod that has one.
+  events. A victim waiting at Permit is rejected (kube 1.37 fails it with an Error
+  status and adds " (in kube-scheduler memory)." to the Preempted event); a victim in
+  PreBind is deleted through the API (kube cancels its binding cycle).
 - Extenders and workload-aware (PodGroup) preemption are not supported.
 """
 
@@ -173,18 +184,24 @@ def filter_pods_with_pdb_violation(
     allowed = [p.disruptions_allowed for p in pdbs]
     violating: list[Pod] = []
     non_violating: list[Pod] = []
+
+    def violates(pod: Pod) -> bool:
+        # v1.37: the first PDB driven below zero decides; the PDBs after it are not
+        # charged for this pod (v1.34 charged every matching PDB).
+        if not pod.labels:
+            return False
+        for i, pdb in enumerate(pdbs):
+            if pdb.namespace != pod.namespace or pdb.selector is None:
+                continue
+            if not pdb.selector.matches(pod.labels) or pod.name in pdb.disrupted_pods:
+                continue
+            allowed[i] -= 1
+            if allowed[i] < 0:
+                return True
+        return False
+
     for pod in pods:
-        violated = False
-        if pod.labels:
-            for i, pdb in enumerate(pdbs):
-                if pdb.namespace != pod.namespace or pdb.selector is None:
-                    continue
-                if not pdb.selector.matches(pod.labels) or pod.name in pdb.disrupted_pods:
-                    continue
-                allowed[i] -= 1
-                if allowed[i] < 0:
-                    violated = True
-        (violating if violated else non_violating).append(pod)
+        (violating if violates(pod) else non_violating).append(pod)
     return violating, non_violating
 
 
@@ -316,7 +333,11 @@ class DefaultPreemption:
         if best is None or not best.node:
             return None, Status.unschedulable(ERR_NO_CANDIDATE)
         self.prepare_candidate_async(best, pod)
-        return PostFilterResult(best.node), None
+        return PostFilterResult(best.node), Status(
+            Code.SUCCESS,
+            f"found a potential placement for pod on node {best.node}, "
+            f"preempting {len(best.victims)} victims",
+        )
 
     def pod_eligible_to_preempt_others(
         self, pod: Pod, nominated_node_status: Status | None

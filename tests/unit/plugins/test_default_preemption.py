@@ -1,6 +1,6 @@
 """DefaultPreemption: eligibility, victim selection, PDBs, node ordering, messages.
 
-Expected victims and nodes are worked out by hand from kube-scheduler v1.34's
+Expected victims and nodes are worked out by hand from kube-scheduler v1.37's
 ``SelectVictimsOnNode`` / ``pickOneNodeForPreemption`` rules.
 """
 
@@ -348,7 +348,10 @@ def test_unresolvable_nodes_count_as_not_helpful() -> None:
 def test_success_nominates_the_chosen_node() -> None:
     nodes = [node("n1", pod("a", 5, "4", node="n1")), node("n2", pod("b", 1, "4", node="n2"))]
     res, st = run_post_filter(nodes, pod("p", 10, "2"))
-    assert st is None
+    assert st == Status(
+        Code.SUCCESS,
+        "preemption: found a potential placement for pod on node n2, preempting 1 victims",
+    )
     assert res is not None and res.nominated_node_name == "n2"
 
 

@@ -90,8 +90,12 @@ def test_preemption_scenarios(
         assert ev.type == "Normal"
         assert ev.message == f"Preempted by pod {high_uid} on node {placement['high']}"
     failed = [e for e in run.cluster.events_for("default/high") if e.reason == "FailedScheduling"]
+    # kube 1.37: a successful preemption ends the FailedScheduling message with its plan.
     assert failed and failed[0].message.startswith("0/")
-    assert "preemption:" not in failed[0].message  # success adds no PostFilter message
+    assert failed[0].message.endswith(
+        f" preemption: found a potential placement for pod on node {placement['high']}, "
+        f"preempting {len(victims)} victims"
+    )
 
 
 def test_never_and_no_victims_messages() -> None:
