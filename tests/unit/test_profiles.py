@@ -17,26 +17,15 @@ from kubesched.framework.types import Pod
 from kubesched.plugins import in_tree_registry
 from kubesched.profiles import ProfileError, compile_profile, default_profile_spec
 
-# kube-scheduler v1.34's default plugins per extension point, in order (the multiPoint
-# defaults expanded); the test keeps the ones registered here.
+# kube-scheduler v1.37.2's default plugins per extension point, in order (the multiPoint
+# defaults with its default feature gates, expanded by the interfaces each plugin
+# implements); the test keeps the ones registered here.
 KUBE_DEFAULT_CHAINS: dict[str, list[str]] = {
     "queueSort": ["PrioritySort"],
     "preEnqueue": ["SchedulingGates", "DynamicResources", "DefaultPreemption"],
     "preFilter": [
-        "NodeAffinity",
-        "NodePorts",
-        "NodeResourcesFit",
-        "VolumeRestrictions",
-        "NodeVolumeLimits",
-        "VolumeBinding",
-        "VolumeZone",
-        "PodTopologySpread",
-        "InterPodAffinity",
-        "DynamicResources",
-    ],
-    "filter": [
-        "NodeUnschedulable",
         "NodeName",
+        "NodeUnschedulable",
         "TaintToleration",
         "NodeAffinity",
         "NodePorts",
@@ -48,8 +37,25 @@ KUBE_DEFAULT_CHAINS: dict[str, list[str]] = {
         "PodTopologySpread",
         "InterPodAffinity",
         "DynamicResources",
+        "NodeDeclaredFeatures",
     ],
-    "postFilter": ["DefaultPreemption"],
+    "filter": [
+        "NodeName",
+        "NodeUnschedulable",
+        "TaintToleration",
+        "NodeAffinity",
+        "NodePorts",
+        "NodeResourcesFit",
+        "VolumeRestrictions",
+        "NodeVolumeLimits",
+        "VolumeBinding",
+        "VolumeZone",
+        "PodTopologySpread",
+        "InterPodAffinity",
+        "DynamicResources",
+        "NodeDeclaredFeatures",
+    ],
+    "postFilter": ["DynamicResources", "DefaultPreemption"],
     "preScore": [
         "TaintToleration",
         "NodeAffinity",
@@ -66,6 +72,7 @@ KUBE_DEFAULT_CHAINS: dict[str, list[str]] = {
         "VolumeBinding:1",
         "PodTopologySpread:2",
         "InterPodAffinity:2",
+        "DynamicResources:2",
         "NodeResourcesBalancedAllocation:1",
         "ImageLocality:1",
     ],
@@ -161,6 +168,7 @@ def test_multipoint_disabled_star_replaces_every_default() -> None:
     ).names()
     assert names == {
         "queueSort": ["PrioritySort"],
+        "preFilter": ["NodeName"],
         "filter": ["NodeName"],
         "bind": ["DefaultBinder"],
     }

@@ -94,6 +94,8 @@ class ActionType(enum.IntFlag):
     UPDATE_POD_GENERATED_RESOURCE_CLAIM = 2048
     UPDATE_OTHER = 4096
     """Any other update (objects without finer update kinds)."""
+    UPDATE_NODE_DECLARED_FEATURE = 8192
+    """A node's ``status.declaredFeatures`` changed (kube-scheduler v1.35+)."""
 
     UPDATE = (
         UPDATE_NODE_ALLOCATABLE
@@ -107,6 +109,7 @@ class ActionType(enum.IntFlag):
         | UPDATE_POD_SCHEDULING_GATES_ELIMINATED
         | UPDATE_POD_GENERATED_RESOURCE_CLAIM
         | UPDATE_OTHER
+        | UPDATE_NODE_DECLARED_FEATURE
     )
     ALL = ADD | DELETE | UPDATE
 

@@ -1,14 +1,16 @@
 """The in-tree plugins: one module each, registered by :func:`in_tree_registry`.
 
 :data:`DEFAULT_PLUGINS` is kube-scheduler's default ``multiPoint`` plugin list
-(``getDefaultPlugins`` in pkg/scheduler/apis/config/v1/default_plugins.go, v1.34, with
-the DynamicResourceAllocation feature gate on, as it is by default), restricted to the
-plugins that exist here, in kube-scheduler's order, with its score weights:
+(``getDefaultPlugins`` in pkg/scheduler/apis/config/v1/default_plugins.go, v1.37.2,
+with its default feature gates: DynamicResourceAllocation and NodeDeclaredFeatures are
+GA and locked on, GenericWorkload, TopologyAwareWorkloadScheduling and
+InPlacePodVerticalScalingSchedulerPreemption are off), restricted to the plugins that
+exist here, in kube-scheduler's order, with its score weights:
 
     SchedulingGates
     PrioritySort
-    NodeUnschedulable
     NodeName
+    NodeUnschedulable
     TaintToleration                  weight 3
     NodeAffinity                     weight 2
     NodePorts
@@ -19,11 +21,12 @@ plugins that exist here, in kube-scheduler's order, with its score weights:
     VolumeZone
     PodTopologySpread                weight 2
     InterPodAffinity                 weight 2
-    DynamicResources
+    DynamicResources                 weight 2  (not registered yet: issue 15 brings it)
     DefaultPreemption
     NodeResourcesBalancedAllocation  weight 1
     ImageLocality                    weight 1
     DefaultBinder
+    NodeDeclaredFeatures
 
 Plugins without a weight get weight 1 where they score (kube-scheduler's default).
 
@@ -49,6 +52,7 @@ from kubesched.plugins import (
     image_locality,
     inter_pod_affinity,
     node_affinity,
+    node_declared_features,
     node_name,
     node_ports,
     node_resources_balanced_allocation,
@@ -76,8 +80,8 @@ __all__ = [
 IN_TREE_MODULES: tuple[ModuleType, ...] = (
     scheduling_gates,
     priority_sort,
-    node_unschedulable,
     node_name,
+    node_unschedulable,
     taint_toleration,
     node_affinity,
     node_ports,
@@ -92,14 +96,15 @@ IN_TREE_MODULES: tuple[ModuleType, ...] = (
     node_resources_balanced_allocation,
     image_locality,
     default_binder,
+    node_declared_features,
     coscheduling,
 )
 
 KUBE_DEFAULT_PLUGINS: tuple[tuple[str, int | None], ...] = (
     ("SchedulingGates", None),
     ("PrioritySort", None),
-    ("NodeUnschedulable", None),
     ("NodeName", None),
+    ("NodeUnschedulable", None),
     ("TaintToleration", 3),
     ("NodeAffinity", 2),
     ("NodePorts", None),
@@ -110,13 +115,16 @@ KUBE_DEFAULT_PLUGINS: tuple[tuple[str, int | None], ...] = (
     ("VolumeZone", None),
     ("PodTopologySpread", 2),
     ("InterPodAffinity", 2),
-    ("DynamicResources", None),
+    ("DynamicResources", 2),
     ("DefaultPreemption", None),
     ("NodeResourcesBalancedAllocation", 1),
     ("ImageLocality", 1),
     ("DefaultBinder", None),
+    ("NodeDeclaredFeatures", None),
 )
-"""kube-scheduler v1.34's default multiPoint list: (name, weight or None if unset)."""
+"""kube-scheduler v1.37.2's default multiPoint list: (name, weight or None if unset).
+NodeDeclaredFeatures is appended by ``applyFeatureGates`` before DynamicResources is
+inserted ahead of DefaultPreemption, hence its place at the end."""
 
 
 def in_tree_registry() -> Registry:

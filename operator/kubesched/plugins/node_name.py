@@ -1,7 +1,14 @@
-"""NodeName: a pod that names its node (``spec.nodeName``) fits only that node."""
+"""NodeName: a pod that names its node (``spec.nodeName``) fits only that node.
+
+Since kube-scheduler v1.37 PreFilter also narrows the nodes Filter sees to the named
+one, so the others are reported as ``node(s) didn't satisfy plugin(s) [NodeName]``
+(UnschedulableAndUnresolvable, no preemption there) rather than by Filter's reason.
+Filter's reason remains for a nominated-node check or a profile without PreFilter.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -14,6 +21,8 @@ from kubesched.framework.interface import (
     ClusterEventWithHint,
     EventResource,
     Handle,
+    PreFilterExtensions,
+    PreFilterResult,
 )
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.status import Status
@@ -47,6 +56,16 @@ class NodeName:
     def events_to_register(self) -> list[ClusterEventWithHint]:
         # Only a new node can change the answer (kube-scheduler with queueing hints).
         return [ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD))]
+
+    def pre_filter(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        if pod.node_name:
+            return PreFilterResult({pod.node_name}), None
+        return None, None
+
+    def pre_filter_extensions(self) -> PreFilterExtensions | None:
+        return None
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         if fits(pod, node_info):

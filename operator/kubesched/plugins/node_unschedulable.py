@@ -3,6 +3,7 @@ pod tolerates the ``node.kubernetes.io/unschedulable:NoSchedule`` taint."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -16,6 +17,8 @@ from kubesched.framework.interface import (
     ClusterEventWithHint,
     EventResource,
     Handle,
+    PreFilterExtensions,
+    PreFilterResult,
 )
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.status import Status
@@ -67,6 +70,16 @@ class NodeUnschedulable:
                 ClusterEvent(EventResource.POD, ActionType.UPDATE_POD_TOLERATIONS)
             ),
         ]
+
+    def pre_filter(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        # kube-scheduler v1.37 has a PreFilter here that only skips pods with a deferred
+        # resize (alpha gate InPlacePodVerticalScalingSchedulerPreemption, off by default).
+        return None, None
+
+    def pre_filter_extensions(self) -> PreFilterExtensions | None:
+        return None
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         node = node_info.node

@@ -26,6 +26,8 @@ from kubesched.framework.interface import (
     ClusterEventWithHint,
     EventResource,
     Handle,
+    PreFilterExtensions,
+    PreFilterResult,
 )
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.status import Status
@@ -91,6 +93,16 @@ class TaintToleration:
         ]
 
     # -- Filter ---------------------------------------------------------------------------
+    def pre_filter(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        # kube-scheduler v1.37 has a PreFilter here that only skips pods with a deferred
+        # resize (alpha gate InPlacePodVerticalScalingSchedulerPreemption, off by default).
+        return None, None
+
+    def pre_filter_extensions(self) -> PreFilterExtensions | None:
+        return None
+
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         node = node_info.node
         if node is None:

@@ -58,6 +58,10 @@ def node_update_action(old: Node, new: Node) -> ActionType:
         "annotations"
     ):
         a |= ActionType.UPDATE_NODE_ANNOTATION
+    if (old.raw.get("status") or {}).get("declaredFeatures") != (new.raw.get("status") or {}).get(
+        "declaredFeatures"
+    ):
+        a |= ActionType.UPDATE_NODE_DECLARED_FEATURE
     return a
 
 

@@ -42,6 +42,7 @@ def test_registry_holds_every_in_tree_plugin() -> None:
             "ImageLocality",
             "InterPodAffinity",
             "NodeAffinity",
+            "NodeDeclaredFeatures",
             "NodeName",
             "NodePorts",
             "NodeResourcesBalancedAllocation",
@@ -70,8 +71,8 @@ def test_default_plugins_follow_kube_scheduler_order_and_weights() -> None:
     # kubesched's own defaults.
     assert DEFAULT_PLUGINS == (
         ("SchedulingGates", None),
-        ("NodeUnschedulable", None),
         ("NodeName", None),
+        ("NodeUnschedulable", None),
         ("TaintToleration", 3),
         ("NodeAffinity", 2),
         ("NodePorts", None),
@@ -86,11 +87,13 @@ def test_default_plugins_follow_kube_scheduler_order_and_weights() -> None:
         ("NodeResourcesBalancedAllocation", 1),
         ("ImageLocality", 1),
         ("DefaultBinder", None),
+        ("NodeDeclaredFeatures", None),
         ("Coscheduling", None),
     )
     kube_order = [n for n, _ in KUBE_DEFAULT_PLUGINS]
     assert kube_order.index("DynamicResources") == kube_order.index("DefaultPreemption") - 1
-    assert len(kube_order) == 19
+    assert len(kube_order) == 20
+    assert kube_order[-1] == "NodeDeclaredFeatures"
 
 
 EXPECTED_POINTS: dict[str, set[type]] = {
@@ -104,9 +107,11 @@ EXPECTED_POINTS: dict[str, set[type]] = {
         PermitPlugin,
         EnqueueExtensions,
     },
-    "NodeUnschedulable": {FilterPlugin, VectorFilterPlugin, EnqueueExtensions},
-    "NodeName": {FilterPlugin, VectorFilterPlugin, EnqueueExtensions},
+    "NodeUnschedulable": {PreFilterPlugin, FilterPlugin, VectorFilterPlugin, EnqueueExtensions},
+    "NodeName": {PreFilterPlugin, FilterPlugin, VectorFilterPlugin, EnqueueExtensions},
+    "NodeDeclaredFeatures": {PreFilterPlugin, FilterPlugin, EnqueueExtensions},
     "TaintToleration": {
+        PreFilterPlugin,
         FilterPlugin,
         VectorFilterPlugin,
         PreScorePlugin,

@@ -5,11 +5,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from kubesched.framework.cycle_state import CycleState
-from kubesched.framework.interface import ActionType, ClusterEvent, EventResource
+from kubesched.framework.interface import ActionType, ClusterEvent, EventResource, PreFilterResult
+from kubesched.framework.runtime import FrameworkServices
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Status
 from kubesched.framework.types import Pod
 from kubesched.plugins import node_name
+from kubesched.profiles import compile_profile, default_profile_spec
+from kubesched.scheduler.algorithm import Algorithm, FitError
 from tests.builders import make_node, make_pod
 from tests.unit.plugins.fakes import FakeHandle
 from tests.unit.plugins.strategies import cases
@@ -58,3 +61,37 @@ def test_filter_mask_equals_filter(case: tuple[Snapshot, Pod]) -> None:
     expected = [plugin.filter(state, pod, ni) is None for ni in snap.node_infos]
     assert mask is not None
     np.testing.assert_array_equal(mask, expected)
+
+
+# -- v1.37: PreFilter narrows to the named node ----------------------------------------------------
+def test_pre_filter_narrows_to_the_named_node(handle: FakeHandle) -> None:
+    plugin = node_name.new(node_name.Args(), handle)
+    result, status = plugin.pre_filter(CycleState(), make_pod("p").spec(nodeName="b").pod(), [])
+    assert status is None
+    assert result == PreFilterResult({"b"})
+    assert plugin.pre_filter(CycleState(), make_pod("p").pod(), []) == (None, None)
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        pytest.param(
+            "b",
+            "0/3 nodes are available: 1 node(s) were unschedulable, "
+            "2 node(s) didn't satisfy plugin(s) [NodeName].",
+            id="named-node-cordoned",
+        ),
+        pytest.param(
+            "zz",
+            "0/3 nodes are available: 3 node(s) didn't satisfy plugin(s) [NodeName].",
+            id="named-node-missing",
+        ),
+    ],
+)
+def test_default_profile_fit_error(target: str, message: str) -> None:
+    snap = Snapshot([make_node(n).unschedulable(n == "b").info() for n in ("a", "b", "c")])
+    fwk = compile_profile(default_profile_spec(), FrameworkServices(snapshot=lambda: snap))
+    pod = make_pod("p").spec(nodeName=target).pod()
+    with pytest.raises(FitError) as exc:
+        Algorithm().schedule_pod(fwk.framework, CycleState(), pod, snap)
+    assert str(exc.value) == message
