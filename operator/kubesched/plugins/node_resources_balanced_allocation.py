@@ -1,17 +1,21 @@
-"""NodeResourcesBalancedAllocation: prefers nodes whose resources would be used evenly.
+"""NodeResourcesBalancedAllocation: prefers nodes whose balance the pod would improve.
 
-The score is ``(1 - std) * 100`` truncated, where ``std`` is the standard deviation of
-the fractions requested/allocatable (each capped at 1) of the configured resources
-after placing the pod. It counts plain requests (no non-zero defaults), and it is
-skipped for pods that request none of the resources (best-effort pods would otherwise
-all pile onto one node). kube-scheduler's default profile gives it score weight 1.
+A node's balance is ``(1 - std) * 100`` truncated, where ``std`` is the standard
+deviation of the fractions requested/allocatable (each capped at 1) of the configured
+resources. Since kube-scheduler v1.37 the score compares the balance with the pod
+(``with``) and without it (``without``): ``50 + (50 + with - without) / 2`` (integer
+division), about 75 when the pod changes little, towards 100 when it evens the node
+out, towards 50 when it skews it. It counts plain requests (no non-zero defaults), and
+it is skipped for pods that request none of the resources (best-effort pods would
+otherwise all pile onto one node). kube-scheduler's default profile gives it score
+weight 1.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -101,6 +105,39 @@ def balanced_score(fractions: Sequence[float]) -> int:
     return int((1 - std) * MAX_NODE_SCORE)
 
 
+def _go_div2(x: int) -> int:
+    """``x / 2`` truncated toward zero, as Go's integer division."""
+    return -((-x) // 2) if x < 0 else x // 2
+
+
+def improvement_score(with_pod: int, without_pod: int) -> int:
+    """kube-scheduler v1.37's ``balancedResourceScorer`` from the two balances."""
+    half = MAX_NODE_SCORE // 2
+    return half + _go_div2(half + with_pod - without_pod)
+
+
+def _std_rows(cols: list[tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]], m: int) -> Any:
+    """Per row, :func:`balanced_score` of the valid fractions (vector form)."""
+    count = np.zeros(m, dtype=np.int64)
+    total = np.zeros(m, dtype=np.float64)
+    first = np.zeros(m, dtype=np.float64)
+    second = np.zeros(m, dtype=np.float64)
+    for valid, frac in cols:
+        first = np.where(valid & (count == 0), frac, first)
+        second = np.where(valid & (count == 1), frac, second)
+        total = np.where(valid, total + frac, total)
+        count += valid
+    mean = total / np.where(count > 0, count, 1)
+    acc = np.zeros(m, dtype=np.float64)
+    for valid, frac in cols:
+        acc = np.where(valid, acc + (frac - mean) * (frac - mean), acc)
+    std = np.zeros(m, dtype=np.float64)
+    std = np.where(count == 2, np.abs((first - second) / 2), std)
+    wide = count > 2
+    std = np.where(wide, np.sqrt(acc / np.where(wide, count, 1)), std)
+    return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+
+
 class NodeResourcesBalancedAllocation:
     name = NAME
 
@@ -132,15 +169,17 @@ class NodeResourcesBalancedAllocation:
         reqs = self._score_requests(state, pod)
         if reqs is None:
             return 0, None
-        fractions: list[float] = []
+        with_pod: list[float] = []
+        without_pod: list[float] = []
         for name, pod_req in zip(self.resources, reqs, strict=True):
             alloc, requested = allocatable_and_requested(
                 node_info, name, pod_req, use_requested=True
             )
             if alloc == 0:
                 continue
-            fractions.append(min(float(requested) / float(alloc), 1.0))
-        return balanced_score(fractions), None
+            with_pod.append(min(float(requested) / float(alloc), 1.0))
+            without_pod.append(min(float(requested - pod_req) / float(alloc), 1.0))
+        return improvement_score(balanced_score(with_pod), balanced_score(without_pod)), None
 
     def score_vector(
         self, state: CycleState, pod: Pod, snapshot: Snapshot, rows: npt.NDArray[np.intp]
@@ -152,32 +191,23 @@ class NodeResourcesBalancedAllocation:
         if reqs is None:
             return np.zeros(m, dtype=np.int64)
         cols: list[tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]] = []
+        base: list[tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]] = []
         for name, pod_req in zip(self.resources, reqs, strict=True):
             ar = allocatable_and_requested_rows(snapshot, rows, name, pod_req, use_requested=True)
             if ar is None:
                 continue
             alloc, requested = ar
             valid = alloc != 0
-            frac = requested.astype(np.float64) / np.where(valid, alloc, 1).astype(np.float64)
-            cols.append((valid, np.minimum(frac, 1.0)))
-        count = np.zeros(m, dtype=np.int64)
-        total = np.zeros(m, dtype=np.float64)
-        first = np.zeros(m, dtype=np.float64)
-        second = np.zeros(m, dtype=np.float64)
-        for valid, frac in cols:
-            first = np.where(valid & (count == 0), frac, first)
-            second = np.where(valid & (count == 1), frac, second)
-            total = np.where(valid, total + frac, total)
-            count += valid
-        mean = total / np.where(count > 0, count, 1)
-        acc = np.zeros(m, dtype=np.float64)
-        for valid, frac in cols:
-            acc = np.where(valid, acc + (frac - mean) * (frac - mean), acc)
-        std = np.zeros(m, dtype=np.float64)
-        std = np.where(count == 2, np.abs((first - second) / 2), std)
-        wide = count > 2
-        std = np.where(wide, np.sqrt(acc / np.where(wide, count, 1)), std)
-        return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+            denom = np.where(valid, alloc, 1).astype(np.float64)
+            cols.append((valid, np.minimum(requested.astype(np.float64) / denom, 1.0)))
+            allocated = (requested - pod_req).astype(np.float64)
+            base.append((valid, np.minimum(allocated / denom, 1.0)))
+        with_pod = _std_rows(cols, m)
+        without_pod = _std_rows(base, m)
+        half = MAX_NODE_SCORE // 2
+        diff = half + with_pod - without_pod
+        # Go's integer division truncates toward zero.
+        return np.asarray(half + np.trunc(diff / 2).astype(np.int64), dtype=np.int64)
 
     def normalize_score(
         self, state: CycleState, pod: Pod, scores: npt.NDArray[np.int64]

@@ -39,6 +39,8 @@ def running(**req: str) -> Pod:
     return b.pod()
 
 
+# kube-scheduler v1.37: 50 + (50 + balance with the pod - balance without it) / 2, where a
+# balance is int((1 - std) * 100) of the requested/allocatable fractions (capped at 1).
 @pytest.mark.parametrize(
     ("args", "pod", "node_info", "expected"),
     [
@@ -46,64 +48,78 @@ def running(**req: str) -> Pod:
             {},
             make_pod("p").req(cpu="1", memory="4Gi").pod(),
             node(),
-            87,
+            68,
             id="fractions-0.25-0.5-std-0.125",
         ),
         pytest.param(
             {},
             make_pod("p").req(cpu="2", memory="4Gi").pod(),
             node(),
-            100,
+            75,
             id="perfectly-balanced",
         ),
         pytest.param(
             {},
             make_pod("p").req(cpu="1", memory="2Gi").pod(),
             node(running(cpu="1")),
-            87,
+            75,
             id="node-requests-count-0.5-0.25",
         ),
         pytest.param(
             {},
             make_pod("p").req(cpu="2", memory="4Gi").pod(),
             node(running()),
-            100,
+            75,
             id="plain-requests-not-non-zero",
         ),
         pytest.param(
             {},
             make_pod("p").req(cpu="8", memory="4Gi").pod(),
             node(),
-            75,
+            62,
             id="fraction-capped-at-1",
         ),
         pytest.param(
             {},
             make_pod("p").req(cpu="1").pod(),
             node(),
-            87,
+            68,
             id="memory-zero-fraction-0.25-0",
         ),
         pytest.param(
             THREE,
             make_pod("p").req(cpu="1", memory="4Gi", **{GPU: "2"}).pod(),
             node(**{GPU: "2"}),
-            68,
+            59,
             id="three-resources-std-0.3118",
         ),
         pytest.param(
             THREE,
             make_pod("p").req(cpu="1", memory="4Gi").pod(),
             node(**{GPU: "2"}),
-            87,
+            68,
             id="extended-not-requested-skipped",
         ),
         pytest.param(
             {},
             make_pod("p").req(cpu="1", memory="4Gi").pod(),
             node(memory="0"),
-            100,
+            75,
             id="single-fraction-std-0",
+        ),
+        pytest.param(
+            {},
+            make_pod("p").req(memory="4Gi").pod(),
+            node(running(cpu="2")),
+            87,  # without 75 (0.5, 0), with 100 (0.5, 0.5): 50 + (50 + 100 - 75) / 2
+            id="pod-evens-out-the-node",
+        ),
+        pytest.param(
+            {},
+            make_pod("p").req(cpu="2").pod(),
+            node(running(cpu="2", memory="4Gi")),
+            62,  # without 100 (0.5, 0.5), with 75 (1, 0.5): 50 + (50 + 75 - 100) / 2
+            id="pod-skews-a-balanced-node",
         ),
     ],
 )
