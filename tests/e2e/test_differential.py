@@ -20,9 +20,10 @@ No controllers run, so this module plays their part (:class:`Controllers`): pods
 deleted (preemption victims; no kubelet finishes them) are force-deleted, a PV's
 ``claimRef`` written by VolumeBinding is completed into a bound claim (the PV
 controller's ``pv.kubernetes.io/bind-completed``, volumeName and phases), and statuses a
-scenario states (PDB ``disruptionsAllowed``, PV/PVC phases, node images) are written
-through the status subresource. The API server's Priority admission refuses a
-``spec.priority`` without a class, so such pods get a PriorityClass of that value.
+scenario states (PDB ``disruptionsAllowed``, PV/PVC phases, node images, a pod's
+``startTime``) are written through the status subresource. The API server's Priority
+admission refuses a ``spec.priority`` without a class, so such pods get a PriorityClass
+of that value.
 
 Gang scenarios (PodGroup) run with kubesched only (kube-scheduler has no Coscheduling):
 its outcome must satisfy the expectations. kubesched's CRDs are installed.
@@ -258,7 +259,10 @@ def prepare(objects: list[JSON], scheduler_name: str) -> tuple[list[JSON], list[
             spec = o["spec"]
             priority = spec.pop("priority", 0)
             policy = spec.pop("preemptionPolicy", "PreemptLowerPriority")
-            o.pop("status", None)
+            status = o.pop("status", None) or {}
+            if status.get("startTime"):
+                # The one pod status a scenario states: preemption compares start times.
+                o["status"] = {"startTime": status["startTime"]}
             if (
                 not spec.get("priorityClassName")
                 and not (global_default is not None and priority == global_default["value"])
@@ -310,6 +314,7 @@ def apply(api: RestClient, objects: list[JSON]) -> None:
         if kind == "PersistentVolumeClaim":
             uids[key_of(created)] = created["metadata"]["uid"]
         if status and kind in (
+            "Pod",
             "Node",
             "PersistentVolume",
             "PersistentVolumeClaim",
