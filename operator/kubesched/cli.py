@@ -317,13 +317,12 @@ async def _explain_objects(
     from kubesched.scheduler.eventhandlers import EventHandlers
     from kubesched.scheduler.explain import explain_pod
     from kubesched.scheduler.scheduler import Scheduler
+    from kubesched.simulator.engine import start
 
     cluster = MemoryCluster()
     sched = Scheduler(cluster, cluster, seed=0)
     bad: list[str] = []
-    cluster.subscribe(EventHandlers(sched, on_bad_object=lambda k, o, m: bad.append(m)).on_event)
-    for obj in objects:
-        cluster.apply(obj)
+    start(cluster, objects, EventHandlers(sched, on_bad_object=lambda k, o, m: bad.append(m)))
     if schedule:
         await sched.run_until_idle()
     raw = cluster.pod(f"{ns}/{name}")

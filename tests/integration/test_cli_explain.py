@@ -46,7 +46,7 @@ spec:
 ---
 apiVersion: v1
 kind: Pod
-metadata: {name: huge, namespace: team}
+metadata: {name: xlarge, namespace: team}
 spec:
   containers: [{name: c, image: app, resources: {requests: {cpu: "8"}}}]
 """
@@ -62,8 +62,9 @@ def scenario(tmp_path: Path) -> str:
 def test_explain_unschedulable_pod_of_a_scenario(
     scenario: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # "web" lands on the emptier "big" first, so "huge" (8 cpu) no longer fits there.
-    assert main(["explain", "team/huge", "--scenario", scenario, "--output", "json"]) == 0
+    # Pods are queued by name, as a scheduler lists them from an API server: "web" lands
+    # on the emptier "big" first, so "xlarge" (8 cpu) no longer fits there.
+    assert main(["explain", "team/xlarge", "--scenario", scenario, "--output", "json"]) == 0
     doc = orjson.loads(capsys.readouterr().out)
     assert doc["status"] == "Unschedulable"
     assert doc["feasible"] == []

@@ -1,15 +1,20 @@
 """The simulation engine: the real scheduler on an in-memory cluster, in virtual time.
 
-SchedulingProfiles in the scenario are compiled and serve their schedulerNames. Other
-objects are applied in document order (pods are queued as if created one after
-another), then the scheduler runs until nothing is left to do. ``seconds`` is wall
-time from the first scheduling cycle to the last bind.
+SchedulingProfiles in the scenario are compiled and serve their schedulerNames. The
+other objects are stored first, as if created in document order, and the scheduler
+starts only then, as ``kubesched run`` (or kube-scheduler) started beside a cluster that
+already holds them: its informers LIST each kind, and an API server lists in etcd key
+order (``namespace/name``, byte-wise), not in creation order. So pods enter the queue
+in that order (equal priorities pop in it: PrioritySort's FIFO), and nodes enter the
+cache in name order (the zone-interleaved node list, and with it the Filter scan and
+ties, follow it). Then the scheduler runs until nothing is left to do. ``seconds`` is
+wall time from the first scheduling cycle to the last bind.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +26,18 @@ from kubesched.scheduler.eventhandlers import EventHandlers
 from kubesched.scheduler.scheduler import Scheduler
 from kubesched.simulator.vtime import VirtualTimeLoop
 
-__all__ = ["PodResult", "SimulationResult", "run_simulation", "scenario_profiles", "simulate"]
+__all__ = [
+    "PodResult",
+    "SimulationResult",
+    "list_order",
+    "run_simulation",
+    "scenario_profiles",
+    "simulate",
+    "start",
+]
+
+#: The kinds the scheduler lists first (the rest follow in document order of first kind).
+_FIRST_KINDS = ("Namespace", "PriorityClass", "Node", "Pod")
 
 
 @dataclass
@@ -73,12 +89,7 @@ async def _simulate(
     sched = Scheduler(cluster, cluster, profiles=profiles, seed=seed)
     bad: list[str] = []
     handlers = EventHandlers(sched, on_bad_object=lambda kind, obj, msg: bad.append(msg))
-    cluster.subscribe(handlers.on_event)
-    to_schedule: list[str] = []
-    for obj in objects:
-        stored = cluster.apply(obj)
-        if stored.get("kind") == "Pod" and not (stored.get("spec") or {}).get("nodeName"):
-            to_schedule.append(MemoryCluster.key_of(stored)[1])
+    to_schedule = start(cluster, objects, handlers)
     await sched.run_until_idle()
     seconds = 0.0
     if sched.stats.first_cycle is not None and sched.stats.last_bind is not None:
@@ -93,6 +104,36 @@ async def _simulate(
         results.append(_result(sched, pod, ns, name))
     nodes = len(cluster.objects.get("Node", {}))
     return SimulationResult(results, nodes, seconds), sched, cluster
+
+
+def start(
+    cluster: MemoryCluster, objects: Sequence[dict[str, Any]], handlers: EventHandlers
+) -> list[str]:
+    """Store ``objects`` in document order, then start the scheduler's watch: the
+    handlers receive what exists in :func:`list_order`, then every later change. Returns
+    the keys of the pods stored without a node, in document order."""
+    to_schedule: list[str] = []
+    for obj in objects:
+        stored = cluster.apply(obj)
+        if stored.get("kind") == "Pod" and not (stored.get("spec") or {}).get("nodeName"):
+            to_schedule.append(MemoryCluster.key_of(stored)[1])
+    for kind, listed in list_order(cluster):
+        handlers.on_event(kind, "ADDED", listed)
+    cluster.subscribe(handlers.on_event, replay=False)
+    return to_schedule
+
+
+def list_order(cluster: MemoryCluster) -> list[tuple[str, Mapping[str, Any]]]:
+    """Every stored object as a starting scheduler receives it: kind by kind (namespaces,
+    priority classes, nodes, pods, then the rest), each kind in etcd key order, which is
+    the byte order of ``namespace/name`` (``a-b/x`` before ``a/x``: ``-`` < ``/``)."""
+    kinds = [k for k in _FIRST_KINDS if k in cluster.objects]
+    kinds += [k for k in cluster.objects if k not in _FIRST_KINDS]
+    out: list[tuple[str, Mapping[str, Any]]] = []
+    for kind in kinds:
+        store = cluster.objects[kind]
+        out.extend((kind, store[key]) for key in sorted(store, key=lambda k: k.encode()))
+    return out
 
 
 def _result(sched: Scheduler, pod: Pod, ns: str, name: str) -> PodResult:

@@ -18,7 +18,11 @@ Objects are then defaulted the way the API server (and, for nodes, the kubelet) 
   kubesched's default profile and becomes ``kubesched``; ``status.phase`` is ``Pending``
   (``Running`` for pods already bound through ``spec.nodeName``);
 - nodes: ``status.allocatable`` defaults to ``status.capacity`` and the
-  ``kubernetes.io/hostname`` label to the node's name.
+  ``kubernetes.io/hostname`` label to the node's name;
+- pods: what kube-apiserver's admission and defaulting add on create
+  (:mod:`kubesched.simulator.apiserver`: default not-ready/unreachable tolerations,
+  topology labels of the node a pod is created on, matchLabelKeys merged into the
+  spread constraint's selector), and its validation of topology spread constraints.
 
 Where the simulator is more lenient than an API server, on purpose:
 PriorityClasses may be defined after the pods that use them (the whole scenario exists
@@ -43,7 +47,7 @@ from kubesched.api import podgroup
 from kubesched.framework.types import DEFAULT_SCHEDULER_NAME, Node, ObjectError, Pod
 from kubesched.profile_status import validate_spec
 from kubesched.profiles import ProfileError
-from kubesched.simulator import storage_kinds
+from kubesched.simulator import apiserver, storage_kinds
 
 __all__ = [
     "BUILTIN_PRIORITY_CLASSES",
@@ -519,6 +523,7 @@ def prepare(documents: Sequence[Document], *, now: datetime | None = None) -> li
             profiles[name] = c
 
     base = (now or datetime.now(UTC)).replace(microsecond=0) - timedelta(seconds=len(checked))
+    node_objects = {c.name: c.obj for c in checked if c.kind == "Node"}
     for seq, c in enumerate(checked):
         meta = c.obj["metadata"]
         meta.setdefault("uid", str(uuid.uuid5(_UID_NAMESPACE, f"{c.kind}/{c.namespace}/{c.name}")))
@@ -529,6 +534,10 @@ def prepare(documents: Sequence[Document], *, now: datetime | None = None) -> li
             node_name = (c.obj.get("spec") or {}).get("nodeName")
             if node_name and node_name not in nodes:
                 raise c.fail(f"spec.nodeName: no Node named {node_name!r} in the scenario")
+            try:
+                apiserver.admit_pod(c.obj, node_objects)
+            except ObjectError as e:
+                raise c.fail(str(e)) from None
         elif c.kind == "Node":
             _default_node(c)
         if c.kind != "PriorityClass":

@@ -1,0 +1,169 @@
+"""What kube-apiserver (v1.37, default admission plugins and feature gates) does to a pod
+on create that the scheduler then reads, done to scenario pods so the simulator schedules
+the pod a cluster would hold:
+
+- **validation** of ``spec.topologySpreadConstraints``: a pod the API server refuses is
+  refused here too (``maxSkew`` and ``minDomains`` positive, ``minDomains`` only with
+  DoNotSchedule, no two constraints with the same topologyKey and whenUnsatisfiable,
+  ``matchLabelKeys`` only with a ``labelSelector`` and never naming a key it has);
+- **matchLabelKeys merge** (feature MatchLabelKeysInPodTopologySpreadSelectorMerge, on
+  since 1.34): each key the pod has a label for becomes ``key In (value)`` in the
+  constraint's ``labelSelector.matchExpressions``;
+- **DefaultTolerationSeconds** admission: a pod that does not tolerate
+  ``node.kubernetes.io/not-ready`` / ``node.kubernetes.io/unreachable`` NoExecute gets a
+  toleration for each (Exists, 300 s), so such taints do not keep it off a node: neither
+  TaintToleration nor PodTopologySpread's ``nodeTaintsPolicy: Honor`` counts them;
+- **PodTopologyLabels** admission (beta, on since 1.35): a pod created with
+  ``spec.nodeName`` gets that node's ``topology.kubernetes.io/zone`` and ``/region``
+  labels (overwriting its own).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kubesched.framework.types import ObjectError
+
+__all__ = ["DEFAULT_TOLERATION_SECONDS", "TOPOLOGY_LABELS", "admit_pod"]
+
+NOT_READY = "node.kubernetes.io/not-ready"
+UNREACHABLE = "node.kubernetes.io/unreachable"
+#: kube-apiserver's --default-not-ready-toleration-seconds and
+#: --default-unreachable-toleration-seconds.
+DEFAULT_TOLERATION_SECONDS = 300
+#: The node labels PodTopologyLabels copies onto pods.
+TOPOLOGY_LABELS = ("topology.kubernetes.io/zone", "topology.kubernetes.io/region")
+
+_ACTIONS = ("DoNotSchedule", "ScheduleAnyway")
+_POLICIES = ("Honor", "Ignore")
+_FIELD = "spec.topologySpreadConstraints"
+
+
+def admit_pod(pod: dict[str, Any], nodes: Mapping[str, Mapping[str, Any]]) -> None:
+    """Validate and mutate ``pod`` (in place) as the API server would create it;
+    ``nodes`` are the scenario's nodes by name. Raises ObjectError("field: why")."""
+    meta = pod.setdefault("metadata", {})
+    spec = pod.get("spec")
+    if not isinstance(spec, dict) or not isinstance(meta, dict):
+        return  # the pod validator reports it
+    node = nodes.get(spec.get("nodeName") or "")
+    if node is not None:
+        _copy_topology_labels(meta, node)
+    labels = meta.get("labels") or {}
+    constraints = spec.get("topologySpreadConstraints")
+    if isinstance(constraints, list) and isinstance(labels, Mapping):
+        _validate_constraints(constraints)
+        for i, c in enumerate(constraints):
+            _merge_match_label_keys(c, labels, f"{_FIELD}[{i}]")
+    _default_tolerations(spec)
+
+
+def _copy_topology_labels(meta: dict[str, Any], node: Mapping[str, Any]) -> None:
+    node_labels = (node.get("metadata") or {}).get("labels") or {}
+    copied = {k: node_labels[k] for k in TOPOLOGY_LABELS if k in node_labels}
+    if copied:
+        labels = meta.get("labels")
+        meta["labels"] = {**(labels if isinstance(labels, Mapping) else {}), **copied}
+
+
+def _positive(v: Any, field: str) -> None:
+    if isinstance(v, int) and not isinstance(v, bool) and v <= 0:
+        raise ObjectError(f"{field}: Invalid value: {v}: must be greater than zero")
+
+
+def _validate_constraints(constraints: list[Any]) -> None:
+    for i, c in enumerate(constraints):
+        f = f"{_FIELD}[{i}]"
+        if not isinstance(c, Mapping):
+            continue  # the plugin's parser reports it
+        _positive(c.get("maxSkew"), f"{f}.maxSkew")
+        if not c.get("topologyKey"):
+            raise ObjectError(f"{f}.topologyKey: Required value: can not be empty")
+        action = c.get("whenUnsatisfiable")
+        if action not in _ACTIONS:
+            raise ObjectError(
+                f'{f}.whenUnsatisfiable: Unsupported value: {action!r}: supported values: "'
+                + '", "'.join(_ACTIONS)
+                + '"'
+            )
+        for other in constraints[i + 1 :]:
+            if (
+                isinstance(other, Mapping)
+                and other.get("topologyKey") == c.get("topologyKey")
+                and other.get("whenUnsatisfiable") == action
+            ):
+                raise ObjectError(
+                    f"{f}.{{topologyKey, whenUnsatisfiable}}: Duplicate value: "
+                    f'"{{{c.get("topologyKey")}, {action}}}"'
+                )
+        if c.get("minDomains") is not None:
+            _positive(c["minDomains"], f"{f}.minDomains")
+            if action != "DoNotSchedule":
+                raise ObjectError(
+                    f"{f}.minDomains: Invalid value: {c['minDomains']}: can only use minDomains "
+                    f"if whenUnsatisfiable=DoNotSchedule, not {action}"
+                )
+        for policy in ("nodeAffinityPolicy", "nodeTaintsPolicy"):
+            v = c.get(policy)
+            if v is not None and v not in _POLICIES:
+                raise ObjectError(
+                    f'{f}.{policy}: Unsupported value: {v!r}: supported values: "Honor", "Ignore"'
+                )
+        keys = c.get("matchLabelKeys") or []
+        if keys and c.get("labelSelector") is None:
+            raise ObjectError(
+                f"{f}.matchLabelKeys: Forbidden: must not be specified when labelSelector is not set"
+            )
+
+
+def _merge_match_label_keys(c: Any, pod_labels: Mapping[str, Any], field: str) -> None:
+    """The API server's merge, then its check that no key was in the selector already."""
+    if not isinstance(c, dict):
+        return
+    keys = c.get("matchLabelKeys") or []
+    sel = c.get("labelSelector")
+    if not keys or not isinstance(sel, dict) or not isinstance(keys, list):
+        return
+    exprs = list(sel.get("matchExpressions") or [])
+    for k in keys:
+        if isinstance(k, str) and k in pod_labels:
+            exprs.append({"key": k, "operator": "In", "values": [str(pod_labels[k])]})
+    seen = set(sel.get("matchLabels") or {})
+    index = {k: j for j, k in enumerate(keys) if isinstance(k, str)}
+    for e in exprs:
+        key = e.get("key") if isinstance(e, Mapping) else None
+        if key in index and key in seen:
+            raise ObjectError(
+                f"{field}.matchLabelKeys[{index[key]}]: Invalid value: {key!r}: "
+                "exists in both matchLabelKeys and labelSelector"
+            )
+        seen.add(key)
+    if exprs:
+        sel["matchExpressions"] = exprs
+
+
+def _default_tolerations(spec: dict[str, Any]) -> None:
+    tolerations = spec.get("tolerations")
+    if tolerations is not None and not isinstance(tolerations, list):
+        return  # the pod validator reports it
+    tolerations = list(tolerations or [])
+    have = {NOT_READY: False, UNREACHABLE: False}
+    for t in tolerations:
+        if not isinstance(t, Mapping):
+            continue
+        key, effect = t.get("key") or "", t.get("effect") or ""
+        for taint in have:
+            if key in ("", taint) and effect in ("", "NoExecute"):
+                have[taint] = True
+    for taint, tolerated in have.items():
+        if not tolerated:
+            tolerations.append(
+                {
+                    "key": taint,
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": DEFAULT_TOLERATION_SECONDS,
+                }
+            )
+    spec["tolerations"] = tolerations

@@ -1,0 +1,208 @@
+"""What kube-apiserver does to a pod on create, done to scenario pods (and the order a
+starting scheduler lists a scenario in)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from kubesched.cluster.memory import MemoryCluster
+from kubesched.framework.types import ObjectError
+from kubesched.simulator.apiserver import admit_pod
+from kubesched.simulator.engine import list_order
+
+JSON = dict[str, Any]
+
+NOT_READY = {
+    "key": "node.kubernetes.io/not-ready",
+    "operator": "Exists",
+    "effect": "NoExecute",
+    "tolerationSeconds": 300,
+}
+UNREACHABLE = {**NOT_READY, "key": "node.kubernetes.io/unreachable"}
+
+
+def pod(spec: JSON | None = None, labels: dict[str, str] | None = None) -> JSON:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "default", "labels": labels or {"app": "web"}},
+        "spec": {"containers": [{"name": "c", "image": "i"}], **(spec or {})},
+    }
+
+
+def spread(**fields: Any) -> JSON:
+    c: JSON = {
+        "maxSkew": 1,
+        "topologyKey": "topology.kubernetes.io/zone",
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"app": "web"}},
+    }
+    c.update(fields)
+    return {k: v for k, v in c.items() if v is not None}
+
+
+@pytest.mark.parametrize(
+    ("given", "added"),
+    [
+        pytest.param(None, [NOT_READY, UNREACHABLE], id="none-given"),
+        pytest.param([{"operator": "Exists"}], [], id="tolerate-everything"),
+        pytest.param(
+            [{"key": "node.kubernetes.io/not-ready", "operator": "Exists"}],
+            [UNREACHABLE],
+            id="any-effect-of-not-ready",
+        ),
+        pytest.param(
+            [
+                {
+                    "key": "node.kubernetes.io/unreachable",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                }
+            ],
+            [NOT_READY],
+            id="unreachable-no-execute",
+        ),
+        pytest.param(
+            [
+                {
+                    "key": "node.kubernetes.io/unreachable",
+                    "operator": "Exists",
+                    "effect": "NoSchedule",
+                }
+            ],
+            [NOT_READY, UNREACHABLE],
+            id="no-schedule-is-not-enough",
+        ),
+    ],
+)
+def test_default_tolerations(given: list[JSON] | None, added: list[JSON]) -> None:
+    p = pod({"tolerations": copy.deepcopy(given)} if given is not None else None)
+    admit_pod(p, {})
+    assert p["spec"]["tolerations"] == (given or []) + added
+
+
+def test_a_pod_created_on_a_node_gets_its_zone_and_region_labels() -> None:
+    node = {
+        "metadata": {
+            "name": "n1",
+            "labels": {
+                "topology.kubernetes.io/zone": "z1",
+                "topology.kubernetes.io/region": "r1",
+                "kubernetes.io/hostname": "n1",
+            },
+        }
+    }
+    bound = pod({"nodeName": "n1"}, labels={"app": "web", "topology.kubernetes.io/zone": "old"})
+    pending = pod()
+    admit_pod(bound, {"n1": node})
+    admit_pod(pending, {"n1": node})
+    assert bound["metadata"]["labels"] == {
+        "app": "web",
+        "topology.kubernetes.io/zone": "z1",
+        "topology.kubernetes.io/region": "r1",
+    }
+    assert pending["metadata"]["labels"] == {"app": "web"}
+
+
+def test_match_label_keys_are_merged_into_the_selector() -> None:
+    p = pod(
+        {"topologySpreadConstraints": [spread(matchLabelKeys=["pod-template-hash", "absent"])]},
+        labels={"app": "web", "pod-template-hash": "abc"},
+    )
+    admit_pod(p, {})
+    assert p["spec"]["topologySpreadConstraints"][0]["labelSelector"] == {
+        "matchLabels": {"app": "web"},
+        "matchExpressions": [{"key": "pod-template-hash", "operator": "In", "values": ["abc"]}],
+    }
+
+
+F = "spec.topologySpreadConstraints"
+
+
+@pytest.mark.parametrize(
+    ("constraints", "message"),
+    [
+        pytest.param(
+            [spread(maxSkew=0)],
+            f"{F}[0].maxSkew: Invalid value: 0: must be greater than zero",
+            id="max-skew",
+        ),
+        pytest.param(
+            [spread(whenUnsatisfiable="Maybe")],
+            f"{F}[0].whenUnsatisfiable: Unsupported value: 'Maybe': supported values: "
+            '"DoNotSchedule", "ScheduleAnyway"',
+            id="action",
+        ),
+        pytest.param(
+            [spread(), spread(maxSkew=2)],
+            f"{F}[0].{{topologyKey, whenUnsatisfiable}}: Duplicate value: "
+            '"{topology.kubernetes.io/zone, DoNotSchedule}"',
+            id="duplicate",
+        ),
+        pytest.param(
+            [spread(whenUnsatisfiable="ScheduleAnyway", minDomains=2)],
+            f"{F}[0].minDomains: Invalid value: 2: can only use minDomains if "
+            "whenUnsatisfiable=DoNotSchedule, not ScheduleAnyway",
+            id="min-domains-needs-do-not-schedule",
+        ),
+        pytest.param(
+            [spread(minDomains=0)],
+            f"{F}[0].minDomains: Invalid value: 0: must be greater than zero",
+            id="min-domains-positive",
+        ),
+        pytest.param(
+            [spread(nodeTaintsPolicy="Always")],
+            f"{F}[0].nodeTaintsPolicy: Unsupported value: 'Always': supported values: "
+            '"Honor", "Ignore"',
+            id="policy",
+        ),
+        pytest.param(
+            [spread(labelSelector=None, matchLabelKeys=["app"])],
+            f"{F}[0].matchLabelKeys: Forbidden: must not be specified when labelSelector is "
+            "not set",
+            id="match-label-keys-without-selector",
+        ),
+        pytest.param(
+            [spread(matchLabelKeys=["app"])],
+            f"{F}[0].matchLabelKeys[0]: Invalid value: 'app': exists in both matchLabelKeys "
+            "and labelSelector",
+            id="match-label-key-in-the-selector",
+        ),
+    ],
+)
+def test_spread_constraints_the_api_server_refuses(constraints: list[JSON], message: str) -> None:
+    with pytest.raises(ObjectError) as e:
+        admit_pod(pod({"topologySpreadConstraints": constraints}), {})
+    assert str(e.value) == message
+
+
+def test_a_scheduler_lists_by_kind_then_etcd_key() -> None:
+    cluster = MemoryCluster()
+    for kind, ns, name in [
+        ("Pod", "team", "b"),
+        ("Node", None, "node-2"),
+        ("Pod", "team", "a"),
+        ("Pod", "team-x", "z"),
+        ("Service", "team", "s"),
+        ("Node", None, "node-10"),
+        ("Namespace", None, "team"),
+    ]:
+        meta = {"name": name, **({"namespace": ns} if ns else {})}
+        cluster.apply({"kind": kind, "metadata": meta})
+    got = [
+        (kind, f"{o['metadata'].get('namespace', '')}/{o['metadata']['name']}")
+        for kind, o in list_order(cluster)
+    ]
+    assert got == [
+        ("Namespace", "/team"),
+        ("Node", "/node-10"),
+        ("Node", "/node-2"),
+        # "team-x/" sorts before "team/": '-' (0x2d) < '/' (0x2f), as etcd keys do
+        ("Pod", "team-x/z"),
+        ("Pod", "team/a"),
+        ("Pod", "team/b"),
+        ("Service", "team/s"),
+    ]
