@@ -20,6 +20,7 @@ __all__ = [
     "ANN_BOUND_BY_CONTROLLER",
     "ANN_SELECTED_NODE",
     "ANN_STORAGE_CLASS",
+    "CSI_DRIVER",
     "CSI_NODE",
     "NOT_SUPPORTED_PROVISIONER",
     "PV",
@@ -43,6 +44,7 @@ PVC = "PersistentVolumeClaim"
 PV = "PersistentVolume"
 STORAGE_CLASS = "StorageClass"
 CSI_NODE = "CSINode"
+CSI_DRIVER = "CSIDriver"
 
 ANN_STORAGE_CLASS = "volume.beta.kubernetes.io/storage-class"
 """The deprecated class annotation; it wins over ``spec.storageClassName`` (kube's

@@ -1,14 +1,20 @@
-"""NodeVolumeLimits: CSI attach limits per node, as kube-scheduler v1.34's CSILimits plugin.
+"""NodeVolumeLimits: CSI attach limits per node, as kube-scheduler v1.37's CSILimits plugin.
 
 A node's limit for a CSI driver is ``spec.drivers[].allocatable.count`` of its CSINode
-(also, as kube still reads it, a node allocatable ``attachable-volumes-csi-<driver>``;
-the CSINode wins). Volumes are counted once per unique ``<driver>/<volumeHandle>``: the
-pod's PVC (and generic ephemeral) volumes resolve PVC -> PV -> ``spec.csi``; an unbound
+and nothing else (a node allocatable ``attachable-volumes-csi-*`` is ignored, as by
+kube-scheduler v1.34 and v1.37). Volumes are counted once per unique
+``<driver>/<volumeHandle>``: the pod's PVC (and generic ephemeral) volumes resolve PVC -> PV -> ``spec.csi``; an unbound
 claim counts against its StorageClass's provisioner with a per-claim handle. Volumes
 already used by pods on the node are not counted twice. If for some driver
 ``attached + new > limit``: Unschedulable ``node(s) exceed max volume count``.
 A missing claim of the incoming pod: UnschedulableAndUnresolvable
 ``looking up PVC <ns>/<name>: persistentvolumeclaim "<name>" not found``.
+
+Since v1.37 (gate VolumeLimitScaling, beta and on): a driver whose CSIDriver object sets
+``spec.preventPodSchedulingIfMissing: true`` must be registered in the node's CSINode
+(``spec.drivers[].name``); if not, Unschedulable ``<driver> CSI driver is not installed
+on the node``. This is checked before the limits, for every driver of the pod's new
+volumes; a driver without a CSIDriver object passes.
 
 Deliberate differences from kube-scheduler:
 
@@ -40,6 +46,7 @@ from kubesched.framework.interface import (
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.status import Status
 from kubesched.framework.storage import (
+    CSI_DRIVER,
     CSI_NODE,
     PV,
     PVC,
@@ -51,7 +58,14 @@ from kubesched.framework.storage import (
 )
 from kubesched.framework.types import Pod
 
-__all__ = ["ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED", "NAME", "Args", "CSILimits", "new"]
+__all__ = [
+    "ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED",
+    "NAME",
+    "Args",
+    "CSILimits",
+    "driver_not_installed",
+    "new",
+]
 
 NAME = "NodeVolumeLimits"
 
@@ -76,16 +90,26 @@ def csi_attach_limit_key(driver: str) -> str:
 
 
 def volume_limits(node_info: NodeInfo, csi_node: Mapping[str, Any] | None) -> dict[str, int]:
-    """Limit key -> max attachable volumes on this node."""
-    limits = {
-        k: v for k, v in node_info.allocatable.scalar.items() if k.startswith("attachable-volumes-")
-    }
+    """Limit key -> max attachable volumes on this node (its CSINode's driver counts)."""
+    limits: dict[str, int] = {}
     if csi_node is not None:
         for d in (csi_node.get("spec") or {}).get("drivers") or ():
             count = (d.get("allocatable") or {}).get("count")
             if isinstance(count, int) and not isinstance(count, bool):
                 limits[csi_attach_limit_key(str(d.get("name") or ""))] = count
     return limits
+
+
+def driver_not_installed(driver: str) -> str:
+    """The Filter reason of a node missing a driver that must be registered."""
+    return f"{driver} CSI driver is not installed on the node"
+
+
+def _driver_registered(csi_node: Mapping[str, Any] | None, driver: str) -> bool:
+    if csi_node is None:
+        return False
+    drivers = (csi_node.get("spec") or {}).get("drivers") or ()
+    return any(isinstance(d, Mapping) and d.get("name") == driver for d in drivers)
 
 
 class _PVCNotFound(Exception):
@@ -103,6 +127,9 @@ class CSILimits:
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [
             ClusterEventWithHint(ClusterEvent(EventResource.CSI_NODE, ActionType.ADD)),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.CSI_NODE, ActionType.UPDATE), _after_csi_node_update
+            ),
             ClusterEventWithHint(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE)),
             ClusterEventWithHint(ClusterEvent(EventResource.PVC, ActionType.ADD)),
         ]
@@ -138,7 +165,7 @@ class CSILimits:
         return str(sc.get("provisioner") or ""), handle
 
     def attachable_volumes(self, pod: Pod, *, new_pod: bool, out: dict[str, str]) -> None:
-        """Add the pod's CSI volumes (unique name -> limit key) to ``out``.
+        """Add the pod's CSI volumes (unique name -> driver) to ``out``.
 
         Raises ``_PVCNotFound`` (new pod only) or ``ValueError`` (malformed volume)."""
         store = self._handle.store
@@ -159,7 +186,14 @@ class CSILimits:
             driver, handle = self._driver_info(pvc)
             if not driver or not handle:
                 continue
-            out[f"{driver}/{handle}"] = csi_attach_limit_key(driver)
+            out[f"{driver}/{handle}"] = driver
+
+    def _must_be_installed(self, driver: str) -> bool:
+        """Whether the driver's CSIDriver opts in to preventPodSchedulingIfMissing."""
+        obj = self._handle.store.get(CSI_DRIVER, "", driver)
+        if obj is None:
+            return False
+        return (obj.get("spec") or {}).get("preventPodSchedulingIfMissing") is True
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         if not pod.spec.get("volumes"):
@@ -176,7 +210,11 @@ class CSILimits:
             return Status.as_error(str(e), plugin=NAME)
         if not new_volumes:
             return None
-        limits = volume_limits(node_info, self._handle.store.get(CSI_NODE, "", node.name))
+        csi_node = self._handle.store.get(CSI_NODE, "", node.name)
+        for driver in dict.fromkeys(new_volumes.values()):
+            if self._must_be_installed(driver) and not _driver_registered(csi_node, driver):
+                return Status.unschedulable(driver_not_installed(driver), plugin=NAME)
+        limits = volume_limits(node_info, csi_node)
         if not limits:
             return None
         attached: dict[str, str] = {}
@@ -187,17 +225,39 @@ class CSILimits:
         except ValueError as e:
             return Status.as_error(str(e), plugin=NAME)
         attached_count: dict[str, int] = {}
-        for unique, key in attached.items():
+        for unique, driver in attached.items():
             new_volumes.pop(unique, None)
+            key = csi_attach_limit_key(driver)
             attached_count[key] = attached_count.get(key, 0) + 1
         new_count: dict[str, int] = {}
-        for key in new_volumes.values():
+        for driver in new_volumes.values():
+            key = csi_attach_limit_key(driver)
             new_count[key] = new_count.get(key, 0) + 1
         for key, count in new_count.items():
             limit = limits.get(key)
             if limit is not None and attached_count.get(key, 0) + count > limit:
                 return Status.unschedulable(ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED, plugin=NAME)
         return None
+
+
+def _driver_counts(csi_node: object) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    spec = csi_node.get("spec") if isinstance(csi_node, Mapping) else None
+    for d in (spec or {}).get("drivers") or ():
+        if not isinstance(d, Mapping):
+            continue
+        count = (d.get("allocatable") or {}).get("count")
+        if not isinstance(count, int) or isinstance(count, bool):
+            count = 0
+        counts[str(d.get("name") or "")] = count
+    return counts
+
+
+def _after_csi_node_update(pod: Pod, old: object, new: object) -> bool:
+    """Queueing hint (kube's isSchedulableAfterCSINodeUpdated): some driver's attach
+    limit grew (a driver newly listed without a count does not count as growth)."""
+    before = _driver_counts(old)
+    return any(n > before.get(name, 0) for name, n in _driver_counts(new).items())
 
 
 def new(args: Args, handle: Handle) -> CSILimits:

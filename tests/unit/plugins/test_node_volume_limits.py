@@ -99,13 +99,12 @@ def test_unbound_claim_counts_against_its_class_provisioner() -> None:
     assert s == Status(Code.UNSCHEDULABLE, EXCEEDED, plugin=nvl.NAME)
 
 
-def test_node_allocatable_attach_limit_is_read() -> None:
+def test_node_allocatable_attach_limit_is_ignored() -> None:
+    # kube-scheduler (v1.34 and v1.37) reads limits from CSINode only.
     objs = claims("a", "b")
     ni = make_node("n1").alloc(cpu="4", **{"attachable-volumes-csi-" + DRIVER: "1"}).info()
     pl = nvl.new(nvl.Args(), FakeHandle(store=FakeStore(*objs)))
-    assert pl.filter(CycleState(), using("p", "a", "b"), ni) == Status(
-        Code.UNSCHEDULABLE, EXCEEDED, plugin=nvl.NAME
-    )
+    assert pl.filter(CycleState(), using("p", "a", "b"), ni) is None
 
 
 def test_in_tree_pv_is_not_counted() -> None:
@@ -135,3 +134,73 @@ def test_long_driver_names_are_hashed_like_kube() -> None:
     key = nvl.csi_attach_limit_key("x" * 60)
     assert key.startswith("attachable-volumes-csi-" + "x" * 23)
     assert len(key) == len("attachable-volumes-csi-") + 23 + 16
+
+
+# -- v1.37 (VolumeLimitScaling): a driver that must be registered on the node -----------------------
+def csi_driver(prevent: bool | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {}
+    if prevent is not None:
+        spec["preventPodSchedulingIfMissing"] = prevent
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSIDriver",
+        "metadata": {"name": DRIVER},
+        "spec": spec,
+    }
+
+
+NOT_INSTALLED = Status(
+    Code.UNSCHEDULABLE,
+    "ebs.csi.example.com CSI driver is not installed on the node",
+    plugin="NodeVolumeLimits",
+)
+
+
+@pytest.mark.parametrize(
+    ("driver", "csi_node", "expected"),
+    [
+        pytest.param(csi_driver(True), None, NOT_INSTALLED, id="opted-in-no-csinode"),
+        pytest.param(
+            csi_driver(True), make_csi_node("n1", other_csi=5), NOT_INSTALLED, id="opted-in-other"
+        ),
+        pytest.param(
+            csi_driver(True),
+            make_csi_node("n1", ebs_csi_example_com=None),
+            None,
+            id="opted-in-registered",
+        ),
+        pytest.param(csi_driver(False), None, None, id="opted-out"),
+        pytest.param(csi_driver(None), None, None, id="unset-means-false"),
+        pytest.param(None, None, None, id="no-csidriver-object"),
+        pytest.param(
+            csi_driver(True),
+            make_csi_node("n1", ebs_csi_example_com=0),
+            Status(Code.UNSCHEDULABLE, EXCEEDED, plugin=nvl.NAME),
+            id="registered-then-limit-applies",
+        ),
+    ],
+)
+def test_driver_must_be_installed(
+    driver: dict[str, Any] | None, csi_node: dict[str, Any] | None, expected: Status | None
+) -> None:
+    objs = claims("a") + [o for o in (driver, csi_node) if o is not None]
+    assert run(using("p", "a"), [], objs) == expected
+
+
+def test_csinode_update_hint_queues_when_a_limit_grows() -> None:
+    reg = [
+        r
+        for r in nvl.new(nvl.Args(), FakeHandle()).events_to_register()
+        if r.event.resource.value == "CSINode" and r.hint is not None
+    ]
+    assert len(reg) == 1
+    hint, pod = reg[0].hint, using("p", "a")
+    assert hint is not None
+    one, two = (
+        make_csi_node("n1", ebs_csi_example_com=1),
+        make_csi_node("n1", ebs_csi_example_com=2),
+    )
+    assert hint(pod, one, two)
+    assert not hint(pod, two, one)
+    # A driver newly listed without a count is not a grown limit (as kube-scheduler).
+    assert not hint(pod, make_csi_node("n1"), make_csi_node("n1", ebs_csi_example_com=None))
