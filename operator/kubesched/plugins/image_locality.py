@@ -2,12 +2,13 @@
 
 Score (kube-scheduler's formula, integer results as Go computes them):
 
-- each image of the pod's init containers and containers present on the node adds
+- each image of the pod's init containers, containers and (since v1.37) image volumes
+  (``spec.volumes[].image.reference``) present on the node adds
   ``int(size * num_nodes_with_image / total_nodes)`` (a float product truncated, as Go's
   ``int64(float64(size) * spread)``), so images on many nodes count less
   (the "node heating" damper);
-- the sum is clamped to ``[23 MiB, 1000 MiB * number_of_containers]`` (init and regular
-  containers counted) and scaled linearly to 0..100, truncating.
+- the sum is clamped to ``[23 MiB, 1000 MiB * number_of_images]`` (init and regular
+  containers and image volumes counted) and scaled linearly to 0..100, truncating.
 
 Image names are matched as kube-scheduler matches them: a name without a tag or digest
 gets ``:latest`` (``nginx`` == ``nginx:latest``), and the result is looked up verbatim
@@ -87,7 +88,8 @@ def calculate_priority(sum_scores: int, num_containers: int) -> int:
 
 
 def pod_images(pod: Pod) -> tuple[list[str], int]:
-    """(normalized image names of init containers then containers, number of containers)."""
+    """(normalized image names of init containers, containers, then image volumes; the
+    number of them)."""
     names: list[str] = []
     count = 0
     for key in ("initContainers", "containers"):
@@ -95,6 +97,13 @@ def pod_images(pod: Pod) -> tuple[list[str], int]:
             count += 1
             img = c.get("image") if isinstance(c, Mapping) else None
             names.append(normalized_image_name(img if isinstance(img, str) else ""))
+    for v in pod.spec.get("volumes") or ():
+        source = v.get("image") if isinstance(v, Mapping) else None
+        if not isinstance(source, Mapping):
+            continue
+        count += 1
+        ref = source.get("reference")
+        names.append(normalized_image_name(ref if isinstance(ref, str) else ""))
     return names, count
 
 

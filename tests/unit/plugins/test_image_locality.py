@@ -1,8 +1,8 @@
 """ImageLocality scores, hand-computed from kube-scheduler's formula:
 
-sum   = sum over the pod's (init) container images on the node of
+sum   = sum over the pod's (init) container and image-volume images on the node of
         int(size * nodes_with_image / total_nodes)
-score = 100 * (clamp(sum, 23Mi, 1000Mi * containers) - 23Mi) // (1000Mi * containers - 23Mi)
+score = 100 * (clamp(sum, 23Mi, 1000Mi * images) - 23Mi) // (1000Mi * images - 23Mi)
 """
 
 from __future__ import annotations
@@ -46,10 +46,12 @@ def scores(snap: Snapshot, pod: Pod) -> dict[str, int]:
     return out
 
 
-def pod_with(*images: str, init: tuple[str, ...] = ()) -> Pod:
+def pod_with(*images: str, init: tuple[str, ...] = (), volumes: tuple[str, ...] = ()) -> Pod:
     b = make_pod("p").image(images[0])
     for img in images[1:]:
         b.container(img)
+    for i, ref in enumerate(volumes):
+        b.volume(f"v{i}", image={"reference": ref, "pullPolicy": "IfNotPresent"})
     obj: dict[str, Any] = b.obj()
     if init:
         obj["spec"]["initContainers"] = [
@@ -130,6 +132,25 @@ def pod_with(*images: str, init: tuple[str, ...] = ()) -> Pod:
             pod_with("nginx"),
             {"n1": 0},
             id="other-tag-does-not-match",
+        ),
+        # v1.37: image volumes count as images of the pod.
+        pytest.param(
+            [make_node("n1").image("model:v1", 500 * MB)],
+            pod_with("pause", volumes=("model:v1",)),
+            {"n1": 24},  # 2 images: 100*(500-23)//(2000-23)
+            id="image-volume-on-node",
+        ),
+        pytest.param(
+            [make_node("n1").image("app:1", 500 * MB)],
+            pod_with("app:1", volumes=("model",)),
+            {"n1": 24},  # the absent volume image still raises the threshold to 2000Mi
+            id="image-volume-absent-counts-in-threshold",
+        ),
+        pytest.param(
+            [make_node("n1").image("model:latest", 500 * MB)],
+            pod_with("pause", volumes=("model",)),
+            {"n1": 24},
+            id="image-volume-reference-normalized",
         ),
     ],
 )
