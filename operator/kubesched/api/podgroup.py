@@ -34,6 +34,8 @@ __all__ = [
     "PodGroupSpec",
     "PodGroupStatus",
     "ScheduledReason",
+    "SchedulingConstraints",
+    "TopologyConstraint",
     "parse_spec",
     "pod_group_name",
     "podgroup_status",
@@ -103,6 +105,19 @@ def _check_quantities(v: dict[str, int | str] | None) -> dict[str, int | str] | 
     return v
 
 
+class TopologyConstraint(_Model):
+    key: str = Field(min_length=1, max_length=316)
+    """A node label (zone, rack, block, ...): the gang's members in one domain of it."""
+    mode: Literal["Required", "Preferred"] = "Required"
+    """Required: all members in one domain, or none placed. Preferred: one domain if
+    any holds the gang, else spread over as few as possible."""
+
+
+class SchedulingConstraints(_Model):
+    topology: list[TopologyConstraint] = Field(default_factory=list, max_length=1)
+    """At most one constraint (as Kubernetes' scheduling.k8s.io/v1beta1 PodGroup)."""
+
+
 class PodGroupSpec(_Model):
     min_member: int = Field(default=1, ge=1, alias="minMember")
     """How many member pods must be placed together; none is bound before they all fit."""
@@ -112,6 +127,12 @@ class PodGroupSpec(_Model):
     schedule_timeout_seconds: int | None = Field(default=None, gt=0, alias="scheduleTimeoutSeconds")
     """How long reserved members wait at Permit for the rest of the gang; unset: the
     Coscheduling plugin's permitWaitingTimeSeconds. No upper cap."""
+
+    scheduling_constraints: SchedulingConstraints | None = Field(
+        default=None, alias="schedulingConstraints"
+    )
+    """The gang's topology, shaped as Kubernetes' PodGroup ``schedulingConstraints``
+    (``topology[].key``) plus ``mode``. Validated; members are not placed by domain yet."""
 
     _quantities = field_validator("min_resources")(_check_quantities)
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubesched.api.gangs import store_kind
 from kubesched.framework.cluster_port import ClusterError, Conflict, NotFound, PodCondition
 from kubesched.framework.types import Pod
 
@@ -65,7 +66,8 @@ class MemoryCluster:
     # -- store ------------------------------------------------------------------------------------
     @staticmethod
     def key_of(obj: Mapping[str, Any]) -> tuple[str, str]:
-        kind = str(obj.get("kind") or "")
+        # the three PodGroup kinds (and Workload) are kept apart by their API group
+        kind = store_kind(str(obj.get("apiVersion") or ""), str(obj.get("kind") or ""))
         meta = obj.get("metadata") or {}
         name = str(meta.get("name") or "")
         if kind in CLUSTER_SCOPED:

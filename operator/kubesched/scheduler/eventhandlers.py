@@ -10,6 +10,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kubesched.api.gangs import GANG_STORE_KINDS, WORKLOAD_STORE_KIND
 from kubesched.framework.interface import ActionType, ClusterEvent, EventResource
 from kubesched.framework.types import Node, ObjectError, Pod
 from kubesched.scheduler.scheduler import Scheduler
@@ -35,7 +36,8 @@ OTHER_KINDS = {
     "CSINode": EventResource.CSI_NODE,
     "CSIDriver": EventResource.CSI_DRIVER,
     "VolumeAttachment": EventResource.VOLUME_ATTACHMENT,
-    "PodGroup": EventResource.POD_GROUP,
+    **dict.fromkeys(GANG_STORE_KINDS, EventResource.POD_GROUP),
+    WORKLOAD_STORE_KIND: EventResource.POD_GROUP,  # an upstream PodGroup's template
 }
 
 
@@ -241,8 +243,10 @@ class EventHandlers:
 
     # -- everything else ---------------------------------------------------------------------------
     def _other_event(self, kind: str, event_type: str, obj: Obj, old: Obj | None) -> None:
-        if kind == "PodGroup" and (event_type == "DELETED" or _meta(obj).get("deletionTimestamp")):
-            self._pod_group_deleted(obj)
+        if kind in GANG_STORE_KINDS and (
+            event_type == "DELETED" or _meta(obj).get("deletionTimestamp")
+        ):
+            self._pod_group_deleted(kind, obj)
         action = {
             "ADDED": ActionType.ADD,
             "DELETED": ActionType.DELETE,
@@ -251,7 +255,7 @@ class EventHandlers:
             ClusterEvent(OTHER_KINDS[kind], action), old, obj
         )
 
-    def _pod_group_deleted(self, obj: Obj) -> None:
+    def _pod_group_deleted(self, kind: str, obj: Obj) -> None:
         """Tell the plugins that keep gangs waiting at Permit (``pod_group_deleted``:
         Coscheduling) that a PodGroup is gone, so its waiting members are rejected."""
         meta = _meta(obj)
@@ -260,4 +264,4 @@ class EventHandlers:
             for plugin in prof.framework.chain.permit:
                 hook = getattr(plugin, "pod_group_deleted", None)
                 if callable(hook):
-                    hook(ns, name)
+                    hook(ns, name, kind)

@@ -43,7 +43,7 @@ import orjson
 import pydantic
 import yaml
 
-from kubesched.api import podgroup
+from kubesched.api import gangs, podgroup
 from kubesched.framework.types import DEFAULT_SCHEDULER_NAME, Node, ObjectError, Pod
 from kubesched.profile_status import validate_spec
 from kubesched.profiles import ProfileError
@@ -232,10 +232,24 @@ def _validate_workload(obj: dict[str, Any]) -> None:
 
 
 def _validate_pod_group(obj: dict[str, Any]) -> None:
+    """Any of the three PodGroup APIs (kubesched.api.gangs)."""
+    if obj.get("apiVersion") == podgroup.API_VERSION:
+        try:
+            podgroup.PodGroup.model_validate(obj)
+        except pydantic.ValidationError as e:
+            raise ObjectError(podgroup.validation_message(e)) from None
+        return
     try:
-        podgroup.PodGroup.model_validate(obj)
-    except pydantic.ValidationError as e:
-        raise ObjectError(podgroup.validation_message(e)) from None
+        gangs.validate(gangs.store_kind(str(obj["apiVersion"]), "PodGroup"), obj)
+    except gangs.InvalidGang as e:
+        raise ObjectError(str(e)) from None
+
+
+def _validate_gang_workload(obj: dict[str, Any]) -> None:
+    try:
+        gangs.validate_workload(obj)
+    except gangs.InvalidGang as e:
+        raise ObjectError(str(e)) from None
 
 
 def _validate_scheduling_profile(obj: dict[str, Any]) -> None:
@@ -276,8 +290,14 @@ SUPPORTED_KINDS: dict[str, KindSpec] = {
     "SchedulingProfile": KindSpec(
         ("kubesched.dev/v1alpha1",), namespaced=False, validate=_validate_scheduling_profile
     ),
-    # Gangs for Coscheduling (kubesched's own kind, validated by its pydantic model).
-    "PodGroup": KindSpec((podgroup.API_VERSION,), namespaced=True, validate=_validate_pod_group),
+    # Gangs for Coscheduling: kubesched's PodGroup, Kubernetes' (with its Workload) and
+    # scheduler-plugins' (kubesched.api.gangs maps the three onto one model).
+    "PodGroup": KindSpec(
+        tuple(a.value for a in gangs.GangAPI), namespaced=True, validate=_validate_pod_group
+    ),
+    "Workload": KindSpec(
+        (gangs.GangAPI.UPSTREAM.value,), namespaced=True, validate=_validate_gang_workload
+    ),
 }
 
 
@@ -484,7 +504,8 @@ def prepare(documents: Sequence[Document], *, now: datetime | None = None) -> li
     profiles: dict[str, _Checked] = {}
     for seq, doc in enumerate(documents):
         c = _check_identity(doc, seq)
-        key = (c.kind, c.namespace, c.name)
+        # the three PodGroup APIs may each hold a group of the same name
+        key = (gangs.store_kind(str(c.obj["apiVersion"]), c.kind), c.namespace, c.name)
         first = seen.get(key)
         if first is not None:
             raise c.fail(
@@ -526,7 +547,8 @@ def prepare(documents: Sequence[Document], *, now: datetime | None = None) -> li
     node_objects = {c.name: c.obj for c in checked if c.kind == "Node"}
     for seq, c in enumerate(checked):
         meta = c.obj["metadata"]
-        meta.setdefault("uid", str(uuid.uuid5(_UID_NAMESPACE, f"{c.kind}/{c.namespace}/{c.name}")))
+        kind = gangs.store_kind(str(c.obj["apiVersion"]), c.kind)  # same name, other API
+        meta.setdefault("uid", str(uuid.uuid5(_UID_NAMESPACE, f"{kind}/{c.namespace}/{c.name}")))
         meta["creationTimestamp"] = (base + timedelta(seconds=seq)).strftime("%Y-%m-%dT%H:%M:%SZ")
         meta["resourceVersion"] = str(seq + 1)
         if c.kind == "Pod":

@@ -9,24 +9,38 @@ compares per cycle and pods outside gangs cost nothing.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from kubesched.api.podgroup import POD_GROUP_LABEL, SCHEDULER_PLUGINS_POD_GROUP_LABEL
+from kubesched.api.gangs import GangRef, pod_ref, refs_for, resolve
+from kubesched.framework.cluster_port import ObjectStore
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Status
 from kubesched.framework.types import Pod
 
-__all__ = ["AssignedIndex", "Gang", "gang_key"]
+__all__ = ["AssignedIndex", "Gang", "GangKeys", "pod_gang_ref"]
 
 
-def gang_key(pod: Pod) -> str | None:
-    """``namespace/name`` of the pod's PodGroup, or None (the hot path: two dict gets)."""
-    labels = pod.labels
-    name = labels.get(POD_GROUP_LABEL) or labels.get(SCHEDULER_PLUGINS_POD_GROUP_LABEL)
-    if not name:
-        return None
-    return f"{pod.namespace}/{name}"
+def pod_gang_ref(pod: Pod) -> GangRef | None:
+    """How the pod names its gang (``kubesched.api.gangs.pod_ref``; three dict gets)."""
+    spec = pod.raw.get("spec")
+    return pod_ref(pod.namespace, pod.labels, spec if isinstance(spec, Mapping) else {})
+
+
+class GangKeys:
+    """Pod -> gang key, resolved against the object store (which PodGroups exist)."""
+
+    def __init__(self, store: Callable[[], ObjectStore]) -> None:
+        self._store = store
+        """The store, looked up on use (a framework gets its store after its plugins)."""
+
+    def exists(self, kind: str, namespace: str, name: str) -> bool:
+        return self._store().get(kind, namespace, name) is not None
+
+    def key(self, pod: Pod) -> str | None:
+        ref = pod_gang_ref(pod)
+        return None if ref is None else resolve(ref, self.exists)
 
 
 @dataclass(slots=True)
@@ -93,22 +107,27 @@ class Gang:
 
 
 class AssignedIndex:
-    """Gang key -> uids of member pods on nodes (bound or assumed), from the snapshot."""
+    """Gang key -> uids of member pods on nodes (bound or assumed), from the snapshot.
 
-    def __init__(self) -> None:
-        self._seen: dict[str, tuple[NodeInfo, int, list[tuple[str, str]]]] = {}
-        self._members: dict[str, set[str]] = {}
+    Indexed by the pods' references (:func:`pod_gang_ref`), resolved at query time, so a
+    PodGroup created or deleted later (scheduler-plugins' label falling back to ours)
+    never leaves stale keys behind."""
+
+    def __init__(self, keys: GangKeys) -> None:
+        self._keys = keys
+        self._seen: dict[str, tuple[NodeInfo, int, list[tuple[GangRef, str]]]] = {}
+        self._members: dict[GangRef, set[str]] = {}
         self._labels_version = -1
 
-    def _node_members(self, ni: NodeInfo) -> list[tuple[str, str]]:
+    def _node_members(self, ni: NodeInfo) -> list[tuple[GangRef, str]]:
         out = []
         for p in ni.pods:
-            k = gang_key(p)
-            if k is not None:
-                out.append((k, p.uid))
+            ref = pod_gang_ref(p)
+            if ref is not None:
+                out.append((ref, p.uid))
         return out
 
-    def _apply(self, members: list[tuple[str, str]], sign: int) -> None:
+    def _apply(self, members: list[tuple[GangRef, str]], sign: int) -> None:
         for k, uid in members:
             s = self._members.setdefault(k, set())
             if sign > 0:
@@ -134,4 +153,10 @@ class AssignedIndex:
 
     def members(self, snap: Snapshot, key: str) -> set[str]:
         self.refresh(snap)
-        return self._members.get(key, set())
+        refs = refs_for(key, self._keys.exists)
+        if len(refs) == 1:
+            return self._members.get(refs[0], set())
+        out: set[str] = set()
+        for ref in refs:
+            out |= self._members.get(ref, set())
+        return out

@@ -1,9 +1,11 @@
 """Coscheduling: gangs declared by PodGroups are bound all-or-nothing.
 
-A pod is a member of the PodGroup named by its ``kubesched.dev/pod-group`` label (or
-scheduler-plugins' ``scheduling.x-k8s.io/pod-group``) in its namespace; the group is
-read from the object store (``PodGroup``, namespace, name). Pods without either label
-pass every extension point at the cost of two dict lookups.
+A pod is a member of the PodGroup its ``spec.schedulingGroup.podGroupName`` names
+(Kubernetes' ``scheduling.k8s.io`` PodGroup), else its ``kubesched.dev/pod-group`` label
+(ours), else scheduler-plugins' ``scheduling.x-k8s.io/pod-group`` label, in its namespace
+(:mod:`kubesched.api.gangs`: precedence, keys, the one gang model of the three APIs). The
+group is read from the object store. Pods naming no gang pass every extension point at
+the cost of three dict lookups.
 
 - **QueueSort** orders by priority, then *the gang's time* (when the scheduler first
   saw the gang, or its last failure), then the gang's key, then the pod's name, so
@@ -42,10 +44,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
-from kubesched.api.podgroup import PodGroupSpec, parse_spec, validation_message
+from kubesched.api.gangs import (
+    GANG_STORE_KINDS,
+    STORE_KINDS,
+    WORKLOAD_STORE_KIND,
+    GangAPI,
+    GangSpec,
+    InvalidGang,
+    api_of,
+    gang_key,
+    parse_gang,
+    parse_key,
+    store_kind,
+)
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import (
     ActionType,
@@ -60,12 +73,11 @@ from kubesched.framework.nodeinfo import NodeInfo, QueuedPodInfo
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import Node, Pod
 from kubesched.plugins.coscheduling.dryrun import DRY_RUN_KEY, DryRunError, dry_run
-from kubesched.plugins.coscheduling.gangs import AssignedIndex, Failure, Gang, Plan, gang_key
+from kubesched.plugins.coscheduling.gangs import AssignedIndex, Failure, Gang, GangKeys, Plan
 
 __all__ = ["NAME", "Args", "Coscheduling", "GangReport", "new"]
 
 NAME = "Coscheduling"
-KIND = "PodGroup"
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +111,10 @@ class Coscheduling:
         self.args = args
         self._handle = handle
         self._gangs: dict[str, Gang] = {}
-        self._specs: dict[str, tuple[str, PodGroupSpec | str]] = {}
-        self._index = AssignedIndex()
+        self._specs: dict[str, tuple[tuple[str, str], GangSpec | str]] = {}
+        self._keys = GangKeys(lambda: handle.store)
+        self._key = self._keys.key
+        self._index = AssignedIndex(self._keys)
         self._tasks: set[asyncio.Task[None]] = set()
 
     # -- gang state --------------------------------------------------------------------------
@@ -116,22 +130,31 @@ class Coscheduling:
             g = self._gangs[key] = Gang(key, self._now() if now is None else now)
         return g
 
-    def _spec(self, key: str) -> PodGroupSpec | str | None:
-        """The PodGroup's parsed spec, an error message if it is invalid, None if absent
-        or being deleted."""
-        ns, _, name = key.partition("/")
-        obj = self._handle.store.get(KIND, ns, name)
+    def _spec(self, key: str) -> GangSpec | str | None:
+        """The gang's spec (whichever API declares it), an error message if it is
+        invalid, None if its PodGroup is absent or being deleted."""
+        api, ns, name = parse_key(key)
+        kind = STORE_KINDS[api]
+        store = self._handle.store
+        obj = store.get(kind, ns, name)
         if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
             return None  # absent, or being deleted (our finalizer holds it a moment)
         rv = str((obj.get("metadata") or {}).get("resourceVersion") or id(obj))
+        wl_rv = ""
+        ref = (obj.get("spec") or {}).get("workloadRef") if kind != "PodGroup" else None
+        if isinstance(ref, Mapping):
+            wl = store.get(WORKLOAD_STORE_KIND, ns, str(ref.get("workloadName") or ""))
+            wl_rv = "-" if wl is None else str((wl.get("metadata") or {}).get("resourceVersion"))
         cached = self._specs.get(key)
-        if cached is not None and cached[0] == rv:
+        if cached is not None and cached[0] == (rv, wl_rv):
             return cached[1]
         try:
-            spec: PodGroupSpec | str = parse_spec(obj)
-        except pydantic.ValidationError as e:
-            spec = f"PodGroup {key} is invalid: {validation_message(e, 'spec')}"
-        self._specs[key] = (rv, spec)
+            spec: GangSpec | str = parse_gang(
+                kind, obj, lambda n, w: store.get(WORKLOAD_STORE_KIND, n, w)
+            )
+        except InvalidGang as e:
+            spec = f"PodGroup {key} is invalid: {e}"
+        self._specs[key] = ((rv, wl_rv), spec)
         return spec
 
     def _members(self, g: Gang) -> list[Pod]:
@@ -140,7 +163,7 @@ class Coscheduling:
         get = self._handle.get_pod
         for uid in list(g.candidates):
             p = get(uid)
-            if p is None or gang_key(p) != g.key:
+            if p is None or self._key(p) != g.key:
                 del g.candidates[uid]
                 continue
             out.append(p)
@@ -158,9 +181,15 @@ class Coscheduling:
         """Uids of members bound, assumed or waiting at Permit."""
         return self._index.members(self._handle.snapshot, g.key) | self._waiting(g)
 
-    def report(self, namespace: str, name: str) -> GangReport | None:
+    def gang_key(self, pod: Pod) -> str | None:
+        """The key of the pod's gang (``kubesched.api.gangs``), or None."""
+        return self._key(pod)
+
+    def report(
+        self, namespace: str, name: str, api: GangAPI = GangAPI.KUBESCHED
+    ) -> GangReport | None:
         """What the operator's status handler needs beyond the API server's view."""
-        g = self._gangs.get(f"{namespace}/{name}")
+        g = self._gangs.get(gang_key(api, namespace, name))
         if g is None:
             return None
         return GangReport(frozenset(self._waiting(g)), g.blocked, g.timed_out, g.schedule_start)
@@ -168,7 +197,7 @@ class Coscheduling:
     # -- QueueSort --------------------------------------------------------------------------
     def sort_key(self, qpi: QueuedPodInfo) -> tuple[int, float, str, str, int]:
         pod = qpi.pod
-        key = gang_key(pod)
+        key = self._key(pod)
         if key is None:
             return (-pod.priority, qpi.timestamp, "", "", qpi.seq)
         g = self._gangs.get(key)
@@ -180,7 +209,7 @@ class Coscheduling:
 
     # -- PreEnqueue -------------------------------------------------------------------------
     def pre_enqueue(self, pod: Pod) -> Status | None:
-        key = gang_key(pod)
+        key = self._key(pod)
         if key is None:
             return None
         g = self._gang(key)
@@ -246,7 +275,7 @@ class Coscheduling:
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
-        key = gang_key(pod)
+        key = self._key(pod)
         if key is None or state.get(DRY_RUN_KEY):
             return None, None
         spec = self._spec(key)
@@ -316,7 +345,7 @@ class Coscheduling:
     def pre_filter_extensions(self) -> None:
         return None
 
-    def _timeout(self, spec: PodGroupSpec) -> float:
+    def _timeout(self, spec: GangSpec) -> float:
         t = spec.schedule_timeout_seconds
         return float(t) if t is not None else self.args.permit_waiting_time_seconds
 
@@ -336,12 +365,12 @@ class Coscheduling:
     def post_filter(
         self, state: CycleState, pod: Pod, statuses: dict[str, Status]
     ) -> tuple[PostFilterResult | None, Status | None]:
-        key = gang_key(pod)
+        key = self._key(pod)
         if key is None:
             return None, Status.unschedulable()
         g = self._gangs.get(key)
         spec = self._spec(key)
-        if g is None or not isinstance(spec, PodGroupSpec):
+        if g is None or not isinstance(spec, GangSpec):
             return None, Status.unschedulable()
         if len(self._progress(g)) >= spec.min_member:
             return None, Status.unschedulable()
@@ -371,12 +400,15 @@ class Coscheduling:
                 n += 1
         return n
 
-    def pod_group_deleted(self, namespace: str, name: str) -> int:
-        """The PodGroup is gone (called by the scheduler's event handlers): its members
-        waiting at Permit are rejected, so they are unreserved, reported and requeued,
-        and PreEnqueue holds them until the group exists again; nothing of the gang binds.
-        Returns how many were rejected."""
-        key = f"{namespace}/{name}"
+    def pod_group_deleted(self, namespace: str, name: str, kind: str = "PodGroup") -> int:
+        """The PodGroup (of store kind ``kind``) is gone (called by the scheduler's event
+        handlers): its members waiting at Permit are rejected, so they are unreserved,
+        reported and requeued, and PreEnqueue holds them until the group exists again;
+        nothing of the gang binds. Returns how many were rejected."""
+        api = api_of(kind)
+        if api is None:
+            return 0
+        key = gang_key(api, namespace, name)
         self._specs.pop(key, None)
         g = self._gangs.get(key)
         rejected = 0
@@ -405,7 +437,7 @@ class Coscheduling:
         return None
 
     def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
-        key = gang_key(pod)
+        key = self._key(pod)
         if key is None:
             return
         g = self._gangs.get(key)
@@ -429,11 +461,11 @@ class Coscheduling:
             self._activate_later(g, self.args.pod_group_backoff_seconds)
 
     def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status | None, float]:
-        key = gang_key(pod)
+        key = self._key(pod)
         if key is None:
             return None, 0.0
         spec = self._spec(key)
-        if not isinstance(spec, PodGroupSpec):
+        if not isinstance(spec, GangSpec):
             # Gone (or made invalid) since PreFilter: never bind a member alone
             # (scheduler-plugins' Permit denies a pod whose PodGroup is not found).
             msg = f'pod group "{key}" does not exist' if spec is None else spec
@@ -467,7 +499,9 @@ class Coscheduling:
     # -- events ------------------------------------------------------------------------------
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [
-            ClusterEventWithHint(ClusterEvent(EventResource.POD, ActionType.ADD), _same_gang_pod),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.POD, ActionType.ADD), self._same_gang_pod
+            ),
             ClusterEventWithHint(ClusterEvent(EventResource.POD, ActionType.DELETE)),
             ClusterEventWithHint(
                 ClusterEvent(
@@ -481,9 +515,31 @@ class Coscheduling:
             ),
             ClusterEventWithHint(
                 ClusterEvent(EventResource.POD_GROUP, ActionType.ADD | ActionType.UPDATE),
-                _own_pod_group,
+                self._own_pod_group,
             ),
         ]
+
+    def _same_gang_pod(self, pod: Pod, old: object, new: object) -> bool:
+        return isinstance(new, Pod) and self._key(new) == self._key(pod)
+
+    def _own_pod_group(self, pod: Pod, old: object, new: object) -> bool:
+        if not isinstance(new, Mapping):
+            return True
+        if isinstance(old, Mapping) and old.get("spec") == new.get("spec"):
+            return False  # status or metadata only (e.g. the operator's status writes)
+        kind = store_kind(str(new.get("apiVersion") or ""), str(new.get("kind") or ""))
+        key = self._key(pod)
+        if key is None:
+            return False
+        if kind == WORKLOAD_STORE_KIND:
+            return parse_key(key)[0] is GangAPI.UPSTREAM
+        if kind not in GANG_STORE_KINDS:
+            return True
+        meta = new.get("metadata") or {}
+        ns, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
+        # Same namespace and name in any API: a PodGroup appearing may re-resolve
+        # scheduler-plugins' label (ours <-> theirs).
+        return parse_key(key)[1:] == (ns, name)
 
 
 def _follow(plan: Plan, pod: Pod) -> PreFilterResult | None:
@@ -500,21 +556,8 @@ def _members_message(key: str, exist: int, need: int) -> str:
     return f'pod group "{key}": {exist}/{need} member pods exist; waiting for more'
 
 
-def _same_gang_pod(pod: Pod, old: object, new: object) -> bool:
-    return isinstance(new, Pod) and gang_key(new) == gang_key(pod)
-
-
 def _is_node(pod: Pod, old: object, new: object) -> bool:
     return isinstance(new, Node) or new is None
-
-
-def _own_pod_group(pod: Pod, old: object, new: object) -> bool:
-    if not isinstance(new, Mapping):
-        return True
-    if isinstance(old, Mapping) and old.get("spec") == new.get("spec"):
-        return False  # status or metadata only (e.g. the operator's status writes)
-    meta = new.get("metadata") or {}
-    return f"{meta.get('namespace') or 'default'}/{meta.get('name')}" == gang_key(pod)
 
 
 def new(args: Args, handle: Handle) -> Coscheduling:
