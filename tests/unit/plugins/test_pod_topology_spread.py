@@ -297,6 +297,25 @@ def test_events_and_hints() -> None:
     assert pl.after_node_change(pod, old, make_node("n").zone("z1").label("x", "y").node()) is False
 
 
+def test_v137_pod_hints_nominated_pods_and_the_pods_own_update() -> None:
+    pl = plugin(three_zones(0, 0, 0))
+    pod = spreading(tsc()).uid("me").pod()
+    # A nominated (not yet bound) pod leaving counts since v1.37 (it held a place).
+    assert pl.after_pod_change(pod, web("n").nominated("a").pod(), None) is True
+    assert pl.after_pod_change(pod, web("n").pod(), None) is False
+    # The pod's own label change: only if it (un)matches its own selector.
+    me_db = spreading(tsc(), name="incoming").uid("me").labels(app="db").pod()
+    assert pl.after_pod_change(pod, pod, me_db) is True
+    me_extra = spreading(tsc(), name="incoming").uid("me").labels(tier="x").pod()
+    assert pl.after_pod_change(pod, pod, me_extra) is False
+    # Its own toleration change matters only with nodeTaintsPolicy: Honor.
+    tolerant = spreading(tsc(), name="incoming").uid("me").toleration("k").pod()
+    assert pl.after_pod_change(pod, pod, tolerant) is False
+    honoring = spreading(tsc(nodeTaintsPolicy="Honor")).uid("me").pod()
+    honoring_tolerant = spreading(tsc(nodeTaintsPolicy="Honor")).uid("me").toleration("k").pod()
+    assert pl.after_pod_change(honoring, honoring, honoring_tolerant) is True
+
+
 # -- through the simulator ------------------------------------------------------------------------------
 def node_obj(name: str, zone: str | None) -> dict[str, Any]:
     nb = make_node(name)

@@ -228,31 +228,31 @@ class PodTopologySpread:
         ]
 
     def after_pod_change(self, pod: Pod, old: Any, new: Any) -> bool:
-        """Whether an assigned pod's add/update/delete may make ``pod`` fit: it must be in
-        the pod's namespace and (un)match one of its hard constraints' selectors."""
+        """Whether a pod's add/update/delete may make ``pod`` fit (kube-scheduler v1.37).
+
+        The pod's own update (kube's TargetPod hint): a toleration change when a hard
+        constraint honors taints, or a label change that (un)matches one of its
+        selectors. Another pod (AssignedPod): it must be placed or nominated, in the
+        pod's namespace, and (un)match one of the hard constraints' selectors."""
         old_p = old if isinstance(old, Pod) else None
         new_p = new if isinstance(new, Pod) else None
+        cs = self.constraints(pod, DO_NOT_SCHEDULE)
+        if new_p is not None and old_p is not None and new_p.uid == pod.uid:
+            if new_p.spec.get("tolerations") != old_p.spec.get("tolerations") and any(
+                c.honor_taints for c in cs
+            ):
+                return True
+            return _label_change_matters(old_p, new_p, cs)
 
         def involved(p: Pod) -> bool:
-            return p.uid == pod.uid or (bool(p.node_name) and p.namespace == pod.namespace)
+            return bool(p.node_name or p.nominated_node_name) and p.namespace == pod.namespace
 
         if (new_p is not None and not involved(new_p)) or (
             old_p is not None and not involved(old_p)
         ):
             return False
-        cs = self.constraints(pod, DO_NOT_SCHEDULE)
         if new_p is not None and old_p is not None:
-            if (
-                pod.uid == new_p.uid
-                and new_p.spec.get("tolerations") != old_p.spec.get("tolerations")
-                and any(c.honor_taints for c in cs)
-            ):
-                return True
-            if new_p.labels == old_p.labels:
-                return False
-            return any(
-                c.selector.matches(old_p.labels) != c.selector.matches(new_p.labels) for c in cs
-            )
+            return _label_change_matters(old_p, new_p, cs)
         p = new_p if new_p is not None else old_p
         return p is not None and any(c.selector.matches(p.labels) for c in cs)
 
@@ -272,6 +272,13 @@ class PodTopologySpread:
                 != new_n.raw.get("spec", {}).get("taints")
             )
         return new_ok if new_n is not None else old_ok
+
+
+def _label_change_matters(old: Pod, new: Pod, cs: Sequence[Constraint]) -> bool:
+    """A label update that makes the pod match or unmatch one of the selectors."""
+    if new.labels == old.labels:
+        return False
+    return any(c.selector.matches(old.labels) != c.selector.matches(new.labels) for c in cs)
 
 
 def _store(handle: Handle) -> Any:
