@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.interface import ActionType
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Code, Status
@@ -373,6 +374,41 @@ def test_events_and_hints() -> None:
     # Deleting a pod whose anti-affinity blocked this one requeues it.
     web = make_pod("w").labels(app="web").pod()
     assert pod_hint(web, make_pod("x").node("a1").affinity(dict(web_anti_web.affinity)).pod(), None)
+
+
+def test_v137_hints() -> None:
+    pl = plugin(cluster({}, ZONES3))
+    pod_hint, node_hint = (r.hint for r in pl.events_to_register())
+    assert pod_hint is not None and node_hint is not None
+    # Two anti-affinity terms: a deleted pod matching either one frees the pod
+    # (v1.34 required it to match both).
+    two = affinity(anti=[term({"app": "db"}), term({"tier": "x"}, key=HOST)])
+    pod = make_pod("p").affinity(two).pod()
+    db = make_pod("d").labels(app="db").node("a1").pod()
+    assert pod_hint(pod, db, None) is True
+    assert pod_hint(pod, make_pod("o").labels(app="web").node("a1").pod(), None) is False
+    # A relabelled pod that stops matching one of them (and matches none now).
+    assert pod_hint(pod, db, make_pod("d").labels(app="web").node("a1").pod()) is True
+    # A nominated (not yet bound) pod leaving counts like a placed one.
+    assert pod_hint(pod, make_pod("d").labels(app="db").nominated("a1").pod(), None) is True
+    assert pod_hint(pod, make_pod("d").labels(app="db").pod(), None) is False
+    # The pod's own label update always requeues it.
+    me = make_pod("p").uid("me").affinity(two).pod()
+    assert pod_hint(me, me, make_pod("p").uid("me").labels(a="b").affinity(two).pod()) is True
+    # Nodes: affinity cares about a topology key appearing or changing value.
+    aff = make_pod("p").affinity(affinity(req=[term({"app": "db"})])).pod()
+    z1, z2 = make_node("n").label(ZONE, "z1").node(), make_node("n").label(ZONE, "z2").node()
+    assert node_hint(aff, z1, z2) is True
+    assert node_hint(aff, z1, make_node("n").label(ZONE, "z1").label("x", "y").node()) is False
+    assert node_hint(aff, z1, make_node("n").node()) is False  # lost the key
+    # Anti-affinity: any new node; a node losing or changing the key.
+    anti = make_pod("p").affinity(affinity(anti=[term({"app": "db"})])).pod()
+    assert node_hint(anti, None, make_node("n").node()) is True
+    assert node_hint(anti, z1, make_node("n").node()) is True
+    assert node_hint(anti, make_node("n").node(), z1) is False
+    assert [r.event.action for r in pl.events_to_register()][1] == (
+        ActionType.ADD | ActionType.UPDATE_NODE_LABEL
+    )
 
 
 @st.composite

@@ -228,6 +228,11 @@ def _satisfy_existing_anti_affinity(s: PreFilterState, labels: Mapping[str, str]
     return True
 
 
+def _match_any(terms: Sequence[AffinityTerm], pod: Pod) -> bool:
+    """The pod matches at least one term (namespace selectors as resolved terms)."""
+    return any(t.matches(pod, None) for t in terms)
+
+
 class InterPodAffinity:
     name = NAME
 
@@ -249,39 +254,59 @@ class InterPodAffinity:
                 self._after_pod_change,
             ),
             ClusterEventWithHint(
-                ClusterEvent(
-                    EventResource.NODE,
-                    ActionType.ADD | ActionType.UPDATE_NODE_LABEL | ActionType.UPDATE_NODE_TAINT,
-                ),
+                ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL),
                 self._after_node_change,
             ),
         ]
 
     def _after_pod_change(self, pod: Pod, old: Pod | None, new: Pod | None) -> bool:
-        if (new is not None and not new.node_name) or (old is not None and not old.node_name):
+        """Queueing hint (kube-scheduler v1.37). The pod's own label update (TargetPod):
+        always. Another pod must be placed or nominated; added, it may satisfy the
+        affinity (one pod matching every term); relabelled, it may start to match the
+        affinity or stop matching any anti-affinity term; deleted, it may have matched
+        an anti-affinity term, or its own anti-affinity may have matched this pod."""
+        if old is not None and new is not None and new.uid == pod.uid:
+            return True
+        if (new is not None and not (new.node_name or new.nominated_node_name)) or (
+            old is not None and not (old.node_name or old.nominated_node_name)
+        ):
             return False
         terms = self._terms.lenient(pod)
         aff, anti = terms.required_affinity, terms.required_anti
         if old is not None and new is not None:
             if not match_all(aff, old) and match_all(aff, new):
                 return True
-            return match_all(anti, old) and not match_all(anti, new)
+            return _match_any(anti, old) and not _match_any(anti, new)
         if new is not None:
             return match_all(aff, new)
         if old is None:
             return True
-        if match_all(anti, old):
+        if _match_any(anti, old):
             return True
-        ns_labels = self._namespace_labels(pod.namespace)
-        return any(t.matches(pod, ns_labels) for t in self._terms.lenient(old).required_anti)
+        return _match_any(self._terms.lenient(old).required_anti, pod)
 
     def _after_node_change(self, pod: Pod, old: Node | None, new: Node | None) -> bool:
+        """Queueing hint (kube's isSchedulableAfterNodeChange): a node that gains an
+        affinity topology key (new, or added, or changed value), any new node when the
+        pod has anti-affinity, or a node losing or changing an anti-affinity key."""
         if new is None:
             return True
         terms = self._terms.lenient(pod)
-        return any(
-            t.topology_key in new.labels for t in (*terms.required_affinity, *terms.required_anti)
-        )
+        for t in terms.required_affinity:
+            key = t.topology_key
+            if old is None:
+                if key in new.labels:
+                    return True
+                continue
+            if key in new.labels and old.labels.get(key) != new.labels[key]:
+                return True
+        for t in terms.required_anti:
+            if old is None:
+                return True
+            key = t.topology_key
+            if key in old.labels and (key not in new.labels or old.labels[key] != new.labels[key]):
+                return True
+        return False
 
     # -- helpers ----------------------------------------------------------------------------
     def _namespace_labels(self, namespace: str) -> Mapping[str, str]:
