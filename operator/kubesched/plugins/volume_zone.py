@@ -87,11 +87,9 @@ class VolumeZone:
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [
             ClusterEventWithHint(ClusterEvent(EventResource.STORAGE_CLASS, ActionType.ADD)),
+            # Zone labels decide; taints do not (kube-scheduler v1.34+, queueing hints).
             ClusterEventWithHint(
-                ClusterEvent(
-                    EventResource.NODE,
-                    ActionType.ADD | ActionType.UPDATE_NODE_LABEL | ActionType.UPDATE_NODE_TAINT,
-                )
+                ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL)
             ),
             ClusterEventWithHint(
                 ClusterEvent(EventResource.PVC, ActionType.ADD | ActionType.UPDATE_OTHER)

@@ -5,6 +5,7 @@ from typing import Any
 import pytest
 
 from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.interface import ActionType
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import Pod
@@ -130,3 +131,10 @@ def test_missing_claim_is_unresolvable() -> None:
         'persistentvolumeclaim "nope" not found',
         plugin=vr.NAME,
     )
+
+
+def test_node_events_are_additions_only() -> None:
+    # A node update never changes this plugin's answer (kube-scheduler v1.37).
+    pl = vr.new(vr.Args(), FakeHandle())
+    node_events = [r.event for r in pl.events_to_register() if r.event.resource.value == "Node"]
+    assert [e.action for e in node_events] == [ActionType.ADD]

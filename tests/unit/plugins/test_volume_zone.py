@@ -5,6 +5,7 @@ from typing import Any
 import pytest
 
 from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.interface import ActionType
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Code, Status
 from kubesched.plugins import volume_zone as vz
@@ -94,3 +95,10 @@ def test_prefilter_failures(objs: list[dict[str, Any]], message: str) -> None:
 def test_wait_for_first_consumer_claim_is_skipped() -> None:
     s = prefilter(make_pvc("data", sc="local"), make_sc("local", wffc=True))
     assert s is not None and s.is_skip()
+
+
+def test_node_events_are_additions_and_label_updates() -> None:
+    # Taint updates do not requeue (kube-scheduler v1.37, queueing hints on).
+    pl = vz.new(vz.Args(), FakeHandle())
+    node_events = [r.event for r in pl.events_to_register() if r.event.resource.value == "Node"]
+    assert [e.action for e in node_events] == [ActionType.ADD | ActionType.UPDATE_NODE_LABEL]
