@@ -34,15 +34,28 @@ from typing import Any
 import kopf
 import pydantic
 
+from kubesched.api.gangs import (
+    GANG_STORE_KINDS,
+    STORE_KINDS,
+    WORKLOAD_STORE_KIND,
+    GangAPI,
+    InvalidGang,
+    api_of,
+    gang_key,
+    parse_gang,
+    parse_key,
+    pod_ref,
+    resolve,
+)
 from kubesched.api.podgroup import (
     CONDITION_SCHEDULED,
     GROUP,
     VERSION,
-    pod_group_name,
     podgroup_status,
     validation_message,
 )
 from kubesched.cluster.kube import KubeCluster
+from kubesched.operator import gang_status
 from kubesched.operator.handlers import WatchRouter
 from kubesched.scheduler.scheduler import Scheduler
 
@@ -136,9 +149,7 @@ class PodGroupStatusWriter:
         if kind == "Pod":
             ns, name = _key(obj)
             pod_key = f"{ns}/{name}"
-            labels = (obj.get("metadata") or {}).get("labels") or {}
-            group = pod_group_name(labels) if event_type != "DELETED" else None
-            key = f"{ns}/{group}" if group else None
+            key = self._gang_of(ns, obj) if event_type != "DELETED" else None
             prev = self._group_of.get(pod_key)
             if prev != key:
                 if prev is not None:
@@ -155,14 +166,29 @@ class PodGroupStatusWriter:
                     self._members.setdefault(key, set()).add(pod_key)
             if key is not None:
                 self.touch(key)
-        elif kind == "PodGroup":
+        elif kind in GANG_STORE_KINDS:
             ns, name = _key(obj)
-            key = f"{ns}/{name}"
+            api = api_of(kind)
+            assert api is not None
+            key = gang_key(api, ns, name)
             if event_type == "DELETED":
                 self._written.pop(key, None)
                 self._locks.pop(key, None)
             elif old is None or old.get("spec") != obj.get("spec"):
                 self.touch(key)
+
+    def _exists(self, kind: str, namespace: str, name: str) -> bool:
+        return self.cluster.get(kind, namespace, name) is not None
+
+    def _gang_of(self, namespace: str, pod: Obj) -> str | None:
+        """The pod's gang key (kubesched.api.gangs: the precedence Coscheduling uses)."""
+        labels = _mapping(pod.get("metadata")).get("labels")
+        ref = pod_ref(
+            namespace,
+            labels if isinstance(labels, Mapping) else {},
+            _mapping(pod.get("spec")),
+        )
+        return None if ref is None else resolve(ref, self._exists)
 
     def touch(self, key: str) -> None:
         """Write ``namespace/name``'s status soon (after the debounce), if leading."""
@@ -198,7 +224,7 @@ class PodGroupStatusWriter:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     # -- the status ----------------------------------------------------------------------------------
-    def _report(self, namespace: str, name: str) -> Any:
+    def _report(self, namespace: str, name: str, api: GangAPI = GangAPI.KUBESCHED) -> Any:
         """Coscheduling's GangReport for the group, from whichever profile holds it."""
         seen: set[int] = set()
         for profile in list(self.scheduler.profiles.values()):
@@ -208,23 +234,25 @@ class PodGroupStatusWriter:
                 if report is None or id(plugin) in seen:
                     continue
                 seen.add(id(plugin))
-                found = report(namespace, name)
+                found = (
+                    report(namespace, name)
+                    if api is GangAPI.KUBESCHED
+                    else report(namespace, name, api)
+                )
                 if found is not None:
                     return found
         return None
 
-    def desired(self, group: Obj) -> dict[str, Any]:
-        """The status ``group`` should have now (raises pydantic's ValidationError)."""
-        ns, name = _key(group)
+    def _member_pods(self, key: str) -> list[Obj]:
         members = []
-        for pod_key in sorted(self._members.get(f"{ns}/{name}", ())):
+        for pod_key in sorted(self._members.get(key, ())):
             pod_ns, _, pod_name = pod_key.partition("/")
             pod = self.cluster.get("Pod", pod_ns, pod_name)
             if pod is not None:
                 members.append(pod)
-        now = self._wall_clock()
-        report = self._report(ns, name)
-        start: str | None = None
+        return members
+
+    def _start(self, group: Obj, report: Any, now: datetime) -> str | None:
         if (
             report is not None
             and report.schedule_start is not None
@@ -232,7 +260,51 @@ class PodGroupStatusWriter:
         ):
             # Coscheduling keeps loop time; the first try is kept once written.
             ago = asyncio.get_running_loop().time() - report.schedule_start
-            start = _rfc3339(now - timedelta(seconds=max(0.0, ago)))
+            return _rfc3339(now - timedelta(seconds=max(0.0, ago)))
+        return None
+
+    def desired_foreign(self, api: GangAPI, group: Obj) -> dict[str, Any] | None:
+        """The status of a scheduler-plugins or Kubernetes PodGroup in its own shape
+        (:mod:`kubesched.operator.gang_status`), None when there is nothing to write."""
+        ns, name = _key(group)
+        key = gang_key(api, ns, name)
+        members = self._member_pods(key)
+        now = self._wall_clock()
+        report = self._report(ns, name, api)
+        try:
+            spec = parse_gang(
+                STORE_KINDS[api], group, lambda n, w: self.cluster.get(WORKLOAD_STORE_KIND, n, w)
+            )
+            min_member, invalid = spec.min_member, ""
+        except InvalidGang as e:
+            min_member, invalid = 1, f"PodGroup {key} is invalid: {e}"
+        if api is GangAPI.SCHEDULER_PLUGINS:
+            return gang_status.scheduler_plugins_status(
+                group, min_member, members, schedule_start_time=self._start(group, report, now)
+            )
+        waiting = report.waiting_uids if report is not None else frozenset()
+        placed = sum(
+            1
+            for p in members
+            if _mapping(p.get("spec")).get("nodeName")
+            or str(_mapping(p.get("metadata")).get("uid") or "") in waiting
+        )
+        blocked = invalid or (report.blocked if report is not None else "")
+        if not blocked and report is not None and report.timed_out:
+            blocked = f'pod group "{key}" timed out waiting at Permit'
+        conditions = gang_status.upstream_conditions(
+            group, scheduled=not invalid and placed >= min_member, unschedulable=blocked,
+            now=_rfc3339(now),
+        )  # fmt: skip
+        return None if conditions is None else {"conditions": conditions}
+
+    def desired(self, group: Obj) -> dict[str, Any]:
+        """The status ``group`` should have now (raises pydantic's ValidationError)."""
+        ns, name = _key(group)
+        members = self._member_pods(f"{ns}/{name}")
+        now = self._wall_clock()
+        report = self._report(ns, name)
+        start = self._start(group, report, now)
         return podgroup_status(
             group,
             members,
@@ -258,7 +330,9 @@ class PodGroupStatusWriter:
                 return False
 
     async def _sync(self, key: str) -> bool:
-        ns, _, name = key.partition("/")
+        api, ns, name = parse_key(key)
+        if api is not GangAPI.KUBESCHED:
+            return await self._sync_foreign(api, key)
         group = self.cluster.get("PodGroup", ns, name)
         if group is None or not self.leading():
             return False
@@ -289,6 +363,46 @@ class PodGroupStatusWriter:
         ):
             self._event(group, status)
         return True
+
+    async def _sync_foreign(self, api: GangAPI, key: str) -> bool:
+        _, ns, name = parse_key(key)
+        group = self.cluster.get(STORE_KINDS[api], ns, name)
+        if group is None or not self.leading():
+            return False
+        meta = group.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            return False
+        uid = str(meta.get("uid") or "")
+        written = self._written.get(key)
+        if written is not None and written.uid == uid and written.resource_version > _rv(group):
+            group = {**group, "status": written.status}
+        current: Obj = group.get("status") or {}
+        status = self.desired_foreign(api, group)
+        if status is None or all(current.get(k) == v for k, v in status.items()):
+            return False
+        path = f"/apis/{api.value}/namespaces/{ns}/podgroups/{name}/status"
+        updated = await self.cluster.request(
+            "PATCH", path, {"status": status}, content_type=MERGE_PATCH
+        )
+        self.writes += 1
+        if isinstance(updated, Mapping):
+            self._written[key] = _Written(uid, _rv(updated), dict(updated.get("status") or status))
+        return True
+
+    async def tick(self) -> None:
+        """Sync every scheduler-plugins and Kubernetes PodGroup once (what the Kopf timer
+        does for ours: Permit waits and timeouts show in no watch event)."""
+        for api in (GangAPI.UPSTREAM, GangAPI.SCHEDULER_PLUGINS):
+            for group in list(self.cluster.list(STORE_KINDS[api])):
+                ns, name = _key(group)
+                await self.sync(gang_key(api, ns, name))
+
+    async def run_ticks(self, interval: float = STATUS_INTERVAL) -> None:
+        """:meth:`tick` every ``interval`` seconds until cancelled."""
+        while True:
+            await asyncio.sleep(interval)
+            if self.leading():
+                await self.tick()
 
     def _invalid(self, group: Obj, message: str) -> dict[str, Any]:
         """Pending, PodGroupScheduled=False InvalidSpec, the message naming the field."""

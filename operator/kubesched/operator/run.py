@@ -134,6 +134,7 @@ class Runtime:
             self.cluster,
             self.cluster,
             profiles=[default_profile_spec(n) for n in settings.scheduler_names],
+            seed=settings.seed,
         )
         self.router = WatchRouter(
             self.cluster,

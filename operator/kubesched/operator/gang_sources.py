@@ -1,0 +1,155 @@
+"""The foreign gang APIs, watched when (and while) the API server serves them.
+
+Kubernetes' ``scheduling.k8s.io/v1beta1`` PodGroup and Workload exist only on 1.35+
+clusters with the ``GenericWorkload`` gate and that API version on; scheduler-plugins'
+``scheduling.x-k8s.io/v1alpha1`` PodGroup only where its CRD is installed. Each is
+watched by a :class:`kubesched.cluster.informer.Informer` (LIST + WATCH into the same
+``WatchRouter.dispatch`` as every other kind), started when API discovery lists the
+resource and stopped when it goes away (its objects then DELETED from the store, so
+their gangs wait as for a missing PodGroup). Discovery is polled every
+:data:`DISCOVERY_INTERVAL` seconds: a CRD installed or an API turned on later is picked
+up without a restart. Each change of what is served is logged (``gang APIs served: ...``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kubesched.api.gangs import STORE_KINDS, WORKLOAD_STORE_KIND, GangAPI
+from kubesched.cluster.informer import Dispatch, Informer
+from kubesched.cluster.kube import KubeCluster
+from kubesched.framework.cluster_port import ClusterError, NotFound
+
+__all__ = ["DISCOVERY_INTERVAL", "SOURCES", "GangSources", "Source"]
+
+log = logging.getLogger("kubesched.operator.gang_sources")
+
+DISCOVERY_INTERVAL = 30.0
+"""Seconds between discovery polls: how long a CRD installed later waits to be watched."""
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    kind: str
+    """The store's kind (kubesched.api.gangs.STORE_KINDS)."""
+    group_version: str
+    plural: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.group_version} {self.kind.partition('.')[0]}"
+
+
+SOURCES: tuple[Source, ...] = (
+    Source(STORE_KINDS[GangAPI.UPSTREAM], GangAPI.UPSTREAM.value, "podgroups"),
+    Source(WORKLOAD_STORE_KIND, GangAPI.UPSTREAM.value, "workloads"),
+    Source(STORE_KINDS[GangAPI.SCHEDULER_PLUGINS], GangAPI.SCHEDULER_PLUGINS.value, "podgroups"),
+)
+"""The kinds watched only while served (ours, kubesched.dev, is watched by Kopf)."""
+
+
+class GangSources:
+    """Discovery polls -> informers of the foreign gang kinds (see the module doc)."""
+
+    def __init__(
+        self,
+        cluster: KubeCluster,
+        dispatch: Dispatch,
+        *,
+        interval: float = DISCOVERY_INTERVAL,
+        informer: Callable[[str], Informer] | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.dispatch = dispatch
+        self.interval = interval
+        self._informer = informer or (lambda kind: Informer(cluster, kind, dispatch))
+        self.running: dict[str, tuple[Informer, asyncio.Task[None]]] = {}
+        self.served: frozenset[str] | None = None
+        """Store kinds served at the last poll (None before the first)."""
+
+    async def discover(self) -> frozenset[str]:
+        """The store kinds of :data:`SOURCES` the API server serves now."""
+        served: set[str] = set()
+        resources: dict[str, set[str]] = {}
+        for source in SOURCES:
+            gv = source.group_version
+            if gv not in resources:
+                try:
+                    doc = await self.cluster.request("GET", f"/apis/{gv}")
+                except NotFound:
+                    doc = None
+                resources[gv] = {
+                    str(r.get("name"))
+                    for r in ((doc or {}).get("resources") or ())
+                    if isinstance(r, dict)
+                }
+            if source.plural in resources[gv]:
+                served.add(source.kind)
+        return frozenset(served)
+
+    async def poll(self) -> None:
+        """One discovery pass: start and stop informers to match, log what changed. The
+        first pass waits until the new informers listed (the initial sync)."""
+        served = await self.discover()
+        if served != self.served:
+            on = [s.label for s in SOURCES if s.kind in served]
+            off = [s.label for s in SOURCES if s.kind not in served]
+            log.info(
+                "gang APIs served: kubesched.dev/v1alpha1 PodGroup (CRD)%s%s",
+                "".join(f", {x}" for x in on),
+                f"; not served: {', '.join(off)}" if off else "",
+            )
+        first = self.served is None
+        self.served = served
+        started = []
+        for source in SOURCES:
+            if source.kind in served and source.kind not in self.running:
+                inf = self._informer(source.kind)
+                task = asyncio.ensure_future(inf.run())
+                self.running[source.kind] = (inf, task)
+                started.append(inf)
+            elif source.kind not in served and source.kind in self.running:
+                await self._stop(source.kind)
+        if first:
+            for inf in started:
+                await inf.synced.wait()
+
+    async def start(self) -> None:
+        """The first poll (before the first cycle); a failed discovery is logged and
+        retried by :meth:`run`, never fatal: the foreign APIs are optional."""
+        try:
+            await self.poll()
+        except (ClusterError, OSError, TimeoutError) as e:
+            log.warning("gang API discovery failed (%s): retrying later", e)
+
+    async def _stop(self, kind: str) -> None:
+        _, task = self.running.pop(kind)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+        for obj in list(self.cluster.objects.get(kind, {}).values()):
+            self.dispatch(kind, "DELETED", dict(obj))
+        log.info("%s is no longer served: its objects are forgotten", kind)
+
+    async def run(self) -> None:
+        """Poll until cancelled (the informers are cancelled with it)."""
+        try:
+            while True:
+                await asyncio.sleep(self.interval)
+                try:
+                    await self.poll()
+                except (ClusterError, OSError, TimeoutError) as e:
+                    log.warning("gang API discovery failed (%s): retrying later", e)
+        finally:
+            for kind in list(self.running):
+                _, task = self.running.pop(kind)
+                task.cancel()
+            await asyncio.sleep(0)
+
+    def tasks(self) -> list[asyncio.Task[Any]]:
+        return [t for _, t in self.running.values()]
