@@ -6,6 +6,7 @@ from typing import Any
 import pytest
 
 from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.interface import ActionType
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Code, Status
@@ -271,3 +272,10 @@ def test_args_defaults_and_shape_refused() -> None:
         vb.Args.model_validate({"shape": [{"utilization": 0, "score": 0}]})
     with pytest.raises(ValueError):
         vb.Args.model_validate({"bindTimeoutSeconds": -1})
+
+
+def test_node_events_are_additions_and_label_updates() -> None:
+    # Taint updates do not requeue (kube-scheduler v1.37, queueing hints on).
+    pl = vb.new(vb.Args(), FakeHandle())
+    node_events = [r.event for r in pl.events_to_register() if r.event.resource.value == "Node"]
+    assert [e.action for e in node_events] == [ActionType.ADD | ActionType.UPDATE_NODE_LABEL]

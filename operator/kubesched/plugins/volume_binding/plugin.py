@@ -163,11 +163,9 @@ class VolumeBinding:
             ClusterEventWithHint(ClusterEvent(EventResource.STORAGE_CLASS, add_update)),
             ClusterEventWithHint(ClusterEvent(EventResource.PVC, add_update)),
             ClusterEventWithHint(ClusterEvent(EventResource.PV, add_update)),
+            # Labels decide (PV node affinity); taints do not (queueing hints on).
             ClusterEventWithHint(
-                ClusterEvent(
-                    EventResource.NODE,
-                    ActionType.ADD | ActionType.UPDATE_NODE_LABEL | ActionType.UPDATE_NODE_TAINT,
-                )
+                ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL)
             ),
             ClusterEventWithHint(ClusterEvent(EventResource.CSI_NODE, add_update)),
             ClusterEventWithHint(ClusterEvent(EventResource.CSI_DRIVER, ActionType.UPDATE_OTHER)),
