@@ -25,6 +25,7 @@ __all__ = [
     "DO_NOT_SCHEDULE_EFFECTS",
     "allocatable_and_requested",
     "allocatable_and_requested_rows",
+    "broken_linear_function",
     "default_normalize_score",
     "find_matching_untolerated_taint",
     "go_div",
@@ -59,6 +60,24 @@ def go_div_array(a: I64, b: I64 | int) -> I64:
     safe = np.where(b_arr == 0, 1, b_arr)
     q = np.abs(a) // np.abs(safe)
     return np.where((a >= 0) == (safe >= 0), q, -q).astype(np.int64)
+
+
+def broken_linear_function(shape: Sequence[tuple[int, int]]) -> Callable[[int], int]:
+    """kube's ``BuildBrokenLinearFunction``: the piecewise linear function through
+    ``(utilization, score)`` points, flat before the first and after the last point, Go
+    integer interpolation between (NodeResourcesFit's RequestedToCapacityRatio and
+    VolumeBinding's StorageCapacityScoring)."""
+
+    def f(p: int) -> int:
+        for i, (u, s) in enumerate(shape):
+            if p <= u:
+                if i == 0:
+                    return s
+                pu, ps = shape[i - 1]
+                return ps + go_div((s - ps) * (p - pu), u - pu)
+        return shape[-1][1]
+
+    return f
 
 
 def go_round_div(n: int, d: int) -> int:

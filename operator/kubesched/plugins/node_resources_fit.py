@@ -11,7 +11,7 @@ out of the score. kube-scheduler's default profile gives this plugin's score wei
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -22,7 +22,7 @@ from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.helpers import (
     allocatable_and_requested,
     allocatable_and_requested_rows,
-    go_div,
+    broken_linear_function,
     go_round_div,
     is_extended_resource_name,
     pod_resource_request,
@@ -147,12 +147,15 @@ class ScoringStrategy(BaseModel):
 
     @model_validator(mode="after")
     def _shape_given(self) -> ScoringStrategy:
-        if (
-            self.type is ScoringStrategyType.REQUESTED_TO_CAPACITY_RATIO
-            and self.requested_to_capacity_ratio is None
-        ):
+        # kube-scheduler v1.37's validation: required by, and only allowed with, that type.
+        rtcr = self.type is ScoringStrategyType.REQUESTED_TO_CAPACITY_RATIO
+        if rtcr and self.requested_to_capacity_ratio is None:
             raise ValueError(
-                "requestedToCapacityRatio.shape is required by RequestedToCapacityRatio"
+                "requestedToCapacityRatio: must be specified when type is RequestedToCapacityRatio"
+            )
+        if not rtcr and self.requested_to_capacity_ratio is not None:
+            raise ValueError(
+                "requestedToCapacityRatio: must be nil when type is not RequestedToCapacityRatio"
             )
         return self
 
@@ -195,22 +198,6 @@ def most_requested_score(requested: int, capacity: int) -> int:
     # requested can exceed capacity: non-zero defaults count pods that request nothing.
     requested = min(requested, capacity)
     return requested * MAX_NODE_SCORE // capacity
-
-
-def broken_linear_function(shape: Sequence[tuple[int, int]]) -> Callable[[int], int]:
-    """The piecewise linear function through ``(utilization, score)`` points: flat
-    before the first and after the last point, Go integer interpolation between."""
-
-    def f(p: int) -> int:
-        for i, (u, s) in enumerate(shape):
-            if p <= u:
-                if i == 0:
-                    return s
-                pu, ps = shape[i - 1]
-                return ps + go_div((s - ps) * (p - pu), u - pu)
-        return shape[-1][1]
-
-    return f
 
 
 def _rtcr_table(param: RequestedToCapacityRatioParam) -> npt.NDArray[np.int64]:

@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kubesched.framework.helpers import (
+    broken_linear_function,
     default_normalize_score,
     go_div,
     go_div_array,
@@ -82,3 +83,12 @@ def test_default_normalize_score(raw: list[int], reverse: bool, out: list[int]) 
 def test_resource_name_classes(name: str, extended: bool, scalar: bool) -> None:
     assert is_extended_resource_name(name) is extended
     assert is_scalar_resource_name(name) is scalar
+
+
+@pytest.mark.parametrize(
+    ("p", "expected"),
+    [(0, 20), (20, 20), (30, 35), (60, 80), (61, 80), (100, 80)],
+)
+def test_broken_linear_function(p: int, expected: int) -> None:
+    f = broken_linear_function([(20, 20), (60, 80)])
+    assert f(p) == expected

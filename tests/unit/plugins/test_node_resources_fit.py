@@ -366,15 +366,6 @@ def test_score(args: dict[str, Any], pod: Pod, node_info: NodeInfo, expected: in
     assert got.tolist() == [expected]
 
 
-@pytest.mark.parametrize(
-    ("p", "expected"),
-    [(0, 20), (20, 20), (30, 35), (60, 80), (61, 80), (100, 80)],
-)
-def test_broken_linear_function(p: int, expected: int) -> None:
-    f = fit.broken_linear_function([(20, 20), (60, 80)])
-    assert f(p) == expected
-
-
 def test_normalize_is_identity() -> None:
     scores = np.array([3, 99], dtype=np.int64)
     assert plugin().normalize_score(CycleState(), make_pod("p").pod(), scores) is None

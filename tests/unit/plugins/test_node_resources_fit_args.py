@@ -63,8 +63,18 @@ def test_args_camel_case_round_trip() -> None:
         ),
         pytest.param(
             {"scoringStrategy": {"type": "RequestedToCapacityRatio"}},
-            "requestedToCapacityRatio",
+            "requestedToCapacityRatio: must be specified when type is RequestedToCapacityRatio",
             id="rtcr-without-shape",
+        ),
+        pytest.param(
+            {
+                "scoringStrategy": {
+                    "type": "MostAllocated",
+                    "requestedToCapacityRatio": {"shape": BIN_PACK_SHAPE},
+                }
+            },
+            "requestedToCapacityRatio: must be nil when type is not RequestedToCapacityRatio",
+            id="shape-with-another-type-v1.37",
         ),
         pytest.param(rtcr([]), "shape", id="empty-shape"),
         pytest.param(
