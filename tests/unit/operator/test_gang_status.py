@@ -1,0 +1,199 @@
+"""Status in each foreign API's shape (scheduler-plugins, Kubernetes), the writer's path
+for them, and the discovery that starts and stops their watches."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+
+from kubesched.api.gangs import STORE_KINDS, GangAPI
+from kubesched.framework.cluster_port import NotFound
+from kubesched.operator.gang_sources import GangSources
+from kubesched.operator.gang_status import scheduler_plugins_status, upstream_conditions
+from kubesched.plugins.coscheduling import GangReport
+from tests.unit.operator.test_podgroup_handlers import JSON, FakeApi, Setup
+
+pytestmark = pytest.mark.looptime
+
+UP, X = STORE_KINDS[GangAPI.UPSTREAM], STORE_KINDS[GangAPI.SCHEDULER_PLUGINS]
+
+
+def pod(name: str, phase: str = "Pending", node: str = "", **spec: Any) -> JSON:
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "uid": f"uid-{name}",
+            "ownerReferences": [{"name": "job-a"}],
+        },
+        "spec": {**({"nodeName": node} if node else {}), **spec},
+        "status": {"phase": phase},
+    }
+
+
+def x_group(min_member: int = 2, **status: Any) -> JSON:
+    return {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "g", "namespace": "ns", "uid": "uid-g", "resourceVersion": "1"},
+        "spec": {"minMember": min_member},
+        "status": status,
+    }
+
+
+@pytest.mark.parametrize(
+    ("phases", "phase", "counts"),
+    [
+        pytest.param(["Pending"], "Pending", (0, 0, 0), id="fewer-than-min"),
+        pytest.param(["Pending", "Pending"], "Scheduling", (0, 0, 0), id="all-exist"),
+        pytest.param(["Running", "Running", "Pending"], "Running", (2, 0, 0), id="running"),
+        pytest.param(["Succeeded", "Succeeded"], "Finished", (0, 2, 0), id="finished"),
+        pytest.param(["Running", "Failed"], "Failed", (1, 0, 1), id="failed"),
+    ],
+)
+def test_scheduler_plugins_phase_and_counts(
+    phases: list[str], phase: str, counts: tuple[int, int, int]
+) -> None:
+    pods = [pod(f"p{i}", ph) for i, ph in enumerate(phases)]
+    s = scheduler_plugins_status(x_group(), 2, pods, schedule_start_time="2026-01-01T00:00:00Z")
+    assert s["phase"] == phase
+    assert (s["running"], s["succeeded"], s["failed"]) == counts
+    assert s["scheduleStartTime"] == "2026-01-01T00:00:00Z"
+    assert s.get("occupiedBy") == (None if phase == "Pending" else "ns/job-a")
+
+
+def upstream_group(**status: Any) -> JSON:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": "g",
+            "namespace": "ns",
+            "uid": "uid-g",
+            "generation": 3,
+            "resourceVersion": "1",
+        },
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}},
+        "status": status,
+    }
+
+
+def test_upstream_condition_as_kube_scheduler_writes_it() -> None:
+    assert (
+        upstream_conditions(upstream_group(), scheduled=False, unschedulable="", now="t0") is None
+    )
+    (c,) = (
+        upstream_conditions(
+            upstream_group(), scheduled=False, unschedulable="1/2 members fit", now="t0"
+        )
+        or []
+    )
+    assert c == {
+        "type": "PodGroupInitiallyScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": "1/2 members fit",
+        "lastTransitionTime": "t0",
+        "observedGeneration": 3,
+    }
+    other = {
+        "type": "DisruptionTarget",
+        "status": "False",
+        "reason": "x",
+        "message": "",
+        "lastTransitionTime": "t0",
+    }
+    later = upstream_conditions(
+        upstream_group(conditions=[other, c]), scheduled=True, unschedulable="", now="t1"
+    )
+    assert later is not None and later[0] == other
+    assert (later[1]["status"], later[1]["reason"], later[1]["message"]) == (
+        "True",
+        "Scheduled",
+        "",
+    )
+    assert later[1]["lastTransitionTime"] == "t1"
+    # never back to False once scheduled (a later attempt for extra members)
+    again = upstream_conditions(
+        upstream_group(conditions=later), scheduled=False, unschedulable="no", now="t2"
+    )
+    assert again == later
+
+
+async def test_writer_patches_each_foreign_api_in_its_shape() -> None:
+    s = Setup()
+    s.plugin.reports["ns/g"] = GangReport(frozenset(), "1/2 members fit; 1 pods: x", False, None)
+
+    def report(namespace: str, name: str, api: GangAPI = GangAPI.KUBESCHED) -> Any:
+        return s.plugin.reports.get(f"{namespace}/{name}") if api is GangAPI.UPSTREAM else None
+
+    s.plugin.report = report  # type: ignore[method-assign]
+    s.put(UP, upstream_group())
+    s.put("Pod", pod("a", schedulingGroup={"podGroupName": "g"}))
+    s.put(X, x_group(min_member=1))
+    s.put(
+        "Pod",
+        {
+            **pod("b", "Running", node="n1"),
+            "metadata": {**pod("b")["metadata"], "labels": {"scheduling.x-k8s.io/pod-group": "g"}},
+        },
+    )
+    await asyncio.sleep(1)
+    patches = dict(s.api.patches)
+    up = patches["/apis/scheduling.k8s.io/v1beta1/namespaces/ns/podgroups/g/status"]
+    assert up["conditions"][0]["reason"] == "Unschedulable"
+    assert up["conditions"][0]["message"] == "1/2 members fit; 1 pods: x"
+    x = patches["/apis/scheduling.x-k8s.io/v1alpha1/namespaces/ns/podgroups/g/status"]
+    assert (x["phase"], x["running"]) == ("Running", 1)
+    n = len(s.api.patches)
+    await s.writer.tick()  # unchanged: nothing written again
+    assert len(s.api.patches) == n
+
+
+class Discovery(FakeApi):
+    def __init__(self) -> None:
+        super().__init__()
+        self.served: dict[str, list[str]] = {}
+
+    async def request(self, method: str, path: str, body: Any = None, **_: Any) -> Any:
+        gv = path.removeprefix("/apis/")
+        if gv not in self.served:
+            raise NotFound(f"{path} not found")
+        return {"resources": [{"name": r} for r in self.served[gv]]}
+
+
+class FakeInformer:
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.synced = asyncio.Event()
+        self.synced.set()
+
+    async def run(self) -> None:
+        await asyncio.Event().wait()
+
+
+async def test_discovery_picks_up_an_api_served_later_and_drops_one_gone(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    api = Discovery()
+    seen: list[tuple[str, str | None]] = []
+    src = GangSources(api, lambda k, t, o: seen.append((k, t)), informer=FakeInformer)  # type: ignore[arg-type]
+    caplog.set_level(logging.INFO, "kubesched.operator.gang_sources")
+    await src.start()
+    assert src.running == {}
+    assert "not served: scheduling.k8s.io/v1beta1 PodGroup" in caplog.text
+    api.served["scheduling.x-k8s.io/v1alpha1"] = ["podgroups", "podgroups/status"]
+    await src.poll()
+    assert set(src.running) == {X}
+    assert (
+        "gang APIs served: kubesched.dev/v1alpha1 PodGroup (CRD), scheduling.x-k8s.io/v1alpha1 PodGroup;"
+        in caplog.text
+    )
+    api.put(X, x_group())
+    del api.served["scheduling.x-k8s.io/v1alpha1"]
+    await src.poll()
+    assert src.running == {}
+    assert seen == [(X, "DELETED")]
