@@ -260,16 +260,79 @@ def test_all_bound_prebind_writes_nothing() -> None:
     assert handle.cluster.volume_binds == []
 
 
-def test_score_is_skipped() -> None:
+# -- v1.37: StorageCapacityScoring (beta, on) --------------------------------------------------------
+def test_score_skips_without_static_bindings() -> None:
     pl, _ = plugin()
     s = pl.pre_score(CycleState(), POD, NODES)
-    assert s is not None and s.is_skip()
+    assert s is not None and s.is_skip(), "no PreFilter state: nothing to score"
+    pl, _ = plugin(make_pvc("data", volume="pv1"), make_pv("pv1", claim="data"))
+    state, _, _, _ = filter_all(pl, POD)
+    s = pl.pre_score(state, POD, NODES)
+    assert s is not None and s.is_skip(), "every claim bound: kube scores 0 everywhere"
 
 
-def test_args_defaults_and_shape_refused() -> None:
-    assert vb.Args().bind_timeout_seconds == 600
-    with pytest.raises(ValueError, match="StorageCapacityScoring"):
-        vb.Args.model_validate({"shape": [{"utilization": 0, "score": 0}]})
+def scored(args: dict[str, Any], *pvs: dict[str, Any]) -> dict[str, int]:
+    handle = FakeHandle(Snapshot(NODES), store=FakeStore(make_pvc("data", sc="local"), LOCAL, *pvs))
+    pl = vb.new(vb.Args.model_validate(args), handle)
+    state, _, statuses, _ = filter_all(pl, POD)
+    assert pl.pre_score(state, POD, NODES) is None
+    out = {}
+    for ni in NODES:
+        if statuses[ni.name] is None:
+            score, st = pl.score(state, POD, ni)
+            assert st is None
+            out[ni.name] = score
+    return out
+
+
+def test_score_prefers_the_loosest_fitting_pv() -> None:
+    # 1Gi claim; default shape 0 % -> 100, 100 % -> 0 (scores x10).
+    assert scored(
+        {},
+        make_pv("roomy", sc="local", hosts=("n1",), storage="4Gi"),  # 25 % -> 75
+        make_pv("snug", sc="local", hosts=("n2",), storage="1Gi"),  # 100 % -> 0
+    ) == {"n1": 75, "n2": 0}
+
+
+def test_score_follows_a_custom_shape() -> None:
+    # 1Gi of 3Gi: 33 % (integer) -> 0 + (10 * 10) * 33 / 100 = 33.
+    shape = [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]
+    assert scored({"shape": shape}, make_pv("pv", sc="local", hosts=("n1",), storage="3Gi")) == {
+        "n1": 33
+    }
+
+
+@pytest.mark.parametrize(
+    ("shape", "message"),
+    [
+        pytest.param(
+            [{"utilization": 50, "score": 1}, {"utilization": 50, "score": 2}],
+            "[1].utilization: values must be sorted in increasing order",
+            id="not-increasing",
+        ),
+        pytest.param(
+            [{"utilization": 101, "score": 1}],
+            "[0].utilization: not in valid range [0, 100]",
+            id="utilization-over-100",
+        ),
+        pytest.param(
+            [{"utilization": 10, "score": 11}],
+            "[0].score: not in valid range [0, 10]",
+            id="score-over-10",
+        ),
+    ],
+)
+def test_shape_validation(shape: list[dict[str, int]], message: str) -> None:
+    with pytest.raises(ValueError) as exc:
+        vb.Args.model_validate({"shape": shape})
+    assert message in str(exc.value)
+
+
+def test_args_defaults() -> None:
+    args = vb.Args()
+    assert args.bind_timeout_seconds == 600
+    assert [(p.utilization, p.score) for p in args.shape] == [(0, 10), (100, 0)]
+    assert vb.Args.model_validate({"shape": []}).shape == args.shape
     with pytest.raises(ValueError):
         vb.Args.model_validate({"bindTimeoutSeconds": -1})
 

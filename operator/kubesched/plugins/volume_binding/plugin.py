@@ -1,5 +1,5 @@
 """VolumeBinding: PersistentVolumeClaims a pod can use on a node, and the binding of
-WaitForFirstConsumer claims, as kube-scheduler v1.34's plugin of that name.
+WaitForFirstConsumer claims, as kube-scheduler v1.37's plugin of that name.
 
 - PreFilter: Skip for pods without PVC (or generic ephemeral) volumes. A missing claim,
   a ``Lost`` claim or one being deleted: UnschedulableAndUnresolvable with kube's
@@ -16,6 +16,12 @@ WaitForFirstConsumer claims, as kube-scheduler v1.34's plugin of that name.
   ``allowedTopologies`` admit the node), or was already provisioned for another node:
   ``node(s) didn't find available persistent volumes to bind``; a bound claim's PV is
   gone: ``node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)``.
+- Score (StorageCapacityScoring, beta and on by default since v1.37): on a node where
+  the pod would bind claims to existing PVs, per StorageClass the utilization
+  ``requested * 100 / capacity`` (summed over those claims and PVs; 100 when over or
+  without capacity) is mapped through ``shape`` (default: 0 % -> 10, 100 % -> 0, scores
+  scaled by 10), and the node scores the rounded mean over classes: the PV that fits
+  the claim most loosely wins. Nodes without such bindings score 0.
 - Reserve assumes the chosen bindings (other pods see the PV as taken from the next
   cycle on); Unreserve reverts them; PreBind writes them through
   ``ClusterPort.bind_volume`` (static: the PV's claimRef; dynamic: the claim's
@@ -23,10 +29,10 @@ WaitForFirstConsumer claims, as kube-scheduler v1.34's plugin of that name.
 
 Deliberate differences from kube-scheduler:
 
-- Score always skips: kube scores only with the StorageCapacityScoring feature gate (off
-  by default in v1.34, when its PreScore returns Skip), so ``shape`` is refused.
 - CSIStorageCapacity is not modelled, so ``node(s) did not have enough free storage``
-  is never reported (every provisioner is assumed to have room).
+  is never reported (every provisioner is assumed to have room), and dynamically
+  provisioned claims add nothing to the score (kube scores them by the node's
+  CSIStorageCapacity).
 - PreBind does not wait (``bindTimeoutSeconds``) for the PV controller or an external
   provisioner to finish: it returns once the writes are accepted.
 - In-tree to CSI migration of PV node affinity is not translated.
@@ -42,6 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kubesched.framework.cluster_port import ClusterError, ObjectStore
 from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.helpers import broken_linear_function, go_round_div
 from kubesched.framework.interface import (
     ActionType,
     ClusterEvent,
@@ -61,8 +68,10 @@ from kubesched.framework.storage import (
     is_pvc_fully_bound,
     not_found,
     pod_claims,
+    pv_capacity,
     pv_class,
     pvc_class,
+    pvc_request,
 )
 from kubesched.framework.types import Pod
 from kubesched.plugins.volume_binding.binder import (
@@ -89,6 +98,28 @@ ERR_REASON_UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims
 Obj = Mapping[str, Any]
 
 
+MAX_UTILIZATION = 100
+MAX_CUSTOM_PRIORITY_SCORE = 10
+"""Shape scores are given in 0..10 and scaled to 0..100."""
+
+
+class UtilizationShapePoint(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    utilization: int
+    """Storage utilization in percent (x axis), 0..100."""
+    score: int
+    """Score at that utilization (y axis), 0..10; scaled to 0..100."""
+
+
+def default_shape() -> list[UtilizationShapePoint]:
+    """kube-scheduler's default with StorageCapacityScoring: 0 % -> 10, 100 % -> 0."""
+    return [
+        UtilizationShapePoint(utilization=0, score=MAX_CUSTOM_PRIORITY_SCORE),
+        UtilizationShapePoint(utilization=MAX_UTILIZATION, score=0),
+    ]
+
+
 class Args(BaseModel):
     """kube-scheduler's VolumeBindingArgs."""
 
@@ -97,15 +128,29 @@ class Args(BaseModel):
     bind_timeout_seconds: int = Field(600, alias="bindTimeoutSeconds", ge=0)
     """How long kube-scheduler's PreBind waits for bindings to complete (default 600).
     Accepted for compatibility; kubesched's PreBind does not wait."""
-    shape: list[dict[str, int]] | None = None
-    """Score shape of StorageCapacityScoring, a feature gate off in v1.34: must be unset."""
+    shape: list[UtilizationShapePoint] = Field(default_factory=default_shape)
+    """StorageCapacityScoring's utilization -> score points (empty: the default,
+    0 % -> 10 and 100 % -> 0, which prefers the loosest-fitting PV)."""
 
     @field_validator("shape")
     @classmethod
-    def _no_shape(cls, v: list[dict[str, int]] | None) -> None:
-        if v is not None:
-            raise ValueError("unsupported when the StorageCapacityScoring feature is disabled")
-        return None
+    def _valid_shape(cls, v: list[UtilizationShapePoint]) -> list[UtilizationShapePoint]:
+        # kube's validateFunctionShape, run on the defaulted value.
+        if not v:
+            return default_shape()
+        errors: list[str] = []
+        for i in range(1, len(v)):
+            if v[i - 1].utilization >= v[i].utilization:
+                errors.append(f"[{i}].utilization: values must be sorted in increasing order")
+                break
+        for i, point in enumerate(v):
+            if not 0 <= point.utilization <= MAX_UTILIZATION:
+                errors.append(f"[{i}].utilization: not in valid range [0, {MAX_UTILIZATION}]")
+            if not 0 <= point.score <= MAX_CUSTOM_PRIORITY_SCORE:
+                errors.append(f"[{i}].score: not in valid range [0, {MAX_CUSTOM_PRIORITY_SCORE}]")
+        if errors:
+            raise ValueError("; ".join(errors))
+        return v
 
 
 @dataclass(slots=True)
@@ -156,6 +201,8 @@ class VolumeBinding:
         self.pvc_cache = AssumeCache(lambda: handle.store, PVC, namespaced=True)
         self.pv_cache = AssumeCache(lambda: handle.store, PV, namespaced=False)
         self._affinity = AffinityCache()
+        scale = 100 // MAX_CUSTOM_PRIORITY_SCORE
+        self._shape = broken_linear_function([(p.utilization, p.score * scale) for p in args.shape])
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         add_update = ActionType.ADD | ActionType.UPDATE_OTHER
@@ -293,12 +340,39 @@ class VolumeBinding:
 
     # -- PreScore / Score --------------------------------------------------------------------
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
-        """Skip: kube scores only with StorageCapacityScoring, off by default in v1.34.
-        The plugin stays in the score chain (weight 1) as in kube's default profile."""
-        return Status.skip()
+        """Skip unless some node would bind a claim to an existing PV: the other nodes
+        score 0 in kube-scheduler (no CSIStorageCapacity here), which adds nothing."""
+        data: StateData | None = state.get(STATE_KEY)
+        if data is None or not any(v.static_bindings for v in data.by_node.values()):
+            return Status.skip()
+        return None
 
     def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[int, Status | None]:
-        return 0, None
+        data: StateData | None = state.get(STATE_KEY)
+        if data is None:
+            return 0, Status.as_error(f"cannot read {STATE_KEY!r} from cycleState", plugin=NAME)
+        volumes = data.by_node.get(node_info.name)
+        if volumes is None or not volumes.static_bindings:
+            return 0, None
+        per_class: dict[str, list[int]] = {}
+        for b in volumes.static_bindings:
+            cls = str((b.pv.get("spec") or {}).get("storageClassName") or "")
+            acc = per_class.setdefault(cls, [0, 0])
+            acc[0] += pvc_request(b.pvc)
+            acc[1] += pv_capacity(b.pv)
+        return self._capacity_score(per_class.values()), None
+
+    def _capacity_score(self, classes: Any) -> int:
+        """kube's buildScorerFunction: the rounded mean over classes of shape(utilization)."""
+        total = n = 0
+        for requested, capacity in classes:
+            if capacity == 0 or requested > capacity:
+                utilization = MAX_UTILIZATION
+            else:
+                utilization = requested * MAX_UTILIZATION // capacity
+            total += self._shape(utilization)
+            n += 1
+        return go_round_div(total, n) if n else 0
 
     def normalize_score(
         self, state: CycleState, pod: Pod, scores: npt.NDArray[np.int64]
