@@ -237,7 +237,14 @@ def test_controller_manager_runs_the_named_controllers(
 
     made = wait_for(claim, timeout=60, what="the claim made from the template")
     assert made["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] == "gpu.example.com"
-    statuses = cp.api.read("v1", "Pod", "trainer", "default")["status"]["resourceClaimStatuses"]
+    # the controller records the claim's name in the pod's status right after creating it
+    statuses = wait_for(
+        lambda: cp.api.read("v1", "Pod", "trainer", "default")["status"].get(
+            "resourceClaimStatuses"
+        ),
+        timeout=30,
+        what="the pod's resourceClaimStatuses",
+    )
     assert statuses == [{"name": "gpu", "resourceClaimName": made["metadata"]["name"]}]
     with pytest.raises(ValueError, match="name the controllers"):
         cp.start_controller_manager([])
