@@ -99,6 +99,10 @@ LIST_PATHS = {
     "PodDisruptionBudget": ("/apis/policy/v1", "poddisruptionbudgets"),
     "PriorityClass": ("/apis/scheduling.k8s.io/v1", "priorityclasses"),
     "PodGroup": ("/apis/kubesched.dev/v1alpha1", "podgroups"),
+    # the foreign gang APIs (kubesched.api.gangs), watched while served (gang_sources)
+    "PodGroup.scheduling.k8s.io": ("/apis/scheduling.k8s.io/v1beta1", "podgroups"),
+    "Workload.scheduling.k8s.io": ("/apis/scheduling.k8s.io/v1beta1", "workloads"),
+    "PodGroup.scheduling.x-k8s.io": ("/apis/scheduling.x-k8s.io/v1alpha1", "podgroups"),
 }
 
 

@@ -35,6 +35,7 @@ from kubernetes_asyncio import client as k8s_client
 from kubesched.cluster.informer import Informer
 from kubesched.cluster.kube import KubeCluster, load_client_configuration
 from kubesched.operator import logredact, podgroup_handlers
+from kubesched.operator.gang_sources import GangSources
 from kubesched.operator.handlers import DIRECT_KINDS, WATCHED, WatchRouter, build_registry
 from kubesched.operator.profile_handlers import ProfileController
 from kubesched.operator.profile_handlers import register as register_profile_handlers
@@ -175,6 +176,18 @@ class Runtime:
             reporter=settings.scheduler_names[0],
             leading=lambda: self.leading,
         )
+        self.gang_sources = GangSources(
+            self.cluster,
+            self.router.dispatch,
+            informer=lambda kind: Informer(
+                self.cluster,
+                kind,
+                self.router.dispatch,
+                server_timeout=settings.watch_server_timeout,
+                client_timeout=settings.watch_client_timeout,
+            ),
+        )
+        """Kubernetes' and scheduler-plugins' gang kinds, watched while served."""
         self.synced = asyncio.Event()
         """Set once pods and nodes are listed into the cache and Kopf is up (readiness)."""
         self.leading = False
@@ -321,6 +334,8 @@ async def run(
         spawn("schedule", _lead(rt) if settings.leader_elect else _schedule(rt))
         if settings.resync_seconds > 0:
             spawn("resync", _resync(rt))
+        spawn("watch-gang-sources", rt.gang_sources.run())
+        spawn("watch-gang-status", rt.podgroups.run_ticks())
         waiting = set(tasks.values())
         while True:
             done, waiting = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
@@ -494,6 +509,7 @@ async def _initial_sync(
     # (or PVCs, ...) arrived would preempt or place without them. kube-scheduler likewise
     # waits for all its informers' caches before scheduling.
     await rt.router.reconcile(tuple(w.kind for w in WATCHED))
+    await rt.gang_sources.start()  # the foreign gang APIs served now, listed
     # SchedulingProfiles oldest first, before any cycle (and before their Kopf handlers)
     await rt.profiles.load()
     await kopf_ready.wait()
