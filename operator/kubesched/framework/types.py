@@ -32,6 +32,7 @@ __all__ = [
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+TOLERATION_OPERATORS = ("Equal", "Exists", "Lt", "Gt")
 
 
 class ObjectError(ValueError):
@@ -130,8 +131,8 @@ class Toleration:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], field: str = "toleration") -> Toleration:
         op = d.get("operator") or "Equal"
-        if op not in ("Equal", "Exists"):
-            raise ObjectError(f"{field}.operator: must be Equal or Exists, got {op!r}")
+        if op not in TOLERATION_OPERATORS:
+            raise ObjectError(f"{field}.operator: must be Equal, Exists, Lt or Gt, got {op!r}")
         return cls(
             str(d.get("key") or ""), op, str(d.get("value") or ""), str(d.get("effect") or "")
         )
@@ -144,6 +145,10 @@ class Toleration:
             return False
         if self.operator == "Exists":
             return True
+        if self.operator != "Equal":
+            # Lt/Gt compare numbers only with the TaintTolerationComparisonOperators gate
+            # (alpha, off in kube-scheduler v1.37): without it they tolerate nothing.
+            return False
         return self.value == taint.value
 
 

@@ -100,7 +100,7 @@ POD_ERRORS: list[tuple[str, dict[str, Any], str]] = [
     (
         "bad-toleration-operator",
         _pod({"tolerations": [{"key": "k", "operator": "In"}]}),
-        "spec.tolerations[0].operator: must be Equal or Exists, got 'In'",
+        "spec.tolerations[0].operator: must be Equal, Exists, Lt or Gt, got 'In'",
     ),
     (
         "non-string-label",
@@ -227,6 +227,10 @@ TOLERATION_CASES: list[tuple[str, Toleration, Taint, bool]] = [
         Taint("any", "v", "NoExecute"),
         False,
     ),
+    # kube-scheduler v1.37 without the alpha TaintTolerationComparisonOperators gate:
+    # Lt/Gt are valid operators that tolerate nothing.
+    ("lt-tolerates-nothing", Toleration("k", "Lt", "10"), Taint("k", "5", "NoSchedule"), False),
+    ("gt-tolerates-nothing", Toleration("k", "Gt", "1"), Taint("k", "5", "NoSchedule"), False),
 ]
 
 
@@ -237,6 +241,11 @@ TOLERATION_CASES: list[tuple[str, Toleration, Taint, bool]] = [
 )
 def test_toleration_tolerates(toleration: Toleration, taint: Taint, tolerated: bool) -> None:
     assert toleration.tolerates(taint) is tolerated
+
+
+def test_toleration_with_comparison_operator_parses() -> None:
+    t = Toleration.from_dict({"key": "k", "operator": "Gt", "value": "3"})
+    assert (t.operator, t.tolerates(Taint("k", "5", "NoSchedule"))) == ("Gt", False)
 
 
 def test_toleration_from_dict_defaults_operator_to_equal() -> None:
