@@ -1,4 +1,4 @@
-"""VolumeRestrictions: volumes that cannot be shared, as kube-scheduler v1.34's plugin.
+"""VolumeRestrictions: volumes that cannot be shared, as kube-scheduler v1.37's plugin.
 
 Two rules:
 
@@ -11,7 +11,7 @@ Two rules:
   cannot schedule while any other scheduled (or assumed) pod uses that claim. PreFilter
   counts the users over the whole snapshot; Filter rejects every node with Unschedulable
   ``node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode
-  already in-use by another pod`` (kube-scheduler v1.34's wording; Unschedulable, not Unresolvable: preemption may remove the user, so
+  already in-use by another pod`` (kube-scheduler's wording, v1.34 to v1.37; Unschedulable, not Unresolvable: preemption may remove the user, so
   AddPod/RemovePod keep the count). A missing claim fails PreFilter with
   UnschedulableAndUnresolvable ``persistentvolumeclaim "<name>" not found``.
 

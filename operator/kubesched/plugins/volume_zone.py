@@ -1,5 +1,5 @@
 """VolumeZone: a pod whose bound PersistentVolumes carry zone/region labels only fits
-nodes in those zones/regions, as kube-scheduler v1.34's plugin.
+nodes in those zones/regions, as kube-scheduler v1.37's plugin.
 
 PreFilter collects, for every PVC volume of the pod, the bound PV's topology labels
 (``topology.kubernetes.io/zone``/``region`` and their deprecated

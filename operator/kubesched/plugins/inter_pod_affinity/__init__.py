@@ -1,5 +1,5 @@
 """InterPodAffinity: required and preferred pod affinity and anti-affinity, with symmetry
-for existing pods' anti-affinity, as kube-scheduler v1.34's plugin of that name.
+for existing pods' anti-affinity, as kube-scheduler v1.37's plugin of that name.
 
 See :mod:`.plugin` for the semantics and the places we deliberately differ.
 kube-scheduler's default profile gives this plugin's score weight 2.

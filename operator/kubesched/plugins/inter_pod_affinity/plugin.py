@@ -1,4 +1,5 @@
-"""InterPodAffinity (kube-scheduler v1.34 semantics).
+"""InterPodAffinity (kube-scheduler v1.37 semantics, with InterPodAffinityHostnameFastPath
+off as by default).
 
 PreFilter counts, per topology pair ``(topologyKey, value)``:
 
@@ -40,9 +41,6 @@ Deliberate differences:
   equal terms), and Filter/Score run vectorised over the snapshot.
 - ``matchLabelKeys``/``mismatchLabelKeys`` are merged into the selector here (kube-
   apiserver does it at admission; pods in the simulator never pass an apiserver).
-- The queueing hint for a deleted pod also requeues when the deleted pod's required
-  anti-affinity matched the waiting pod (kube v1.34 looks only at the waiting pod's own
-  anti-affinity, leaving pods blocked by symmetry to the periodic flush).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """PodTopologySpread: spread matching pods evenly over topology domains.
 
-kube-scheduler v1.34 semantics (pkg/scheduler/framework/plugins/podtopologyspread):
+kube-scheduler v1.37 semantics (pkg/scheduler/framework/plugins/podtopologyspread):
 
 - PreFilter counts, per ``DoNotSchedule`` constraint, the pods in the pod's namespace
   (not terminating) that the constraint's selector matches, per topology domain, over

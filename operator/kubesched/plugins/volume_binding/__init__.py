@@ -1,4 +1,4 @@
-"""VolumeBinding: PVC/PV binding for scheduling, as kube-scheduler v1.34's plugin.
+"""VolumeBinding: PVC/PV binding for scheduling, as kube-scheduler v1.37's plugin.
 
 See :mod:`.plugin` for the semantics and the places we deliberately differ.
 """
