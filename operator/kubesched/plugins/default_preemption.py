@@ -30,9 +30,12 @@ feature gates at their defaults: async preemption on, GenericWorkload off):
 5. Preparation runs asynchronously (kube's async preemption, on by default since
    v1.33): lower-priority pods nominated to the node lose their nomination, victims get
    the ``DisruptionTarget`` condition (reason ``PreemptionByScheduler``) and are
-   deleted (waiting pods are rejected instead), each with a ``Preempted`` event. While
-   that runs, PreEnqueue holds the preemptor back ("waiting for the preemption for this
-   pod to be finished").
+   deleted, the last one after all the others (waiting pods are rejected instead:
+   " (in kube-scheduler memory)." ends their event), each with a ``Preempted`` event.
+   PreEnqueue holds the preemptor back ("waiting for the preemption for this pod to be
+   finished") until that is done or the last victim is seen terminating. The preemptor
+   is activated only after an error or an in-memory last victim; otherwise the victims'
+   deletion events requeue it (as kube, so no retry meets them still terminating).
 
 The PostFilter message is kube's: ``preemption: found a potential placement for pod on
 node <node>, preempting <n> victims`` when a node was chosen (it ends the pod's
@@ -50,11 +53,11 @@ Deliberate differences:
   clock per node while scoring, so the node scored last wins (random).
 - With several PDBs selecting one pod, the order kube checks them in is its informer
   cache's (random); ours is the object store's.
-- When the asynchronous preparation ends, the preemptor is activated (moved to activeQ);
-  kube activates it only on an API error and otherwise relies on the victims' delete
-  events. A victim waiting at Permit is rejected (kube 1.37 fails it with an Error
-  status and adds " (in kube-scheduler memory)." to the Preempted event); a victim in
-  PreBind is deleted through the API (kube cancels its binding cycle).
+- A preemptor held by PreEnqueue is let go by the next deletion of an assigned pod once
+  its eviction is over (kube's hint always skips: it waits for the 5-minute flush).
+- A victim waiting at Permit is rejected with an Unschedulable status (kube 1.37 fails
+  it with an Error, "waiting on permit for pod: preempted"); a victim in PreBind is
+  deleted through the API (kube cancels its binding cycle in memory).
 - Extenders and workload-aware (PodGroup) preemption are not supported.
 """
 
@@ -276,21 +279,37 @@ class DefaultPreemption:
         self.rng = rng or getattr(handle, "rng", None) or random.Random()
         self._preempting: set[str] = set()
         """Preemptors whose victims are being evicted (PreEnqueue holds them)."""
+        self._last_victim: dict[str, str] = {}
+        """Preemptor uid -> uid of its last victim, once that one's eviction started:
+        the preemptor is released as soon as that pod is seen terminating or gone."""
         self._tasks: set[asyncio.Task[None]] = set()
 
     # -- PreEnqueue / events ----------------------------------------------------------------------
+    def running_preemption(self, uid: str) -> bool:
+        """kube's ``IsPodRunningPreemption``: the eviction is under way and its last
+        victim (if its turn came) is neither terminating nor gone in our cache."""
+        if uid not in self._preempting:
+            return False
+        last = self._last_victim.get(uid)
+        if last is None:
+            return True
+        victim = self.handle.get_pod(last)
+        return victim is not None and not victim.deletion_timestamp
+
     def pre_enqueue(self, pod: Pod) -> Status | None:
-        if pod.uid in self._preempting:
+        if self.running_preemption(pod.uid):
             return Status.unresolvable(ERR_WAITING)
         return None
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
-        # A held preemptor is released when its preparation ends, never by an event
-        # (kube's hint for this registration always says Skip).
+        # kube's hint for this registration always says Skip: a preemptor held here waits
+        # for another event (e.g. NodeResourcesFit's on its victims' deletion), and one
+        # held when the last of them goes waits for the 5-minute flush. Ours lets it go
+        # on any assigned pod's deletion once the hold is over.
         return [
             ClusterEventWithHint(
                 ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE),
-                lambda pod, old, new: False,
+                lambda pod, old, new: not self.running_preemption(pod.uid),
             )
         ]
 
@@ -484,7 +503,12 @@ class DefaultPreemption:
         task.add_done_callback(self._tasks.discard)
 
     async def _prepare(self, c: Candidate, pod: Pod, victims: list[Pod]) -> None:
+        """kube's async preparation: nominations of lower-priority pods to the node are
+        cleared, every victim but the last is evicted, then the last one. The preemptor
+        is activated only after an error or when the last victim went in memory (a
+        waiting pod); otherwise the victims' deletion events bring it back."""
         h = self.handle
+        failed = in_memory = False
         try:
             lower = [p for p in h.nominated_pods_for_node(c.node) if p.priority < pod.priority]
             for p in lower:
@@ -494,21 +518,38 @@ class DefaultPreemption:
                     pass
                 except Exception:
                     log.exception("cannot clear nominatedNodeName of %s", p.key)
-            for v in victims:
+                    failed = True
+            for v in victims[:-1]:
                 try:
                     await self.preempt_pod(c, pod, v)
                 except Exception:
                     log.exception("preempting %s for %s failed", v.key, pod.key)
+                    failed = True
                     break
+            else:
+                last = victims[-1]
+                self._last_victim[pod.uid] = last.uid
+                try:
+                    in_memory = await self.preempt_pod(c, pod, last)
+                except Exception:
+                    log.exception("preempting %s for %s failed", last.key, pod.key)
+                    failed = True
         finally:
             self._preempting.discard(pod.uid)
-            h.activate([pod])
+            self._last_victim.pop(pod.uid, None)
+            if failed or in_memory:
+                h.activate([pod])
 
-    async def preempt_pod(self, c: Candidate, preemptor: Pod, victim: Pod) -> None:
+    async def preempt_pod(self, c: Candidate, preemptor: Pod, victim: Pod) -> bool:
+        """Evict one victim with its Preempted event; True when it went in memory (a pod
+        waiting at Permit, rejected) rather than through the API."""
         h = self.handle
+        message = f"Preempted by pod {preemptor.uid} on node {c.node}"
         wp = h.get_waiting_pod(victim.uid)
+        in_memory = wp is not None
         if wp is not None:
             wp.reject(self.name, "preempted")
+            message += " (in kube-scheduler memory)."
         else:
             cond = PodCondition(
                 DISRUPTION_TARGET,
@@ -519,16 +560,17 @@ class DefaultPreemption:
             try:
                 await h.cluster.delete_pod(victim, condition=cond)
             except NotFound:
-                return  # already gone
+                return False  # already gone
         await h.cluster.record_event(
             victim,
             event_type="Normal",
             reason="Preempted",
             action="Preempting",
-            message=f"Preempted by pod {preemptor.uid} on node {c.node}",
+            message=message,
             reporting_controller=h.profile_name,
             related=preemptor,
         )
+        return in_memory
 
 
 def new(args: Args, handle: Handle) -> DefaultPreemption:
