@@ -221,6 +221,7 @@ def _run(args: argparse.Namespace) -> int:
         "client_burst": args.kube_api_burst,
         "profile_selector": args.profile_selector,
         "watch_engine": args.watch_engine,
+        "seed": args.seed,
     }
     try:
         settings = Settings.load(overrides)
@@ -290,6 +291,13 @@ def _add_run(sub: Any) -> None:
         "--watch-engine",
         choices=("kopf", "direct"),
         help="how pods and nodes are watched (default: direct; see docs/bench.md)",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        metavar="S",
+        help="seed the tie-breaking among equal scores (default: random): placements as "
+        "`kubesched simulate --seed S` makes for the same objects",
     )
     p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
     p.set_defaults(handler=_run)

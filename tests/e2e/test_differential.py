@@ -21,12 +21,19 @@ deleted (preemption victims; no kubelet finishes them) are force-deleted, a PV's
 ``claimRef`` written by VolumeBinding is completed into a bound claim (the PV
 controller's ``pv.kubernetes.io/bind-completed``, volumeName and phases), and statuses a
 scenario states (PDB ``disruptionsAllowed``, PV/PVC phases, node images, a pod's
-``startTime``) are written through the status subresource. The API server's Priority
-admission refuses a ``spec.priority`` without a class, so such pods get a PriorityClass
-of that value.
+``startTime``, a finished pod's phase) are written through the status subresource. The
+API server's Priority admission refuses a ``spec.priority`` without a class, so such
+pods get a PriorityClass of that value.
 
 Gang scenarios (PodGroup) run with kubesched only (kube-scheduler has no Coscheduling):
 its outcome must satisfy the expectations. kubesched's CRDs are installed.
+
+The simulator predicts the cluster (:func:`test_simulate_predicts_kubesched_run`): every
+scenario, gangs included, also goes through ``kubesched simulate`` in-process, fed the
+objects exactly as they were created on the cluster; each pod's outcome (node,
+Unschedulable or Waiting) and message must equal ``kubesched run``'s on the real API
+server. Both draw their tie-breaks from the same seed (:data:`SEED`), so even a choice
+among equal scores must agree.
 """
 
 from __future__ import annotations
@@ -46,7 +53,9 @@ import yaml
 
 from kubesched.operator.run import run
 from kubesched.operator.settings import Settings
-from kubesched.simulator.scenario import load_scenarios
+from kubesched.simulator.engine import simulate
+from kubesched.simulator.scenario import Document, load_scenarios
+from kubesched.simulator.scenario import prepare as default_documents
 from tests.controlplane import ApiError, Binaries, ControlPlane, RestClient, wait_for
 
 pytestmark = pytest.mark.timeout(120)
@@ -133,6 +142,10 @@ def expected_victims(path: pathlib.Path) -> set[str] | None:
             names = line.removeprefix("# victims:").split()
             return set() if names == ["none"] else set(names)
     return None
+
+
+#: Pod phases written through the status subresource (a kubelet would): see prepare.
+FINISHED = ("Succeeded", "Failed")
 
 
 def key_of(obj: Mapping[str, Any]) -> str:
@@ -263,6 +276,9 @@ def prepare(objects: list[JSON], scheduler_name: str) -> tuple[list[JSON], list[
             if status.get("startTime"):
                 # The one pod status a scenario states: preemption compares start times.
                 o["status"] = {"startTime": status["startTime"]}
+            if status.get("phase") in FINISHED:
+                # ... and a finished pod's phase: schedulers do not see such pods at all.
+                o.setdefault("status", {})["phase"] = status["phase"]
             if (
                 not spec.get("priorityClassName")
                 and not (global_default is not None and priority == global_default["value"])
@@ -403,9 +419,10 @@ def gone(api: RestClient, keys: set[str]) -> set[str]:
 class KubeschedThread:
     """``kubesched run`` (its ``run`` coroutine) in a thread with its own event loop."""
 
-    def __init__(self, kubeconfig: str) -> None:
+    def __init__(self, kubeconfig: str, seed: int | None = None) -> None:
         self.settings = Settings(
             kubeconfig=kubeconfig,
+            seed=seed,
             scheduler_names=[KUBESCHED],
             leader_elect=False,
             bind_address="127.0.0.1",
@@ -453,7 +470,11 @@ class KubeschedThread:
 
 
 def run_scenario(
-    cp: ControlPlane, objects: list[JSON], expected: Mapping[str, set[str]], scheduler: str
+    cp: ControlPlane,
+    objects: list[JSON],
+    expected: Mapping[str, set[str]],
+    scheduler: str,
+    seed: int | None = None,
 ) -> Run:
     api = cp.api
     wipe(api)
@@ -470,7 +491,7 @@ def run_scenario(
             sched.stop()
             cp.schedulers.remove(sched)
     else:
-        with KubeschedThread(str(cp.kubeconfig)):
+        with KubeschedThread(str(cp.kubeconfig), seed=seed):
             result.outcomes = settle(api, pending, expected)
     result.victims = gone(api, running)
     result.seconds = time.monotonic() - start
@@ -590,3 +611,41 @@ def test_kube_scheduler_and_kubesched_agree(diff_cluster: ControlPlane, path: pa
         f"victims differ: kube-scheduler {sorted(theirs.victims)}, "
         f"kubesched {sorted(ours.victims)}{report}"
     )
+
+
+# -- the simulator against kubesched run ----------------------------------------------------------
+
+#: The tie-breaking seed of both ``kubesched simulate`` and ``kubesched run`` below.
+SEED = 7
+
+
+def simulated(created: list[JSON]) -> dict[str, tuple[str, str]]:
+    """``kubesched simulate --seed SEED`` on the objects as they were created on the
+    cluster (in that order; defaulted by the scenario loader as a file would be): each
+    pod to schedule -> (node | Unschedulable | Waiting, message)."""
+    docs = [Document("cluster", i, copy.deepcopy(o)) for i, o in enumerate(created)]
+    result = simulate(default_documents(docs), seed=SEED)
+    return {f"{p.namespace}/{p.name}": (p.node or p.status, p.message) for p in result.pods}
+
+
+@pytest.mark.parametrize("path", _ids())
+def test_simulate_predicts_kubesched_run(diff_cluster: ControlPlane, path: pathlib.Path) -> None:
+    expected = expectations(path)
+    objects = load_scenarios([str(path)])
+    created, pending = prepare(objects, KUBESCHED)
+    predicted = simulated(created)
+    ours = run_scenario(diff_cluster, objects, expected, KUBESCHED, seed=SEED)
+    report = (
+        "\nkubesched simulate: "
+        + "; ".join(f"{k}={v[0]}" + (f" ({v[1]})" if v[1] else "") for k, v in predicted.items())
+        + f"\nkubesched run:      {_fmt(ours)}"
+    )
+    assert sorted(predicted) == sorted(pending), f"the pods to schedule differ{report}"
+    for key in pending:
+        (where, message), (ran, ran_message) = predicted[key], ours.outcomes[key]
+        assert where == ran, f"{key}: simulate {where}, run {ran}{report}"
+        if where != "Waiting":
+            # A waiting pod's message in the simulator is the queue's reason (the gates,
+            # the gang's missing members); a cluster shows at most part of it (the API
+            # server's SchedulingGated condition, an Event): only its status is compared.
+            assert message == ran_message, f"{key}: the messages differ{report}"

@@ -117,6 +117,12 @@ class Settings(BaseModel):
     (docs/bench.md has the numbers for both); Kopf still watches every other kind and runs
     the SchedulingProfile/PodGroup handlers. Neither engine writes anything to pods."""
 
+    seed: int | None = None
+    """Seeds the generator that breaks score ties (and picks preemption's dry-run offset).
+    Unset, as kube-scheduler: random. Set, a run is repeatable, and places pods as
+    ``kubesched simulate --seed`` with the same value does for the same objects (the
+    differential test checks that)."""
+
     profile_selector: str = ""
     """A label selector (``kubectl -l`` syntax, e.g. ``kubesched.dev/release=team-a``): the
     SchedulingProfiles this instance applies. SchedulingProfiles are cluster-scoped, so two

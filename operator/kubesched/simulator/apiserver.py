@@ -6,9 +6,11 @@ the pod a cluster would hold:
   refused here too (``maxSkew`` and ``minDomains`` positive, ``minDomains`` only with
   DoNotSchedule, no two constraints with the same topologyKey and whenUnsatisfiable,
   ``matchLabelKeys`` only with a ``labelSelector`` and never naming a key it has);
-- **matchLabelKeys merge** (feature MatchLabelKeysInPodTopologySpreadSelectorMerge, on
-  since 1.34): each key the pod has a label for becomes ``key In (value)`` in the
-  constraint's ``labelSelector.matchExpressions``;
+- the **matchLabelKeys merge** (feature MatchLabelKeysInPodTopologySpreadSelectorMerge, on
+  since 1.34: each key the pod has a label for becomes ``key In (value)`` in the
+  constraint's ``labelSelector.matchExpressions``) is only checked, not written: the
+  scheduler merges the keys itself, to the same effect, and a pod stored merged could not
+  be created again (the API server would merge a second time and refuse the duplicate);
 - **DefaultTolerationSeconds** admission: a pod that does not tolerate
   ``node.kubernetes.io/not-ready`` / ``node.kubernetes.io/unreachable`` NoExecute gets a
   toleration for each (Exists, 300 s), so such taints do not keep it off a node: neither
@@ -47,7 +49,8 @@ def admit_pod(pod: dict[str, Any], nodes: Mapping[str, Mapping[str, Any]]) -> No
     spec = pod.get("spec")
     if not isinstance(spec, dict) or not isinstance(meta, dict):
         return  # the pod validator reports it
-    node = nodes.get(spec.get("nodeName") or "")
+    node_name = spec.get("nodeName")
+    node = nodes.get(node_name) if isinstance(node_name, str) else None
     if node is not None:
         _copy_topology_labels(meta, node)
     labels = meta.get("labels") or {}
@@ -55,12 +58,14 @@ def admit_pod(pod: dict[str, Any], nodes: Mapping[str, Mapping[str, Any]]) -> No
     if isinstance(constraints, list) and isinstance(labels, Mapping):
         _validate_constraints(constraints)
         for i, c in enumerate(constraints):
-            _merge_match_label_keys(c, labels, f"{_FIELD}[{i}]")
+            _check_match_label_keys(c, labels, f"{_FIELD}[{i}]")
     _default_tolerations(spec)
 
 
 def _copy_topology_labels(meta: dict[str, Any], node: Mapping[str, Any]) -> None:
-    node_labels = (node.get("metadata") or {}).get("labels") or {}
+    node_labels = (node.get("metadata") or {}).get("labels")
+    if not isinstance(node_labels, Mapping):
+        return
     copied = {k: node_labels[k] for k in TOPOLOGY_LABELS if k in node_labels}
     if copied:
         labels = meta.get("labels")
@@ -117,19 +122,23 @@ def _validate_constraints(constraints: list[Any]) -> None:
             )
 
 
-def _merge_match_label_keys(c: Any, pod_labels: Mapping[str, Any], field: str) -> None:
-    """The API server's merge, then its check that no key was in the selector already."""
+def _check_match_label_keys(c: Any, pod_labels: Mapping[str, Any], field: str) -> None:
+    """The API server's check, on the selector as it would merge it, that no key of
+    matchLabelKeys was in the selector already."""
     if not isinstance(c, dict):
         return
     keys = c.get("matchLabelKeys") or []
     sel = c.get("labelSelector")
     if not keys or not isinstance(sel, dict) or not isinstance(keys, list):
         return
-    exprs = list(sel.get("matchExpressions") or [])
+    given, match_labels = sel.get("matchExpressions"), sel.get("matchLabels")
+    if not isinstance(given or [], list) or not isinstance(match_labels or {}, Mapping):
+        return  # a malformed selector: the pod's parser reports it
+    exprs = list(given or [])
     for k in keys:
         if isinstance(k, str) and k in pod_labels:
             exprs.append({"key": k, "operator": "In", "values": [str(pod_labels[k])]})
-    seen = set(sel.get("matchLabels") or {})
+    seen = set(match_labels or {})
     index = {k: j for j, k in enumerate(keys) if isinstance(k, str)}
     for e in exprs:
         key = e.get("key") if isinstance(e, Mapping) else None
@@ -139,8 +148,6 @@ def _merge_match_label_keys(c: Any, pod_labels: Mapping[str, Any], field: str) -
                 "exists in both matchLabelKeys and labelSelector"
             )
         seen.add(key)
-    if exprs:
-        sel["matchExpressions"] = exprs
 
 
 def _default_tolerations(spec: dict[str, Any]) -> None:

@@ -107,16 +107,19 @@ def test_a_pod_created_on_a_node_gets_its_zone_and_region_labels() -> None:
     assert pending["metadata"]["labels"] == {"app": "web"}
 
 
-def test_match_label_keys_are_merged_into_the_selector() -> None:
-    p = pod(
-        {"topologySpreadConstraints": [spread(matchLabelKeys=["pod-template-hash", "absent"])]},
-        labels={"app": "web", "pod-template-hash": "abc"},
-    )
+def test_match_label_keys_are_checked_but_left_for_the_scheduler_to_merge() -> None:
+    # Stored merged, the pod could not be created again: the API server would add the
+    # same expression twice and refuse it.
+    c = spread(matchLabelKeys=["pod-template-hash", "absent"])
+    p = pod({"topologySpreadConstraints": [c]}, labels={"app": "web", "pod-template-hash": "a"})
     admit_pod(p, {})
-    assert p["spec"]["topologySpreadConstraints"][0]["labelSelector"] == {
-        "matchLabels": {"app": "web"},
-        "matchExpressions": [{"key": "pod-template-hash", "operator": "In", "values": ["abc"]}],
-    }
+    assert p["spec"]["topologySpreadConstraints"] == [c]
+    created_merged = copy.deepcopy(p)
+    created_merged["spec"]["topologySpreadConstraints"][0]["labelSelector"]["matchExpressions"] = [
+        {"key": "pod-template-hash", "operator": "In", "values": ["a"]}
+    ]
+    with pytest.raises(ObjectError, match="exists in both matchLabelKeys and labelSelector"):
+        admit_pod(created_merged, {})
 
 
 F = "spec.topologySpreadConstraints"
