@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from kubesched.api import gangs
 from kubesched.api.gangs import STORE_KINDS, GangAPI
 from kubesched.framework.cluster_port import NotFound
 from kubesched.operator.gang_sources import GangSources
@@ -197,3 +200,18 @@ async def test_discovery_picks_up_an_api_served_later_and_drops_one_gone(
     await src.poll()
     assert src.running == {}
     assert seen == [(X, "DELETED")]
+
+
+def test_the_scheduler_plugins_crd_copy_holds_what_we_read_and_write() -> None:
+    """The test copy of scheduler-plugins' CRD and our model of it cannot drift apart."""
+    path = Path(__file__).parents[2] / "crds" / "podgroups.scheduling.x-k8s.io.yaml"
+    crd = yaml.safe_load(path.read_text())
+    (version,) = crd["spec"]["versions"]
+    schema = version["schema"]["openAPIV3Schema"]["properties"]
+    assert set(schema["spec"]["properties"]) == {
+        f.alias for f in gangs._XSpec.model_fields.values()
+    }
+    pods = [pod("a", "Running"), pod("b", "Failed")]
+    written = scheduler_plugins_status(x_group(), 1, pods, schedule_start_time="t")
+    assert set(written) <= set(schema["status"]["properties"])
+    assert "status" in version["subresources"]

@@ -106,7 +106,7 @@ ERRORS = [
         "scenario.yaml document 0 (Deployment web): kind: unsupported kind 'Deployment' "
         "(supported: Namespace, Node, Pod, PriorityClass, PodDisruptionBudget, Service, "
         "ReplicationController, ReplicaSet, StatefulSet, PersistentVolumeClaim, "
-        "PersistentVolume, StorageClass, CSINode, SchedulingProfile, PodGroup)",
+        "PersistentVolume, StorageClass, CSINode, SchedulingProfile, PodGroup, Workload)",
         id="unknown-kind",
     ),
     pytest.param(
@@ -246,7 +246,56 @@ ERRORS = [
         "least one container)",
         id="error-inside-a-list",
     ),
+    pytest.param(
+        [
+            "apiVersion: scheduling.k8s.io/v1beta1\nkind: Workload\nmetadata: {name: job}\n"
+            "spec: {podGroupTemplates: [{name: w, schedulingPolicy: {}}]}\n"
+        ],
+        "scenario.yaml document 0 (Workload default/job): spec.podGroupTemplates[0]."
+        "schedulingPolicy: exactly one of basic or gang must be set",
+        id="workload-template-without-policy",
+    ),
+    pytest.param(
+        [
+            "apiVersion: scheduling.k8s.io/v1beta1\nkind: PodGroup\nmetadata: {name: g}\n"
+            "spec: {schedulingPolicy: {gang: {minCount: 0}}}\n"
+        ],
+        "scenario.yaml document 0 (PodGroup default/g): spec.schedulingPolicy.gang.minCount: "
+        "Input should be greater than or equal to 1",
+        id="upstream-podgroup-min-count",
+    ),
+    pytest.param(
+        [
+            "apiVersion: scheduling.x-k8s.io/v1alpha1\nkind: PodGroup\nmetadata: {name: g}\n"
+            "spec: {minMember: 2, minResources: {cpu: lots}}\n"
+        ],
+        "scenario.yaml document 0 (PodGroup default/g): spec.minResources: cpu: not a "
+        "quantity: 'lots'",
+        id="scheduler-plugins-podgroup-quantity",
+    ),
+    pytest.param(
+        [
+            "apiVersion: scheduling.x-k8s.io/v1alpha1\nkind: PodGroup\nmetadata: {name: g}\n",
+            "apiVersion: scheduling.x-k8s.io/v1alpha1\nkind: PodGroup\nmetadata: {name: g}\n",
+        ],
+        "scenario.yaml document 1 (PodGroup default/g): metadata.name: duplicate PodGroup "
+        "default/g (first defined in scenario.yaml document 0)",
+        id="duplicate-podgroup-same-api",
+    ),
 ]
+
+
+def test_podgroups_of_the_same_name_in_different_apis_are_different_objects() -> None:
+    docs = [
+        f"apiVersion: {api}\nkind: PodGroup\nmetadata: {{name: g}}\n"
+        for api in ("kubesched.dev/v1alpha1", "scheduling.x-k8s.io/v1alpha1")
+    ]
+    docs.append(
+        "apiVersion: scheduling.k8s.io/v1beta1\nkind: PodGroup\nmetadata: {name: g}\n"
+        "spec: {schedulingPolicy: {basic: {}}}\n"
+    )
+    objs = load(*docs)
+    assert len({o["metadata"]["uid"] for o in objs}) == 3
 
 
 @pytest.mark.parametrize(("docs", "message"), ERRORS)
@@ -307,7 +356,12 @@ def test_supported_kinds_table() -> None:
         "StorageClass": ("storage.k8s.io/v1",),
         "CSINode": ("storage.k8s.io/v1",),
         "SchedulingProfile": ("kubesched.dev/v1alpha1",),
-        "PodGroup": ("kubesched.dev/v1alpha1",),
+        "PodGroup": (
+            "kubesched.dev/v1alpha1",
+            "scheduling.k8s.io/v1beta1",
+            "scheduling.x-k8s.io/v1alpha1",
+        ),
+        "Workload": ("scheduling.k8s.io/v1beta1",),
     }
 
 
