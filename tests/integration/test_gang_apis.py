@@ -13,6 +13,7 @@ from kubesched.operator.gang_status import scheduler_plugins_status, upstream_co
 from kubesched.plugins.coscheduling import Coscheduling
 from tests.builders import make_node, make_pod
 from tests.integration.harness import Harness, running
+from tests.integration.test_gang_scheduling import harness_with_slow_members
 
 pytestmark = pytest.mark.looptime
 
@@ -127,3 +128,23 @@ async def test_same_name_in_three_apis_is_three_gangs() -> None:
     x = plugin(h).report("default", "g", GangAPI.SCHEDULER_PLUGINS)
     assert up is not None and up.schedule_start is None  # never tried: 1 of 2 exists
     assert x is not None and x.schedule_start is not None
+
+
+@pytest.mark.parametrize(
+    "api", [GangAPI.UPSTREAM, GangAPI.SCHEDULER_PLUGINS], ids=lambda a: a.group
+)
+async def test_deleting_a_foreign_pod_group_releases_its_waiting_members(api: GangAPI) -> None:
+    h = harness_with_slow_members()
+    pods = members(api, "g", 3, "1")
+    pods[2]["metadata"].setdefault("labels", {})["slow"] = "yes"
+    h.apply(make_node("n1").alloc(cpu="4", memory="32Gi").obj(), group(api, "g", 3), *pods)
+    fwk = h.sched.profiles["kubesched"].framework
+    async with running(h):
+        await h.wait_for(lambda: len(fwk.waiting_pods) == 2)
+        h.cluster.delete(STORE_KINDS[api], "default/g")
+        await h.wait_for(lambda: not fwk.waiting_pods and h.sched.cache.pod_count() == 0, within=1)
+        deleted = f'pod group "{api.group}/default/g" was deleted'
+        await h.wait_for(
+            lambda: any(deleted in e.message for e in h.cluster.events_for("default/g-0"))
+        )
+    assert h.cluster.bindings == []
