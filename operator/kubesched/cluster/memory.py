@@ -36,6 +36,10 @@ CLUSTER_SCOPED = {
 }
 
 
+#: Node labels a binding copies onto the pod (kube-apiserver's PodTopologyLabels).
+TOPOLOGY_LABELS = ("topology.kubernetes.io/zone", "topology.kubernetes.io/region")
+
+
 @dataclass(slots=True)
 class RecordedEvent:
     namespace: str
@@ -170,10 +174,18 @@ class MemoryCluster:
                 f"pod {pod.key} is already assigned to node {current['spec']['nodeName']!r}"
             )
         # A missing node is no error: the API server's binding does not check it either
-        # (a pod bound to a deleted node is the pod GC's to delete).
+        # (a pod bound to a deleted node is the pod GC's to delete). The node's zone and
+        # region labels are copied onto the pod, as kube-apiserver 1.35+ does
+        # (PodTopologyLabelsAdmission, on by default).
+
+        node = self.objects.get("Node", {}).get(node_name)
+        node_labels = ((node or {}).get("metadata") or {}).get("labels") or {}
+        copied = {k: node_labels[k] for k in TOPOLOGY_LABELS if k in node_labels}
 
         def assign(new: dict[str, Any]) -> None:
             new["spec"]["nodeName"] = node_name
+            if copied:
+                new["metadata"]["labels"] = {**(new["metadata"].get("labels") or {}), **copied}
             conds = [
                 c for c in new["status"].get("conditions") or () if c.get("type") != "PodScheduled"
             ]

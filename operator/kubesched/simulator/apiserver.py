@@ -25,17 +25,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kubesched.cluster.memory import TOPOLOGY_LABELS
 from kubesched.framework.types import ObjectError
 
-__all__ = ["DEFAULT_TOLERATION_SECONDS", "TOPOLOGY_LABELS", "admit_pod"]
+__all__ = ["DEFAULT_TOLERATION_SECONDS", "admit_pod"]
 
 NOT_READY = "node.kubernetes.io/not-ready"
 UNREACHABLE = "node.kubernetes.io/unreachable"
 #: kube-apiserver's --default-not-ready-toleration-seconds and
 #: --default-unreachable-toleration-seconds.
 DEFAULT_TOLERATION_SECONDS = 300
-#: The node labels PodTopologyLabels copies onto pods.
-TOPOLOGY_LABELS = ("topology.kubernetes.io/zone", "topology.kubernetes.io/region")
 
 _ACTIONS = ("DoNotSchedule", "ScheduleAnyway")
 _POLICIES = ("Honor", "Ignore")

@@ -3,13 +3,14 @@ starting scheduler lists a scenario in)."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from typing import Any
 
 import pytest
 
 from kubesched.cluster.memory import MemoryCluster
-from kubesched.framework.types import ObjectError
+from kubesched.framework.types import ObjectError, Pod
 from kubesched.simulator.apiserver import admit_pod
 from kubesched.simulator.engine import list_order
 
@@ -105,6 +106,16 @@ def test_a_pod_created_on_a_node_gets_its_zone_and_region_labels() -> None:
         "topology.kubernetes.io/region": "r1",
     }
     assert pending["metadata"]["labels"] == {"app": "web"}
+
+
+def test_a_binding_copies_the_node_zone_and_region_labels_too() -> None:
+    cluster = MemoryCluster()
+    zone = {"topology.kubernetes.io/zone": "z1", "topology.kubernetes.io/region": "r1"}
+    cluster.apply({"kind": "Node", "metadata": {"name": "n1", "labels": {**zone, "x": "y"}}})
+    stored = cluster.apply(pod())
+    asyncio.run(cluster.bind(Pod(stored), "n1"))
+    assert cluster.objects["Pod"]["default/p"]["metadata"]["labels"] == {"app": "web", **zone}
+    assert stored["metadata"]["labels"] == {"app": "web"}, "the old version is left alone"
 
 
 def test_match_label_keys_are_checked_but_left_for_the_scheduler_to_merge() -> None:
