@@ -215,3 +215,31 @@ def test_the_scheduler_plugins_crd_copy_holds_what_we_read_and_write() -> None:
     written = scheduler_plugins_status(x_group(), 1, pods, schedule_start_time="t")
     assert set(written) <= set(schema["status"]["properties"])
     assert "status" in version["subresources"]
+
+
+async def test_an_invalid_kubernetes_pod_group_says_why_on_its_condition() -> None:
+    s = Setup()
+    s.plugin.report = lambda namespace, name, api=None: None  # type: ignore[method-assign]
+    s.put(
+        UP,
+        {
+            **upstream_group(),
+            "spec": {"workloadRef": {"workloadName": "job", "templateName": "ps"}},
+        },
+    )
+    s.api.put(
+        "Workload.scheduling.k8s.io",
+        {
+            "metadata": {"name": "job", "namespace": "ns"},
+            "spec": {"podGroupTemplates": [{"name": "workers", "schedulingPolicy": {"basic": {}}}]},
+        },
+    )
+    await s.writer.sync("scheduling.k8s.io/ns/g")
+    ((path, status),) = s.api.patches
+    assert path == "/apis/scheduling.k8s.io/v1beta1/namespaces/ns/podgroups/g/status"
+    (c,) = status["conditions"]
+    assert (c["status"], c["reason"]) == ("False", "Unschedulable")
+    assert c["message"] == (
+        "PodGroup scheduling.k8s.io/ns/g is invalid: spec.workloadRef.templateName: Workload "
+        '"ns/job" has no podGroupTemplate named "ps" (it has: "workers")'
+    )
