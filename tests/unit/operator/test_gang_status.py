@@ -219,7 +219,11 @@ def test_the_scheduler_plugins_crd_copy_holds_what_we_read_and_write() -> None:
 
 async def test_an_invalid_kubernetes_pod_group_says_why_on_its_condition() -> None:
     s = Setup()
-    s.plugin.report = lambda namespace, name, api=None: None  # type: ignore[method-assign]
+
+    def no_report(namespace: str, name: str, api: GangAPI = GangAPI.KUBESCHED) -> None:
+        return None
+
+    s.plugin.report = no_report  # type: ignore[method-assign]
     s.put(
         UP,
         {
