@@ -40,7 +40,7 @@ from kubesched.framework.interface import (
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.resources import CPU, MEMORY, Resource
 from kubesched.framework.status import Code, Status
-from kubesched.framework.types import Pod
+from kubesched.framework.types import Node, Pod
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -229,17 +229,20 @@ class NodeResourcesFit:
         self._table_list: list[int] = [] if self._table is None else self._table.tolist()
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
-        # A deleted or scaled-down pod frees resources; a new node or more allocatable adds them.
+        # A deleted or scaled-down pod frees resources; a new node or more allocatable adds
+        # them. The hints are kube-scheduler v1.37's (DRA extended resources aside).
         return [
             ClusterEventWithHint(
                 ClusterEvent(
                     EventResource.POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN
-                )
+                ),
+                _after_pod_event,
             ),
             ClusterEventWithHint(
                 ClusterEvent(
                     EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE
-                )
+                ),
+                _after_node_change,
             ),
         ]
 
@@ -408,6 +411,69 @@ class NodeResourcesFit:
         self, state: CycleState, pod: Pod, scores: npt.NDArray[np.int64]
     ) -> Status | None:
         return None
+
+
+# -- queueing hints -------------------------------------------------------------------------------
+def _after_pod_event(pod: Pod, old: object, new: object) -> bool:
+    """A deleted pod that was placed or nominated; the pod's own scale-down; another
+    placed pod scaled down in a resource this pod requests."""
+    if not isinstance(old, Pod):
+        return True
+    if new is None:
+        return bool(old.node_name or old.nominated_node_name)
+    if not isinstance(new, Pod):
+        return True
+    if new.uid == pod.uid:
+        return True
+    if not new.node_name:
+        return False
+    want, before, after = pod.requests, old.requests, new.requests
+    if want.milli_cpu and before.milli_cpu > after.milli_cpu:
+        return True
+    if want.memory and before.memory > after.memory:
+        return True
+    if want.ephemeral_storage and before.ephemeral_storage > after.ephemeral_storage:
+        return True
+    return any(
+        q and before.scalar.get(name, 0) > after.scalar.get(name, 0)
+        for name, q in want.scalar.items()
+    )
+
+
+def _fits_empty(req: Resource, alloc: Resource) -> bool:
+    """kube's isFit: the pod fits the node with nothing on it (no resource ignored)."""
+    if alloc.allowed_pods < 1:
+        return False
+    if req.milli_cpu > alloc.milli_cpu or req.memory > alloc.memory:
+        return False
+    if req.ephemeral_storage > alloc.ephemeral_storage:
+        return False
+    return all(q <= alloc.scalar.get(name, 0) for name, q in req.scalar.items() if q)
+
+
+def _after_node_change(pod: Pod, old: object, new: object) -> bool:
+    """A node the pod would fit on alone that is new, or whose allocatable grew in the
+    pod count or in a resource the pod requests."""
+    if not isinstance(new, Node):
+        return True
+    req, alloc = pod.requests, new.allocatable
+    if not _fits_empty(req, alloc):
+        return False
+    if not isinstance(old, Node):
+        return True
+    before = old.allocatable
+    if alloc.allowed_pods > before.allowed_pods:
+        return True
+    if (
+        (req.milli_cpu and alloc.milli_cpu > before.milli_cpu)
+        or (req.memory and alloc.memory > before.memory)
+        or (req.ephemeral_storage and alloc.ephemeral_storage > before.ephemeral_storage)
+    ):
+        return True
+    return any(
+        q and alloc.scalar.get(name, 0) > before.scalar.get(name, 0)
+        for name, q in req.scalar.items()
+    )
 
 
 def new(args: Args, handle: Handle) -> NodeResourcesFit:

@@ -433,3 +433,39 @@ def test_score_vector_equals_score(
     expected = [pl.score(state, pod, snap.node_infos[int(i)])[0] for i in rows]
     assert got is not None
     np.testing.assert_array_equal(got, expected)
+
+
+def _hints() -> tuple[Any, Any]:
+    pod_hint, node_hint = (r.hint for r in plugin().events_to_register())
+    assert pod_hint is not None and node_hint is not None
+    return pod_hint, node_hint
+
+
+def test_pod_hint() -> None:
+    pod_hint, _ = _hints()
+    want = make_pod("w").uid("w").req(cpu="1").pod()
+    placed = make_pod("x").node("n1").req(cpu="2", memory="1Gi").pod()
+    assert pod_hint(want, placed, None) is True, "a placed pod deleted frees room"
+    assert pod_hint(want, make_pod("x").nominated("n1").pod(), None) is True, "nominated"
+    assert pod_hint(want, make_pod("x").req(cpu="2").pod(), None) is False, "never placed"
+    less_cpu = make_pod("x").node("n1").req(cpu="1", memory="1Gi").pod()
+    less_mem = make_pod("x").node("n1").req(cpu="2", memory="512Mi").pod()
+    assert pod_hint(want, placed, less_cpu) is True
+    assert pod_hint(want, placed, less_mem) is False, "freed memory, the pod wants cpu"
+    unplaced = make_pod("x").req(cpu="2").pod()
+    assert pod_hint(want, unplaced, make_pod("x").req(cpu="1").pod()) is False
+    assert pod_hint(want, want, make_pod("w").uid("w").req(cpu="500m").pod()) is True, "itself"
+
+
+def test_node_hint() -> None:
+    _, node_hint = _hints()
+    want = make_pod("w").req(cpu="3").pod()
+    small = make_node("n").alloc(cpu="2", memory="8Gi").node()
+    big = make_node("n").alloc(cpu="4", memory="8Gi").node()
+    assert node_hint(want, None, big) is True, "a new node it fits on"
+    assert node_hint(want, None, small) is False, "a new node too small even empty"
+    assert node_hint(want, small, big) is True, "cpu grew"
+    more_mem = make_node("n").alloc(cpu="4", memory="16Gi").node()
+    assert node_hint(want, big, more_mem) is False, "grew in memory; the pod wants cpu"
+    more_pods = make_node("n").alloc(cpu="4", memory="8Gi", pods="200").node()
+    assert node_hint(want, big, more_pods) is True, "room for more pods"
