@@ -21,9 +21,11 @@ deleted (preemption victims; no kubelet finishes them) are force-deleted, a PV's
 ``claimRef`` written by VolumeBinding is completed into a bound claim (the PV
 controller's ``pv.kubernetes.io/bind-completed``, volumeName and phases), and statuses a
 scenario states (PDB ``disruptionsAllowed``, PV/PVC phases, node images, a pod's
-``startTime``, a finished pod's phase) are written through the status subresource. The
-API server's Priority admission refuses a ``spec.priority`` without a class, so such
-pods get a PriorityClass of that value.
+``startTime``, a finished pod's phase) are written through the status subresource. A pod
+the scenario states as terminating (``metadata.deletionTimestamp``, which the API server
+drops on create) is created with a finalizer of this module's and deleted. The API
+server's Priority admission refuses a ``spec.priority`` without a class, so such pods
+get a PriorityClass of that value.
 
 Gang scenarios (PodGroup) run with kubesched only (kube-scheduler has no Coscheduling):
 its outcome must satisfy the expectations. kubesched's CRDs are installed.
@@ -146,6 +148,10 @@ def expected_victims(path: pathlib.Path) -> set[str] | None:
 
 #: Pod phases written through the status subresource (a kubelet would): see prepare.
 FINISHED = ("Succeeded", "Failed")
+#: Holds a scenario's terminating pod (``metadata.deletionTimestamp``) in that state: the
+#: API server drops the field on create, so the pod is created with this finalizer and
+#: deleted (see :func:`terminate`); :func:`wipe` releases it.
+TERMINATING = "kubesched.dev/e2e-terminating"
 
 
 def key_of(obj: Mapping[str, Any]) -> str:
@@ -185,7 +191,7 @@ class Controllers:
     def step(self) -> None:
         for pod in self.api.list("v1", "Pod"):
             meta = pod["metadata"]
-            if meta.get("deletionTimestamp"):
+            if meta.get("deletionTimestamp") and TERMINATING not in (meta.get("finalizers") or ()):
                 # the kubelet would stop the containers and remove the pod
                 self.api.remove(
                     "v1", "Pod", meta["name"], meta["namespace"], grace_period_seconds=0
@@ -235,9 +241,36 @@ class Controllers:
 # -- scenarios on the cluster -------------------------------------------------------------------
 
 
+def hold_terminating(pod: JSON) -> None:
+    """A pod the scenario states as terminating is created with :data:`TERMINATING`."""
+    meta = pod["metadata"]
+    if meta.pop("deletionTimestamp", None):
+        meta.pop("deletionGracePeriodSeconds", None)
+        meta["finalizers"] = [*(meta.get("finalizers") or ()), TERMINATING]
+
+
+def terminate(api: RestClient, created: JSON) -> None:
+    """Delete a pod created with :data:`TERMINATING`: it stays, terminating."""
+    meta = created["metadata"]
+    if created["kind"] == "Pod" and TERMINATING in (meta.get("finalizers") or ()):
+        api.remove("v1", "Pod", meta["name"], meta["namespace"])
+
+
+def release_terminating(api: RestClient) -> None:
+    for pod in api.list("v1", "Pod"):
+        meta = pod["metadata"]
+        if TERMINATING in (meta.get("finalizers") or ()):
+            rest = [f for f in meta["finalizers"] if f != TERMINATING]
+            api.patch(
+                api.path("v1", "Pod", meta["name"], meta["namespace"]),
+                {"metadata": {"finalizers": rest or None}},
+            )
+
+
 def wipe(api: RestClient) -> None:
     """Remove every object a scenario may have created (namespaces stay: without the
     namespace controller a deleted namespace would stay Terminating)."""
+    release_terminating(api)
     for version, kind in NAMESPACED:
         for obj in api.list(version, kind):
             meta = obj["metadata"]
@@ -269,6 +302,7 @@ def prepare(objects: list[JSON], scheduler_name: str) -> tuple[list[JSON], list[
     for obj in objects:
         o = _strip(obj)
         if o["kind"] == "Pod":
+            hold_terminating(o)
             spec = o["spec"]
             priority = spec.pop("priority", 0)
             policy = spec.pop("preemptionPolicy", "PreemptLowerPriority")
@@ -349,6 +383,7 @@ def apply(api: RestClient, objects: list[JSON]) -> None:
                 ),
                 {"status": status},
             )
+        terminate(api, created)
 
 
 def outcome(pod: JSON) -> tuple[str, str]:
@@ -405,7 +440,12 @@ class Run:
 
 
 def bound_pods(api: RestClient) -> set[str]:
-    return {key_of(p) for p in api.list("v1", "Pod") if p["spec"].get("nodeName")}
+    """Bound pods not already terminating (a scenario's terminating pod is no victim)."""
+    return {
+        key_of(p)
+        for p in api.list("v1", "Pod")
+        if p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")
+    }
 
 
 def gone(api: RestClient, keys: set[str]) -> set[str]:
@@ -619,11 +659,20 @@ def test_kube_scheduler_and_kubesched_agree(diff_cluster: ControlPlane, path: pa
 SEED = 7
 
 
+def as_terminated(obj: JSON) -> JSON:
+    """A copy of a created object as it is after :func:`apply`: held pods terminating."""
+    out = copy.deepcopy(obj)
+    meta = out["metadata"]
+    if out["kind"] == "Pod" and TERMINATING in (meta.get("finalizers") or ()):
+        meta["deletionTimestamp"] = "2025-01-01T00:00:00Z"
+    return out
+
+
 def simulated(created: list[JSON]) -> dict[str, tuple[str, str]]:
     """``kubesched simulate --seed SEED`` on the objects as they were created on the
     cluster (in that order; defaulted by the scenario loader as a file would be): each
     pod to schedule -> (node | Unschedulable | Waiting, message)."""
-    docs = [Document("cluster", i, copy.deepcopy(o)) for i, o in enumerate(created)]
+    docs = [Document("cluster", i, as_terminated(o)) for i, o in enumerate(created)]
     result = simulate(default_documents(docs), seed=SEED)
     return {f"{p.namespace}/{p.name}": (p.node or p.status, p.message) for p in result.pods}
 

@@ -139,6 +139,9 @@ def list_order(cluster: MemoryCluster) -> list[tuple[str, Mapping[str, Any]]]:
 def _result(sched: Scheduler, pod: Pod, ns: str, name: str) -> PodResult:
     if pod.node_name:
         return PodResult(ns, name, pod.node_name, "Scheduled", "")
+    if pod.deletion_timestamp:
+        # Never scheduled (kube-scheduler skips pods being deleted), never marked failed.
+        return PodResult(ns, name, None, "Waiting", "the pod is being deleted")
     if not sched.responsible_for(pod):
         return PodResult(
             ns, name, None, "Waiting", f"no profile serves schedulerName {pod.scheduler_name!r}"

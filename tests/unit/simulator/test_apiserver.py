@@ -12,7 +12,7 @@ import pytest
 from kubesched.cluster.memory import MemoryCluster
 from kubesched.framework.types import ObjectError, Pod
 from kubesched.simulator.apiserver import admit_pod
-from kubesched.simulator.engine import list_order
+from kubesched.simulator.engine import list_order, simulate
 
 JSON = dict[str, Any]
 
@@ -220,3 +220,22 @@ def test_a_scheduler_lists_by_kind_then_etcd_key() -> None:
         ("Pod", "team/b"),
         ("Service", "team/s"),
     ]
+
+
+def test_a_pending_pod_being_deleted_waits() -> None:
+    # kube-scheduler skips it and writes no condition: kubesched run leaves it Pending too.
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "n1"},
+        "status": {"allocatable": {"cpu": "1", "memory": "1Gi", "pods": "10"}},
+    }
+    dying = pod()
+    dying["metadata"]["deletionTimestamp"] = "2025-01-01T00:00:00Z"
+    dying["spec"]["schedulerName"] = "kubesched"
+    [result] = simulate([node, dying], seed=0).pods
+    assert (result.node, result.status, result.message) == (
+        None,
+        "Waiting",
+        "the pod is being deleted",
+    )
