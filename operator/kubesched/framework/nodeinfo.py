@@ -12,6 +12,16 @@ from kubesched.framework.types import Node, Pod
 __all__ = ["ImageState", "NodeInfo", "QueuedPodInfo"]
 
 
+def _swap_remove(pods: list[Pod], uid: str) -> Pod | None:
+    """Remove the pod ``uid`` by moving the last pod into its place; the removed pod."""
+    for i, p in enumerate(pods):
+        if p.uid == uid:
+            pods[i] = pods[-1]
+            pods.pop()
+            return p
+    return None
+
+
 @dataclass(slots=True)
 class ImageState:
     size: int
@@ -67,16 +77,13 @@ class NodeInfo:
         self._account(pod, 1)
 
     def remove_pod(self, pod: Pod) -> bool:
-        for i, p in enumerate(self.pods):
-            if p.uid == pod.uid:
-                del self.pods[i]
-                break
-        else:
+        # As kube's NodeInfo, the last pod takes the removed one's place: the order of
+        # pods on a node decides which of equally important preemption victims goes.
+        p = _swap_remove(self.pods, pod.uid)
+        if p is None:
             return False
-        self.pods_with_affinity = [p for p in self.pods_with_affinity if p.uid != pod.uid]
-        self.pods_with_required_anti_affinity = [
-            p for p in self.pods_with_required_anti_affinity if p.uid != pod.uid
-        ]
+        _swap_remove(self.pods_with_affinity, pod.uid)
+        _swap_remove(self.pods_with_required_anti_affinity, pod.uid)
         # Use the pod as it was added (same uid): its requests are what was counted.
         self._account(p, -1)
         return True

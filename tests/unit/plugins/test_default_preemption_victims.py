@@ -271,3 +271,20 @@ def test_room_of_a_higher_priority_nominated_pod_is_kept_in_the_dry_run() -> Non
     res, st = plugin.post_filter(state, p, statuses)
     assert res is not None and res.nominated_node_name == "n2"
     assert st == found("n2", 1)
+
+
+def test_a_removed_pods_place_goes_to_the_last_pod_on_the_node() -> None:
+    """x, y, z (priority 1, 2 cpu, none started) on a 6-cpu node; x is deleted. kube's
+    NodeInfo moves the last pod into the removed one's place: the node reads z, y. "high"
+    (4 cpu) needs one of them gone: unstarted pods are ordered by the node's order, so z
+    is reprieved first and y is the victim (an order-keeping removal would evict z)."""
+    x, y, z = (pod(n, 1, "2").assigned_to("n1") for n in ("x", "y", "z"))
+    ni = node("n1", x, y, z, cpu="6")
+    assert ni.remove_pod(x)
+    assert names(ni.pods) == ["z", "y"]
+    fwk, plugin, snap = setup([ni])
+    p = pod("high", 10, "4")
+    state = CycleState()
+    filter_statuses(fwk, state, p, snap)
+    got, _, st = plugin.select_victims_on_node(state.clone(), p, ni.clone(), [])
+    assert st is None and names(got) == ["y"]
