@@ -22,7 +22,7 @@ from kubesched.framework.interface import (
 )
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.status import Status
-from kubesched.framework.types import Pod, Taint
+from kubesched.framework.types import Node, Pod, Taint
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -64,10 +64,13 @@ class NodeUnschedulable:
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [
             ClusterEventWithHint(
-                ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_TAINT)
+                ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_TAINT),
+                _after_node_change,
             ),
+            # kube registers the pod's own update (TargetPod); the hint ignores others.
             ClusterEventWithHint(
-                ClusterEvent(EventResource.POD, ActionType.UPDATE_POD_TOLERATIONS)
+                ClusterEvent(EventResource.POD, ActionType.UPDATE_POD_TOLERATIONS),
+                _after_pod_toleration_change,
             ),
         ]
 
@@ -95,6 +98,22 @@ class NodeUnschedulable:
         if tolerates_unschedulable(pod):
             return np.ones(len(snapshot), dtype=bool)
         return ~snapshot.unschedulable
+
+
+def _after_node_change(pod: Pod, old: object, new: object) -> bool:
+    """Queueing hint (kube's): a node added schedulable, or uncordoned."""
+    if not isinstance(new, Node):
+        return True
+    if isinstance(old, Node):
+        return old.unschedulable and not new.unschedulable
+    return not new.unschedulable
+
+
+def _after_pod_toleration_change(pod: Pod, old: object, new: object) -> bool:
+    """Queueing hint (kube's): the pod itself now tolerates the unschedulable taint."""
+    if not isinstance(new, Pod):
+        return True
+    return new.uid == pod.uid and tolerates_unschedulable(new)
 
 
 def new(args: Args, handle: Handle) -> NodeUnschedulable:

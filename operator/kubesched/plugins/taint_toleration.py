@@ -31,7 +31,7 @@ from kubesched.framework.interface import (
 )
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.status import Status
-from kubesched.framework.types import Pod, Taint, Toleration
+from kubesched.framework.types import Node, Pod, Taint, Toleration
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -85,10 +85,13 @@ class TaintToleration:
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [
             ClusterEventWithHint(
-                ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_TAINT)
+                ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_TAINT),
+                _after_node_change,
             ),
+            # kube registers the pod's own update (TargetPod): any toleration change of it.
             ClusterEventWithHint(
-                ClusterEvent(EventResource.POD, ActionType.UPDATE_POD_TOLERATIONS)
+                ClusterEvent(EventResource.POD, ActionType.UPDATE_POD_TOLERATIONS),
+                _after_own_update,
             ),
         ]
 
@@ -165,6 +168,24 @@ class TaintToleration:
     ) -> Status | None:
         default_normalize_score(MAX_NODE_SCORE, True, scores)
         return None
+
+
+def _after_node_change(pod: Pod, old: object, new: object) -> bool:
+    """Queueing hint (kube's): the node had a NoSchedule/NoExecute taint the pod does
+    not tolerate (or is new) and now has none."""
+    if not isinstance(new, Node):
+        return True
+    was_untolerated = True
+    if isinstance(old, Node):
+        was_untolerated = (
+            find_matching_untolerated_taint(old.taints, pod.tolerations, _hard) is not None
+        )
+    is_untolerated = find_matching_untolerated_taint(new.taints, pod.tolerations, _hard) is not None
+    return was_untolerated and not is_untolerated
+
+
+def _after_own_update(pod: Pod, old: object, new: object) -> bool:
+    return not isinstance(new, Pod) or new.uid == pod.uid
 
 
 def new(args: Args, handle: Handle) -> TaintToleration:

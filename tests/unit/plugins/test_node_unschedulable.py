@@ -83,3 +83,33 @@ def test_filter_mask_equals_filter(case: tuple[Snapshot, Pod]) -> None:
     expected = [plugin.filter(state, pod, ni) is None for ni in snap.node_infos]
     assert mask is not None
     np.testing.assert_array_equal(mask, expected)
+
+
+def test_hints(handle: FakeHandle) -> None:
+    node_hint, pod_hint = (
+        r.hint
+        for r in node_unschedulable.new(node_unschedulable.Args(), handle).events_to_register()
+    )
+    assert node_hint is not None and pod_hint is not None
+    pod = make_pod("p").uid("p").pod()
+    cordoned, open_ = make_node("n").unschedulable().node(), make_node("n").node()
+    assert node_hint(pod, cordoned, open_) is True, "uncordoned"
+    assert node_hint(pod, open_, cordoned) is False
+    assert node_hint(pod, None, open_) is True, "added schedulable"
+    assert node_hint(pod, None, cordoned) is False, "added cordoned"
+    tolerant = (
+        make_pod("p")
+        .uid("p")
+        .toleration("node.kubernetes.io/unschedulable", operator="Exists")
+        .pod()
+    )
+    assert pod_hint(pod, pod, tolerant) is True
+    other = (
+        make_pod("q")
+        .uid("q")
+        .toleration("node.kubernetes.io/unschedulable", operator="Exists")
+        .pod()
+    )
+    assert pod_hint(pod, other, other) is False, "another pod's toleration"
+    unrelated = make_pod("p").uid("p").toleration("x", operator="Exists").pod()
+    assert pod_hint(pod, pod, unrelated) is False

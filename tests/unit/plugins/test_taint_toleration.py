@@ -183,3 +183,21 @@ def test_score_vector_equals_score(case: tuple[Snapshot, Pod], data: st.DataObje
     expected = [plugin.score(state, pod, snap.node_infos[int(i)])[0] for i in rows]
     assert got is not None
     np.testing.assert_array_equal(got, expected)
+
+
+def test_hints(handle: FakeHandle) -> None:
+    node_hint, pod_hint = (
+        r.hint for r in taint_toleration.new(taint_toleration.Args(), handle).events_to_register()
+    )
+    assert node_hint is not None and pod_hint is not None
+    pod = make_pod("p").uid("p").pod()
+    tainted, clean = make_node("n").taint("k").node(), make_node("n").node()
+    assert node_hint(pod, tainted, clean) is True, "the taint went away"
+    assert node_hint(pod, clean, tainted) is False
+    assert node_hint(pod, None, clean) is True
+    assert node_hint(pod, None, tainted) is False
+    soft = make_node("n").taint("k", effect="PreferNoSchedule").node()
+    assert node_hint(pod, clean, soft) is False, "was tolerated already"
+    assert pod_hint(pod, pod, make_pod("p").uid("p").toleration("k").pod()) is True
+    other = make_pod("q").uid("q").toleration("k").pod()
+    assert pod_hint(pod, other, other) is False, "another pod's toleration"
