@@ -12,7 +12,18 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from kubesched.api.gangs import GangRef, pod_ref, refs_for, resolve
+from kubesched.api.gangs import (
+    STORE_KINDS,
+    WORKLOAD_STORE_KIND,
+    GangRef,
+    GangSpec,
+    InvalidGang,
+    parse_gang,
+    parse_key,
+    pod_ref,
+    refs_for,
+    resolve,
+)
 from kubesched.framework.cluster_port import ObjectStore
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.snapshot import Snapshot
@@ -29,11 +40,44 @@ def pod_gang_ref(pod: Pod) -> GangRef | None:
 
 
 class GangKeys:
-    """Pod -> gang key, resolved against the object store (which PodGroups exist)."""
+    """Pod -> gang key, and gang key -> spec, from the object store (which PodGroups
+    exist, of which API; an upstream PodGroup's Workload)."""
 
     def __init__(self, store: Callable[[], ObjectStore]) -> None:
         self._store = store
         """The store, looked up on use (a framework gets its store after its plugins)."""
+        self._specs: dict[str, tuple[tuple[str, str], GangSpec | str]] = {}
+        """Parsed specs by key, valid for (PodGroup, Workload) resourceVersions."""
+
+    def spec(self, key: str) -> GangSpec | str | None:
+        """The gang's spec (whichever API declares it), an error message if it is
+        invalid, None if its PodGroup is absent or being deleted."""
+        api, ns, name = parse_key(key)
+        kind = STORE_KINDS[api]
+        store = self._store()
+        obj = store.get(kind, ns, name)
+        if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
+            return None  # absent, or being deleted (our finalizer holds it a moment)
+        rv = str((obj.get("metadata") or {}).get("resourceVersion") or id(obj))
+        wl_rv = ""
+        ref = (obj.get("spec") or {}).get("workloadRef") if kind != "PodGroup" else None
+        if isinstance(ref, Mapping):
+            wl = store.get(WORKLOAD_STORE_KIND, ns, str(ref.get("workloadName") or ""))
+            wl_rv = "-" if wl is None else str((wl.get("metadata") or {}).get("resourceVersion"))
+        cached = self._specs.get(key)
+        if cached is not None and cached[0] == (rv, wl_rv):
+            return cached[1]
+        try:
+            spec: GangSpec | str = parse_gang(
+                kind, obj, lambda n, w: store.get(WORKLOAD_STORE_KIND, n, w)
+            )
+        except InvalidGang as e:
+            spec = f"PodGroup {key} is invalid: {e}"
+        self._specs[key] = ((rv, wl_rv), spec)
+        return spec
+
+    def forget(self, key: str) -> None:
+        self._specs.pop(key, None)
 
     def exists(self, kind: str, namespace: str, name: str) -> bool:
         return self._store().get(kind, namespace, name) is not None

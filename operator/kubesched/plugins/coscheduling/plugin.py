@@ -48,14 +48,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kubesched.api.gangs import (
     GANG_STORE_KINDS,
-    STORE_KINDS,
     WORKLOAD_STORE_KIND,
     GangAPI,
     GangSpec,
-    InvalidGang,
     api_of,
     gang_key,
-    parse_gang,
     parse_key,
     store_kind,
 )
@@ -111,7 +108,6 @@ class Coscheduling:
         self.args = args
         self._handle = handle
         self._gangs: dict[str, Gang] = {}
-        self._specs: dict[str, tuple[tuple[str, str], GangSpec | str]] = {}
         self._keys = GangKeys(lambda: handle.store)
         self._key = self._keys.key
         self._index = AssignedIndex(self._keys)
@@ -131,31 +127,8 @@ class Coscheduling:
         return g
 
     def _spec(self, key: str) -> GangSpec | str | None:
-        """The gang's spec (whichever API declares it), an error message if it is
-        invalid, None if its PodGroup is absent or being deleted."""
-        api, ns, name = parse_key(key)
-        kind = STORE_KINDS[api]
-        store = self._handle.store
-        obj = store.get(kind, ns, name)
-        if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
-            return None  # absent, or being deleted (our finalizer holds it a moment)
-        rv = str((obj.get("metadata") or {}).get("resourceVersion") or id(obj))
-        wl_rv = ""
-        ref = (obj.get("spec") or {}).get("workloadRef") if kind != "PodGroup" else None
-        if isinstance(ref, Mapping):
-            wl = store.get(WORKLOAD_STORE_KIND, ns, str(ref.get("workloadName") or ""))
-            wl_rv = "-" if wl is None else str((wl.get("metadata") or {}).get("resourceVersion"))
-        cached = self._specs.get(key)
-        if cached is not None and cached[0] == (rv, wl_rv):
-            return cached[1]
-        try:
-            spec: GangSpec | str = parse_gang(
-                kind, obj, lambda n, w: store.get(WORKLOAD_STORE_KIND, n, w)
-            )
-        except InvalidGang as e:
-            spec = f"PodGroup {key} is invalid: {e}"
-        self._specs[key] = ((rv, wl_rv), spec)
-        return spec
+        """The gang's spec, an error message if invalid, None if absent or being deleted."""
+        return self._keys.spec(key)
 
     def _members(self, g: Gang) -> list[Pod]:
         """The gang's member pods that still exist (latest versions), by name."""
@@ -409,7 +382,7 @@ class Coscheduling:
         if api is None:
             return 0
         key = gang_key(api, namespace, name)
-        self._specs.pop(key, None)
+        self._keys.forget(key)
         g = self._gangs.get(key)
         rejected = 0
         if g is not None:
@@ -430,7 +403,7 @@ class Coscheduling:
             if g.waiting or self._spec(key) is not None or self._members(g):
                 continue
             del self._gangs[key]
-            self._specs.pop(key, None)
+            self._keys.forget(key)
 
     # -- Reserve / Permit ---------------------------------------------------------------------
     def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
