@@ -17,7 +17,12 @@ the pod a cluster would hold:
   TaintToleration nor PodTopologySpread's ``nodeTaintsPolicy: Honor`` counts them;
 - **PodTopologyLabels** admission (beta, on since 1.35): a pod created with
   ``spec.nodeName`` gets that node's ``topology.kubernetes.io/zone`` and ``/region``
-  labels (overwriting its own).
+  labels (overwriting its own);
+
+and to a PersistentVolumeClaim: **DefaultStorageClass** admission gives a claim that names
+no class (no ``spec.storageClassName``, not even ``""``, and no beta class annotation)
+the default StorageClass (annotated ``storageclass.kubernetes.io/is-default-class:
+"true"``, or the beta annotation; of several, the newest, then the first by name).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from typing import Any
 from kubesched.cluster.memory import TOPOLOGY_LABELS
 from kubesched.framework.types import ObjectError
 
-__all__ = ["DEFAULT_TOLERATION_SECONDS", "admit_pod"]
+__all__ = ["DEFAULT_TOLERATION_SECONDS", "admit_pod", "default_storage_classes"]
 
 NOT_READY = "node.kubernetes.io/not-ready"
 UNREACHABLE = "node.kubernetes.io/unreachable"
@@ -173,3 +178,38 @@ def _default_tolerations(spec: dict[str, Any]) -> None:
                 }
             )
     spec["tolerations"] = tolerations
+
+
+_DEFAULT_CLASS_ANNOTATIONS = (
+    "storageclass.kubernetes.io/is-default-class",
+    "storageclass.beta.kubernetes.io/is-default-class",
+)
+_BETA_CLASS_ANNOTATION = "volume.beta.kubernetes.io/storage-class"
+
+
+def default_storage_classes(objects: list[dict[str, Any]]) -> None:
+    """Give every claim without a class the default StorageClass, in place (objects
+    carry their creationTimestamp already)."""
+    defaults = [
+        o
+        for o in objects
+        if o.get("kind") == "StorageClass"
+        and any(
+            ((o.get("metadata") or {}).get("annotations") or {}).get(a) == "true"
+            for a in _DEFAULT_CLASS_ANNOTATIONS
+        )
+    ]
+    if not defaults:
+        return
+    # newest first (RFC 3339 UTC timestamps of one format sort as text), then by name
+    defaults.sort(key=lambda o: o["metadata"]["name"])
+    defaults.sort(key=lambda o: str(o["metadata"].get("creationTimestamp") or ""), reverse=True)
+    name = defaults[0]["metadata"]["name"]
+    for o in objects:
+        if o.get("kind") != "PersistentVolumeClaim":
+            continue
+        spec = o.get("spec")
+        annotations = (o.get("metadata") or {}).get("annotations") or {}
+        beta = isinstance(annotations, Mapping) and _BETA_CLASS_ANNOTATION in annotations
+        if isinstance(spec, dict) and spec.get("storageClassName") is None and not beta:
+            spec["storageClassName"] = name

@@ -21,8 +21,10 @@ Objects are then defaulted the way the API server (and, for nodes, the kubelet) 
   ``kubernetes.io/hostname`` label to the node's name;
 - pods: what kube-apiserver's admission and defaulting add on create
   (:mod:`kubesched.simulator.apiserver`: default not-ready/unreachable tolerations,
-  topology labels of the node a pod is created on, matchLabelKeys merged into the
-  spread constraint's selector), and its validation of topology spread constraints.
+  topology labels of the node a pod is created on), and its validation of topology
+  spread constraints (matchLabelKeys checked as it would merge them);
+- persistent volume claims that name no class: the default StorageClass (admission
+  plugin DefaultStorageClass).
 
 Where the simulator is more lenient than an API server, on purpose:
 PriorityClasses may be defined after the pods that use them (the whole scenario exists
@@ -568,6 +570,7 @@ def prepare(documents: Sequence[Document], *, now: datetime | None = None) -> li
             except ObjectError as e:
                 raise c.fail(str(e)) from None
     objects = [c.obj for c in checked]
+    apiserver.default_storage_classes(objects)
     storage_kinds.complete_prebound_claims(objects)
     return objects
 

@@ -11,7 +11,7 @@ import pytest
 
 from kubesched.cluster.memory import MemoryCluster
 from kubesched.framework.types import ObjectError, Pod
-from kubesched.simulator.apiserver import admit_pod
+from kubesched.simulator.apiserver import admit_pod, default_storage_classes
 from kubesched.simulator.engine import list_order, simulate
 
 JSON = dict[str, Any]
@@ -239,3 +239,37 @@ def test_a_pending_pod_being_deleted_waits() -> None:
         "Waiting",
         "the pod is being deleted",
     )
+
+
+def storage_class(name: str, created: str, default: str | None = "true") -> JSON:
+    annotations = {"storageclass.kubernetes.io/is-default-class": default} if default else {}
+    return {
+        "kind": "StorageClass",
+        "metadata": {"name": name, "creationTimestamp": created, "annotations": annotations},
+    }
+
+
+def claim(name: str, **spec: Any) -> JSON:
+    return {"kind": "PersistentVolumeClaim", "metadata": {"name": name}, "spec": spec}
+
+
+def test_claims_without_a_class_get_the_newest_default_class() -> None:
+    beta = claim("beta")
+    beta["metadata"]["annotations"] = {"volume.beta.kubernetes.io/storage-class": "x"}
+    objects = [
+        storage_class("old", "2025-01-01T00:00:00Z"),
+        storage_class("b-new", "2025-01-02T00:00:00Z"),
+        storage_class("a-new", "2025-01-02T00:00:00Z"),
+        storage_class("newest-but-not-default", "2025-01-03T00:00:00Z", default="false"),
+        claim("none"),
+        claim("empty", storageClassName=""),
+        claim("named", storageClassName="old"),
+        beta,
+    ]
+    default_storage_classes(objects)
+    assert {o["metadata"]["name"]: o["spec"].get("storageClassName") for o in objects[4:]} == {
+        "none": "a-new",  # the newest; of two as new, the first by name
+        "empty": "",
+        "named": "old",
+        "beta": None,
+    }
