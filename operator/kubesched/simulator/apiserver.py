@@ -15,6 +15,10 @@ the pod a cluster would hold:
   ``node.kubernetes.io/not-ready`` / ``node.kubernetes.io/unreachable`` NoExecute gets a
   toleration for each (Exists, 300 s), so such taints do not keep it off a node: neither
   TaintToleration nor PodTopologySpread's ``nodeTaintsPolicy: Honor`` counts them;
+- **pod-level requests** defaulting (PodLevelResources, beta): with ``spec.resources.limits``
+  set, a cpu, memory or hugepages limit no container requests becomes the pod-level
+  request too (for one a container requests, the API server writes the containers'
+  aggregate, which is what the scheduler computes without it);
 - **PodTopologyLabels** admission (beta, on since 1.35): a pod created with
   ``spec.nodeName`` gets that node's ``topology.kubernetes.io/zone`` and ``/region``
   labels (overwriting its own);
@@ -64,6 +68,35 @@ def admit_pod(pod: dict[str, Any], nodes: Mapping[str, Mapping[str, Any]]) -> No
         for i, c in enumerate(constraints):
             _check_match_label_keys(c, labels, f"{_FIELD}[{i}]")
     _default_tolerations(spec)
+    _default_pod_level_requests(spec)
+
+
+def _pod_level(key: Any) -> bool:
+    return key in ("cpu", "memory") or (isinstance(key, str) and key.startswith("hugepages-"))
+
+
+def _default_pod_level_requests(spec: dict[str, Any]) -> None:
+    res = spec.get("resources")
+    limits = res.get("limits") if isinstance(res, dict) else None
+    if not isinstance(res, dict) or not isinstance(limits, Mapping) or not limits:
+        return
+    requests = res.get("requests") or {}
+    if not isinstance(requests, Mapping):
+        return  # the pod's parser reports it
+    requested: set[Any] = set()
+    for field in ("containers", "initContainers"):
+        for c in spec.get(field) or ():
+            r = c.get("resources") if isinstance(c, Mapping) else None
+            for part in ("requests", "limits"):  # a container's limit defaults its request
+                given = r.get(part) if isinstance(r, Mapping) else None
+                if isinstance(given, Mapping):
+                    requested.update(given)
+    merged = dict(requests)
+    for key, limit in limits.items():
+        if _pod_level(key) and key not in merged and key not in requested:
+            merged[key] = limit
+    if merged:
+        res["requests"] = merged
 
 
 def _copy_topology_labels(meta: dict[str, Any], node: Mapping[str, Any]) -> None:

@@ -273,3 +273,17 @@ def test_claims_without_a_class_get_the_newest_default_class() -> None:
         "named": "old",
         "beta": None,
     }
+
+
+def test_pod_level_limits_default_the_requests_no_container_makes() -> None:
+    p = pod(
+        {
+            "resources": {"limits": {"cpu": "3", "memory": "1Gi", "hugepages-2Mi": "2Mi"}},
+            "containers": [
+                {"name": "c", "image": "i", "resources": {"limits": {"memory": "512Mi"}}}
+            ],
+        }
+    )
+    admit_pod(p, {})
+    # memory: the container's limit is its request, so the aggregate stands (unwritten)
+    assert p["spec"]["resources"]["requests"] == {"cpu": "3", "hugepages-2Mi": "2Mi"}
