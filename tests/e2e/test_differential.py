@@ -21,11 +21,11 @@ deleted (preemption victims; no kubelet finishes them) are force-deleted, a PV's
 ``claimRef`` written by VolumeBinding is completed into a bound claim (the PV
 controller's ``pv.kubernetes.io/bind-completed``, volumeName and phases), and statuses a
 scenario states (PDB ``disruptionsAllowed``, PV/PVC phases, node images, a pod's
-``startTime``, a finished pod's phase) are written through the status subresource. A pod
-the scenario states as terminating (``metadata.deletionTimestamp``, which the API server
-drops on create) is created with a finalizer of this module's and deleted. The API
-server's Priority admission refuses a ``spec.priority`` without a class, so such pods
-get a PriorityClass of that value.
+``startTime``, a finished pod's phase, a nominated node) are written through the status
+subresource. A pod the scenario states as terminating (``metadata.deletionTimestamp``,
+which the API server drops on create) is created with a finalizer of this module's and
+deleted. The API server's Priority admission refuses a ``spec.priority`` without a
+class, so such pods get a PriorityClass of that value.
 
 Gang scenarios (PodGroup) run with kubesched only (kube-scheduler has no Coscheduling):
 its outcome must satisfy the expectations. kubesched's CRDs are installed.
@@ -313,6 +313,9 @@ def prepare(objects: list[JSON], scheduler_name: str) -> tuple[list[JSON], list[
             if status.get("phase") in FINISHED:
                 # ... and a finished pod's phase: schedulers do not see such pods at all.
                 o.setdefault("status", {})["phase"] = status["phase"]
+            if status.get("nominatedNodeName"):
+                # ... and a nomination (a preemption's, earlier): tried first.
+                o.setdefault("status", {})["nominatedNodeName"] = status["nominatedNodeName"]
             if (
                 not spec.get("priorityClassName")
                 and not (global_default is not None and priority == global_default["value"])
