@@ -56,3 +56,26 @@ def test_without_a_service_there_is_no_default_spreading() -> None:
     ]
     nodes = {p.node for seed in range(8) for p in simulate(objects, seed=seed).pods}
     assert nodes == {"node-1", "node-2"}, "the two nodes tie without the Service"
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_pods_are_queued_by_name_as_a_starting_scheduler_lists_them(seed: int) -> None:
+    # kubesched run lists the pods (namespace/name order): "web-a" is scheduled before
+    # "web-z", created first; so the simulator must.
+    r = run("queue-order-by-name.yaml", seed)
+    assert (r["web-a"].node, r["web-z"].node) == ("node-1", "node-1")
+
+
+@pytest.mark.parametrize(
+    ("name", "node"),
+    [
+        ("taints-policy-default-tolerations.yaml", "node-3"),
+        ("match-label-keys.yaml", "node-1"),
+        ("system-defaults-replicaset.yaml", "node-2"),
+        ("finished-pods-do-not-count.yaml", "node-1"),
+        ("terminating-pods-do-not-count.yaml", "node-1"),
+    ],
+)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_placements_a_cluster_makes(name: str, node: str, seed: int) -> None:
+    assert run(name, seed)["web-new"].node == node
