@@ -72,10 +72,21 @@ async def test_a_gang_that_cannot_fit_binds_nothing_and_says_why() -> None:
         await h.wait_for(lambda: all("FailedScheduling" in h.reasons(k) for k in keys))
         assert bound(h, keys) == 0
         assert h.cluster.bindings == []
-    msg = h.cluster.events_for("default/big-0")[-1].message
-    assert msg.startswith("0/2 nodes are available: 2/3 members fit; 1 pods: Insufficient cpu.")
+    want = (
+        'pod group "default/big": 2/3 members fit; 1 pods: '
+        "0/2 nodes are available: 2 Insufficient cpu."
+    )
+    for k in keys:
+        # Every member says the gang's reason, the fitting ones too (cluster-autoscaler).
+        assert h.cluster.events_for(k)[-1].message == want
+        (cond,) = [
+            c
+            for c in h.cluster.pod(k)["status"]["conditions"]  # type: ignore[index]
+            if c["type"] == "PodScheduled"
+        ]
+        assert (cond["status"], cond["reason"], cond["message"]) == ("False", "Unschedulable", want)
     report = coscheduling(h).report("default", "big")
-    assert report is not None and report.blocked.startswith("2/3 members fit")
+    assert report is not None and report.blocked == want
 
 
 async def test_two_gangs_of_sixty_percent_never_both_partial() -> None:
@@ -91,15 +102,16 @@ async def test_two_gangs_of_sixty_percent_never_both_partial() -> None:
         assert h.sched.cache.pod_count() == 3
 
 
-class FailInRealCycles:
-    """A PreFilter that errors for pods labelled ``slow=yes``, except in dry runs."""
+class FailWhileBroken:
+    """A PreFilter that errors for pods labelled ``slow=yes`` while ``broken``."""
 
-    name = "FailInRealCycles"
+    name = "FailWhileBroken"
+    broken = True
 
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
-        if pod.labels.get("slow") == "yes" and not state.get("Coscheduling/dry-run"):
+        if pod.labels.get("slow") == "yes" and FailWhileBroken.broken:
             return None, Status.as_error("not yet")
         return None, None
 
@@ -109,52 +121,143 @@ class FailInRealCycles:
 
 def harness_with_slow_members() -> Harness:
     registry: Registry = in_tree_registry()
-    registry.register("FailInRealCycles", lambda args, handle: FailInRealCycles())
+    registry.register("FailWhileBroken", lambda args, handle: FailWhileBroken())
     spec = ProfileSpec(
-        plugins=Plugins(pre_filter=PluginSet(enabled=[PluginRef(name="FailInRealCycles")]))
+        plugins=Plugins(pre_filter=PluginSet(enabled=[PluginRef(name="FailWhileBroken")]))
     )
     return Harness(profiles=[spec], registry=registry)
 
 
-async def test_a_timeout_releases_every_reservation_and_the_group_backs_off() -> None:
+async def test_a_member_error_reverts_the_whole_gang_and_it_retries_as_a_group() -> None:
+    FailWhileBroken.broken = True
     h = harness_with_slow_members()
     slow = make_pod("g-2").req(cpu="1").label(LABEL, "g").label("slow", "yes").obj()
-    h.apply(*nodes(1), pod_group("g", 3, scheduleTimeoutSeconds=5), *members("g", 2), slow)
-    plugin = coscheduling(h)
-    fwk = h.sched.profiles["kubesched"].framework
+    h.apply(*nodes(1), pod_group("g", 3), *members("g", 2), slow)
+    keys = ["default/g-0", "default/g-1", "default/g-2"]
     async with running(h):
-        start = await h.wait_for(lambda: len(fwk.waiting_pods) == 2)
-        assert h.sched.cache.node_info("n1") is not None
-        assert len(h.sched.cache.node_info("n1").pods) == 2  # type: ignore[union-attr]
-        end = await h.wait_for(lambda: not fwk.waiting_pods, within=10)
-        assert 4.9 <= end - start <= 5.1
-        await h.wait_for(lambda: h.sched.cache.pod_count() == 0)
-        assert h.cluster.bindings == []
-        events = h.cluster.events_for("default/g-0")
-        assert "rejected due to timeout after waiting 5s at plugin Coscheduling" in [
-            e.message for e in events
-        ]
-        report = plugin.report("default", "g")
-        assert report is not None and report.timed_out
-        assert "timed out" in report.blocked
+        await h.wait_for(lambda: all("FailedScheduling" in h.reasons(k) for k in keys))
+        # Nothing reserved, nothing waiting at Permit: the node stays free meanwhile.
+        assert h.sched.cache.pod_count() == 0
+        assert not h.sched.profiles["kubesched"].framework.waiting_pods
+        assert h.cluster.events_for("default/g-0")[-1].message == "not yet"
+        FailWhileBroken.broken = False
+        # Errors back off (1 s doubling): the three come back together and bind.
+        await h.wait_for(lambda: bound(h, keys) == 3, within=30)
+    attempts = {h.sched.stats.outcomes[h.cluster.pod(k)["metadata"]["uid"]].attempts for k in keys}  # type: ignore[index]
+    assert len(attempts) == 1, "one attempt count for the whole gang"
 
 
-async def test_a_member_deleted_while_others_wait_does_not_leave_them_stuck() -> None:
-    h = harness_with_slow_members()
-    slow = make_pod("g-2").req(cpu="1").label(LABEL, "g").label("slow", "yes").obj()
-    h.apply(*nodes(1), pod_group("g", 3, scheduleTimeoutSeconds=600), *members("g", 2), slow)
-    fwk = h.sched.profiles["kubesched"].framework
+async def test_a_running_gang_below_its_minimum_gathers_its_replacements_as_a_group() -> None:
+    h = Harness()
+    h.apply(*nodes(2), pod_group("g", 3), *members("g", 3))
+    keys = ["default/g-0", "default/g-1", "default/g-2"]
     async with running(h):
-        t0 = await h.wait_for(lambda: len(fwk.waiting_pods) == 2)
+        await h.wait_for(lambda: bound(h, keys) == 3)
         h.cluster.delete("Pod", "default/g-0")
-        t1 = await h.wait_for(lambda: not fwk.waiting_pods and h.sched.cache.pod_count() == 0)
-        assert t1 - t0 < 1, "released at once, not at the 600 s timeout"
-        assert h.cluster.bindings == []
-        # A replacement member completes the gang again; the slow one now passes too.
+        h.cluster.delete("Pod", "default/g-1")
+        await h.wait_for(lambda: h.sched.cache.pod_count() == 1)
+        # One replacement is not enough for the minimum (1 + 1 < 3): it waits...
         h.apply(make_pod("g-3").req(cpu="1").label(LABEL, "g").obj())
-        h.apply({**slow, "metadata": {**slow["metadata"], "labels": {LABEL: "g"}}})
-        keys = ["default/g-1", "default/g-2", "default/g-3"]
-        await h.wait_for(lambda: bound(h, keys) == 3, within=120)
+        q = h.sched.queues.queue("kubesched")
+        assert q is not None
+        uid = h.cluster.pod("default/g-3")["metadata"]["uid"]  # type: ignore[index]
+        await h.wait_for(lambda: (qpi := q.get(uid)) is not None and qpi.gated)
+        assert q.get(uid).message == (  # type: ignore[union-attr]
+            'pod group "default/g" needs 3 member pods; waiting for the rest to be created'
+        )
+        assert h.node_of("default/g-3") is None
+        # ...and the second one completes the group: both are placed together.
+        h.apply(make_pod("g-4").req(cpu="1").label(LABEL, "g").obj())
+        await h.wait_for(lambda: bound(h, ["default/g-3", "default/g-4"]) == 2)
+
+
+async def test_a_least_allocated_profile_spreads_members_over_nodes() -> None:
+    h = Harness()
+    h.apply(*nodes(3), pod_group("g", 3), *members("g", 3))
+    keys = [f"default/g-{i}" for i in range(3)]
+    async with running(h):
+        await h.wait_for(lambda: bound(h, keys) == 3)
+    assert sorted(h.node_of(k) or "" for k in keys) == ["n1", "n2", "n3"]
+
+
+def most_allocated() -> ProfileSpec:
+    return ProfileSpec.model_validate(
+        {
+            "pluginConfig": [
+                {
+                    "name": "NodeResourcesFit",
+                    "args": {"scoringStrategy": {"type": "MostAllocated"}},
+                }
+            ]
+        }
+    )
+
+
+async def test_a_most_allocated_profile_packs_members_on_one_node() -> None:
+    h = Harness(profiles=[most_allocated()])
+    h.apply(*nodes(3), pod_group("g", 3), *members("g", 3))
+    keys = [f"default/g-{i}" for i in range(3)]
+    async with running(h):
+        await h.wait_for(lambda: bound(h, keys) == 3)
+    assert len({h.node_of(k) for k in keys}) == 1
+
+
+async def test_anti_affinity_among_members_is_honoured_or_nothing_binds() -> None:
+    h = Harness(profiles=[most_allocated()])
+    term = {
+        "labelSelector": {"matchLabels": {LABEL: "g"}},
+        "topologyKey": "kubernetes.io/hostname",
+    }
+    pods = members("g", 3)
+    for p in pods:
+        p["spec"]["affinity"] = {
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+        }
+    h.apply(*nodes(2), pod_group("g", 3), *pods)
+    keys = [f"default/g-{i}" for i in range(3)]
+    async with running(h):
+        await h.wait_for(lambda: all("FailedScheduling" in h.reasons(k) for k in keys))
+        assert h.cluster.bindings == []
+        assert h.sched.cache.pod_count() == 0
+        msg = h.cluster.events_for("default/g-0")[-1].message
+        assert msg.startswith('pod group "default/g": 2/3 members fit; 1 pods: 0/2 nodes')
+        h.apply(make_node("n3").alloc(cpu="4", memory="32Gi").obj())
+        await h.wait_for(lambda: bound(h, keys) == 3, within=60)
+    assert len({h.node_of(k) for k in keys}) == 3
+
+
+async def test_spare_members_are_placed_if_they_fit_and_never_fail_the_gang() -> None:
+    h = Harness()
+    h.apply(*nodes(1), pod_group("g", 2), *members("g", 5, cpu="1.5"))
+    keys = [f"default/g-{i}" for i in range(5)]
+    async with running(h):
+        await h.wait_for(lambda: bound(h, keys) == 2)
+        await h.wait_for(lambda: all(h.reasons(k) for k in keys))
+        spare = [k for k in keys if not h.node_of(k)]
+        assert len(spare) == 3
+        assert all("FailedScheduling" in h.reasons(k) for k in spare)
+
+
+async def test_group_attempts_are_counted_as_kube_scheduler_does() -> None:
+    h = Harness()
+    h.apply(*nodes(2), pod_group("ok", 2), *members("ok", 2))
+    h.apply(pod_group("big", 3), *members("big", 3, cpu="3"))
+    async with running(h):
+        await h.wait_for(lambda: bound(h, ["default/ok-0", "default/ok-1"]) == 2)
+        await h.wait_for(lambda: "FailedScheduling" in h.reasons("default/big-0"))
+    reg = h.sched.metrics.registry
+    get = reg.get_sample_value
+    labels = {"profile": "kubesched"}
+    assert get("scheduler_podgroup_schedule_attempts_total", {"result": "scheduled", **labels}) == 1
+    failed = get(
+        "scheduler_podgroup_schedule_attempts_total", {"result": "unschedulable", **labels}
+    )
+    assert failed is not None and failed >= 1
+    count = get(
+        "scheduler_podgroup_scheduling_attempt_duration_seconds_count",
+        {"result": "scheduled", **labels},
+    )
+    assert count == 1
 
 
 async def test_pods_outside_gangs_are_unaffected() -> None:

@@ -239,6 +239,25 @@ class SchedulingQueue:
         self._in_flight[qpi.pod.uid] = _InFlight(start, qpi.pod)
         return qpi
 
+    def take(self, uid: str) -> QueuedPodInfo | None:
+        """Take a queued pod out of activeQ, backoffQ or the unschedulable pool, in
+        flight as if popped (a whole-group cycle gathers a gang's members this way;
+        see :mod:`kubesched.scheduler.gang_cycle`). None: not there (gated, in flight,
+        unknown) or the queue is closed."""
+        if self._closed:
+            return None
+        qpi = self._active.remove(uid) or self._backoff.remove(uid) or self._unsched.pop(uid, None)
+        if qpi is None:
+            return None
+        qpi.attempts += 1
+        if qpi.initial_attempt_timestamp is None:
+            qpi.initial_attempt_timestamp = self._clock()
+        qpi.unschedulable_plugins.clear()
+        qpi.pending_plugins.clear()
+        start = self._events_base + len(self._events)
+        self._in_flight[uid] = _InFlight(start, qpi.pod)
+        return qpi
+
     def done(self, uid: str) -> None:
         """The pod's scheduling (and binding) ended; idempotent."""
         if self._in_flight.pop(uid, None) is not None:

@@ -407,6 +407,29 @@ class NodeResourcesFit:
             out = node_score // safe_w
         return np.where(has, out, 0).astype(np.int64)
 
+    def score_placement(self, nodes: Sequence[NodeInfo]) -> int:
+        """kube-scheduler 1.37's ScorePlacement: the scoring strategy applied to a whole
+        topology domain, its allocatable and requested resources summed over its nodes
+        (the gang's members already on them), 0-100."""
+        node_score = weight_sum = 0
+        for name, weight in self.resources:
+            alloc = requested = 0
+            for ni in nodes:
+                a, r = allocatable_and_requested(ni, name, 0, use_requested=False)
+                alloc += a
+                requested += r
+            if alloc == 0:
+                continue
+            if self.strategy is ScoringStrategyType.LEAST_ALLOCATED:
+                s = least_requested_score(requested, alloc)
+            elif self.strategy is ScoringStrategyType.MOST_ALLOCATED:
+                s = most_requested_score(requested, alloc)
+            else:
+                s = self._table_list[_utilization(requested, alloc)]
+            node_score += s * weight
+            weight_sum += weight
+        return node_score // weight_sum if weight_sum else 0
+
     def normalize_score(
         self, state: CycleState, pod: Pod, scores: npt.NDArray[np.int64]
     ) -> Status | None:

@@ -159,6 +159,51 @@ class SchedulerMetrics:
             ["code"],
             registry=r,
         )
+        # Pod groups (kube-scheduler 1.37, GenericWorkload / TopologyAwareWorkloadScheduling).
+        self.podgroup_schedule_attempts = Counter(
+            "scheduler_podgroup_schedule_attempts",
+            "Number of attempts to schedule pod group, by the result. 'unschedulable' means "
+            "a pod group could not be scheduled, while 'error' means an internal scheduler "
+            "problem.",
+            ["result", "profile"],
+            registry=r,
+        )
+        self.podgroup_scheduling_attempt_duration = _Histogram(
+            "scheduler_podgroup_scheduling_attempt_duration_seconds",
+            "Pod group scheduling attempt latency in seconds",
+            ["result", "profile"],
+            buckets=_exponential(0.001, 2, 15),
+            registry=r,
+        )
+        self.podgroup_scheduling_algorithm_duration = _Histogram(
+            "scheduler_podgroup_scheduling_algorithm_duration_seconds",
+            "Pod group scheduling algorithm latency in seconds",
+            buckets=_exponential(0.001, 2, 15),
+            registry=r,
+        )
+        self.generated_placements = Counter(
+            "scheduler_generated_placements",
+            "Number of candidate placements generated when scheduling pod groups.",
+            ["profile"],
+            registry=r,
+        )
+        self.placement_evaluations = Counter(
+            "scheduler_placement_evaluations",
+            "Number of candidate placements evaluated when scheduling pod groups, by result. "
+            "'feasible' means the pod group fit into the placement, while 'infeasible' means "
+            "it did not.",
+            ["result", "profile"],
+            registry=r,
+        )
+        self.placement_evaluation_duration = _Histogram(
+            "scheduler_placement_evaluation_duration_seconds",
+            "Latency in seconds of evaluating a single candidate placement when scheduling "
+            "pod groups, by result. 'feasible' means the pod group fit into the placement, "
+            "while 'infeasible' means it did not.",
+            ["result", "profile"],
+            buckets=_exponential(0.001, 2, 15),
+            registry=r,
+        )
         self._queues: QueueSet | None = None
         self._ep_children: dict[tuple[str, Code | None, str], Any] = {}
         self._plugin_children: dict[tuple[str, str, str], Any] = {}
@@ -204,6 +249,22 @@ class SchedulerMetrics:
             )
         children[0].inc()
         children[1].observe(sec)
+
+    def group_attempt(self, result: str, profile: str, sec: float) -> None:
+        """One pod group attempt ended: ``scheduled``, ``unschedulable`` or ``error``."""
+        self.podgroup_schedule_attempts.labels(result, profile).inc()
+        self.podgroup_scheduling_attempt_duration.labels(result, profile).observe(sec)
+
+    def group_algorithm(self, sec: float) -> None:
+        self.podgroup_scheduling_algorithm_duration.observe(sec)
+
+    def placements_generated(self, profile: str, count: int) -> None:
+        self.generated_placements.labels(profile).inc(count)
+
+    def placement_evaluation(self, result: str, profile: str, sec: float) -> None:
+        """One candidate placement (topology domain) tried: ``feasible`` or ``infeasible``."""
+        self.placement_evaluations.labels(result, profile).inc()
+        self.placement_evaluation_duration.labels(result, profile).observe(sec)
 
     def scheduled(self, attempts: int, sli_seconds: float | None) -> None:
         self.pod_scheduling_attempts.observe(attempts)

@@ -45,6 +45,7 @@ from kubesched.scheduler.bindretry import (
     is_transient,
     retry_delay,
 )
+from kubesched.scheduler.gang_cycle import GangCycle
 from kubesched.scheduler.metrics import SchedulerMetrics, timed_chain
 
 __all__ = ["PodOutcome", "Scheduler"]
@@ -113,6 +114,8 @@ class Scheduler:
         self._timed: dict[int, tuple[Any, Any]] = {}
         self.bind_retry = BindRetryPolicy()
         """Transient Bind failures retried in place (:mod:`kubesched.scheduler.bindretry`)."""
+        self.gangs = GangCycle(self)
+        """Whole-group cycles for gangs below their minimum (:mod:`.gang_cycle`)."""
         for spec in profiles or [default_profile_spec()]:
             self.set_profile(compile_profile(spec, self.services(), registry))
 
@@ -267,6 +270,8 @@ class Scheduler:
 
     # -- one scheduling cycle ------------------------------------------------------------------------
     def schedule_one(self, profile_name: str, qpi: QueuedPodInfo) -> None:
+        if self.gangs.schedule(profile_name, qpi):
+            return  # a gang member: its whole gang was scheduled as one unit
         queue = self.queues.queue(profile_name)
         prof = self.profiles.get(profile_name)
         pod = qpi.pod

@@ -1,6 +1,7 @@
 """Coscheduling: gang scheduling with PodGroups, all-or-nothing, without partial binds.
 
-See :mod:`.plugin` for the semantics and :mod:`.dryrun` for the whole-gang check.
+See :mod:`.plugin` for the semantics; the whole-group cycle that places a gang is
+:mod:`kubesched.scheduler.gang_cycle`.
 Part of kubesched's default profile (after kube-scheduler's defaults; its QueueSort
 replaces PrioritySort, ordering pods outside gangs exactly as PrioritySort does).
 """

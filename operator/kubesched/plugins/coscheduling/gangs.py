@@ -1,6 +1,6 @@
 """What Coscheduling remembers about each gang, and which members are already placed.
 
-:class:`Gang` is the per-PodGroup state (queue time, backoff, the last dry-run verdict,
+:class:`Gang` is the per-PodGroup state (queue time, backoff, why it last failed,
 the members seen by PreEnqueue and those waiting at Permit). :class:`AssignedIndex`
 answers "which members of this gang are bound or assumed?" from the snapshot, refreshing
 only the nodes whose ``NodeInfo.generation`` moved, so gang pods cost O(nodes) integer
@@ -27,7 +27,6 @@ from kubesched.api.gangs import (
 from kubesched.framework.cluster_port import ObjectStore
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.snapshot import Snapshot
-from kubesched.framework.status import Status
 from kubesched.framework.types import Pod
 
 __all__ = ["AssignedIndex", "Gang", "GangKeys", "pod_gang_ref"]
@@ -88,30 +87,6 @@ class GangKeys:
 
 
 @dataclass(slots=True)
-class Plan:
-    """A dry run that placed the whole gang: trusted for the members that follow while
-    the node set is unchanged, no member failed and progress did not go backwards."""
-
-    labels_version: int
-    progress: int
-    """Members bound, assumed or waiting when the dry run ran."""
-    expires: float
-    placements: dict[str, str] = field(default_factory=dict)
-    """Member uid -> the node the dry run found for it: PreFilter narrows the member to
-    that node, so the gang lands as the dry run placed it (packed, first fit)."""
-
-
-@dataclass(slots=True)
-class Failure:
-    """A dry run that could not place the gang, valid for one snapshot state."""
-
-    generation: int
-    labels_version: int
-    progress: int
-    status: Status
-
-
-@dataclass(slots=True)
 class Gang:
     key: str
     sort_time: float
@@ -123,13 +98,11 @@ class Gang:
     wait_deadline: float | None = None
     """When the first waiting member times out (the gang's Permit deadline)."""
     backoff_until: float = 0.0
-    plan: Plan | None = None
-    failure: Failure | None = None
     released: bool = False
     """PreEnqueue saw minMember members and activated the gated ones."""
     siblings_activated: bool = False
     blocked: str = ""
-    """Why the gang does not fit (the last dry run), for status and messages."""
+    """Why the gang does not fit (the last group cycle), for status and messages."""
     timed_out: bool = False
     schedule_start: float | None = None
     not_found_reported: set[str] = field(default_factory=set)
@@ -139,8 +112,6 @@ class Gang:
     def fail(self, now: float, message: str, *, backoff: float, timed_out: bool) -> None:
         """A member failed: the gang goes behind pods queued since, and backs off."""
         self.sort_time = now
-        self.plan = None
-        self.failure = None
         self.wait_deadline = None
         self.siblings_activated = False
         self.released = False

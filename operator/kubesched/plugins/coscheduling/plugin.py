@@ -15,17 +15,16 @@ the cost of three dict lookups.
 - **PreEnqueue** holds a member until ``minMember`` members exist (the member that
   completes the gang activates the others), and a pod whose PodGroup does not exist
   (with a ``FailedScheduling`` event saying so, once per pod).
-- **PreFilter** dry-runs the whole gang (:mod:`.dryrun`) before anything is reserved
-  and rejects it as UnschedulableAndUnresolvable when the members cannot all be
-  placed, e.g. ``3/8 members fit; 5 pods: Insufficient nvidia.com/gpu``. A successful
-  dry run is trusted by the members that follow; a failed one by the members tried
-  against the same snapshot, so a gang of N costs one dry run, not N.
-- **Permit** holds members until ``minMember`` are reserved or bound, then allows the
-  waiting ones at once. The gang's deadline is ``scheduleTimeoutSeconds`` (else
-  ``permitWaitingTimeSeconds``) after its first member began to wait; when it passes,
-  every waiting member is rejected and unreserved and the gang backs off for
-  ``podGroupBackoffSeconds``. When a member begins to wait, its pending siblings are
-  activated so they are tried promptly.
+- **The whole-group cycle** (:mod:`kubesched.scheduler.gang_cycle`) places the members
+  of a gang below its minimum, all together, through the profile's full chain: it asks
+  :meth:`Coscheduling.group_view` for the gang and marks each member's CycleState with a
+  :class:`GroupMark`, so PreFilter passes (narrowed to the topology domain being tried)
+  and Permit allows at once: no member waits at Permit holding a node while its
+  siblings are placed. Outside such a cycle, PreFilter passes spare members of a gang
+  that holds its minimum and rejects the others.
+- **Permit** also allows a member when the gang holds ``minMember`` with it (spares).
+  Its waiting machinery (``scheduleTimeoutSeconds``, else ``permitWaitingTimeSeconds``)
+  remains for members another Permit plugin makes wait.
 - **PostFilter / Unreserve**: a member that finds no node, or is unreserved (bind
   failure, rejection, deletion while waiting), rejects its waiting siblings, so their
   reservations are freed at once.
@@ -69,12 +68,24 @@ from kubesched.framework.interface import (
 from kubesched.framework.nodeinfo import NodeInfo, QueuedPodInfo
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import Node, Pod
-from kubesched.plugins.coscheduling.dryrun import DRY_RUN_KEY, DryRunError, dry_run
-from kubesched.plugins.coscheduling.gangs import AssignedIndex, Failure, Gang, GangKeys, Plan
+from kubesched.plugins.coscheduling.gangs import AssignedIndex, Gang, GangKeys
 
-__all__ = ["NAME", "Args", "Coscheduling", "GangReport", "new"]
+__all__ = [
+    "GROUP_CYCLE_KEY",
+    "NAME",
+    "Args",
+    "Coscheduling",
+    "GangReport",
+    "GroupMark",
+    "GroupView",
+    "members_message",
+    "new",
+]
 
 NAME = "Coscheduling"
+
+GROUP_CYCLE_KEY = "Coscheduling/group-cycle"
+"""Written by the whole-group cycle in each member's CycleState (a :class:`GroupMark`)."""
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +100,26 @@ class Args(BaseModel):
     """After a gang times out or a member fails, its members are not tried for this long,
     so other gangs and pods get the freed room first (scheduler-plugins: 0, disabled;
     kubesched: 10 s, kube-scheduler's maximum pod backoff)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMark:
+    """A member is being placed by a whole-group cycle: PreFilter passes (narrowed to
+    ``nodes``, the topology domain being tried, when set) and Permit allows."""
+
+    nodes: frozenset[str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupView:
+    """A gang below its minimum, as a whole-group cycle needs it."""
+
+    key: str
+    spec: GangSpec
+    placed: frozenset[str]
+    """Uids of members bound or assumed."""
+    others: tuple[Pod, ...]
+    """The other members that exist and are not placed (latest versions, by name)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,13 +275,52 @@ class Coscheduling:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    # -- the whole-group cycle ---------------------------------------------------------
+    def group_view(self, pod: Pod) -> GroupView | None:
+        """The gang ``pod`` belongs to, for a whole-group scheduling cycle
+        (:mod:`kubesched.scheduler.gang_cycle`): its spec, the members bound or assumed,
+        and the other members that exist and are not placed. None when the pod is in no
+        gang, its PodGroup is missing or invalid (PreFilter says why), or the gang
+        already holds its minimum (a spare member, scheduled alone)."""
+        key = self._key(pod)
+        if key is None:
+            return None
+        spec = self._spec(key)
+        if not isinstance(spec, GangSpec):
+            return None
+        g = self._gang(key)
+        g.candidates[pod.uid] = None
+        if g.schedule_start is None:
+            g.schedule_start = self._now()
+        placed = frozenset(self._index.members(self._handle.snapshot, key))
+        if len(placed) >= spec.min_member:
+            return None
+        others = tuple(p for p in self._members(g) if p.uid not in placed and p.uid != pod.uid)
+        return GroupView(key, spec, placed, others)
+
+    def group_scheduled(self, key: str) -> None:
+        """A group cycle placed the gang's minimum: nothing blocks it any more."""
+        g = self._gang(key)
+        g.blocked = ""
+        g.timed_out = False
+        g.backoff_until = 0.0
+
+    def group_failed(self, key: str, message: str) -> None:
+        """A group cycle could not place the gang: say why (status, messages), and let
+        the gang queue behind the pods that arrived since (QueueSort)."""
+        self._gang(key).fail(self._now(), message, backoff=0.0, timed_out=False)
+
     # -- PreFilter ---------------------------------------------------------------------------
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
         key = self._key(pod)
-        if key is None or state.get(DRY_RUN_KEY):
+        if key is None:
             return None, None
+        mark = state.get(GROUP_CYCLE_KEY)
+        if isinstance(mark, GroupMark):
+            # Placed by a whole-group cycle: restricted to the domain it is trying.
+            return (None if mark.nodes is None else PreFilterResult(set(mark.nodes))), None
         spec = self._spec(key)
         if spec is None:
             return None, Status(
@@ -258,62 +328,16 @@ class Coscheduling:
             )
         if isinstance(spec, str):
             return None, Status.unresolvable(spec)
-        now = self._now()
-        g = self._gang(key, now)
+        g = self._gang(key)
         g.candidates[pod.uid] = None
-        if g.schedule_start is None:
-            g.schedule_start = now
-        if now < g.backoff_until:
-            left = g.backoff_until - now
-            self._activate_later(g, left)
-            return None, Status.unschedulable(
-                f'pod group "{key}" is backing off for {left:g}s after a failed attempt'
-            )
-        need = spec.min_member
-        snap = self._handle.snapshot
         progress = self._progress(g)
-        missing = need - len(progress)
-        if missing <= 0:
+        if len(progress) >= spec.min_member:
             return None, None  # the gang already holds minMember: a spare member
-        plan = g.plan
-        if (
-            plan is not None
-            and plan.labels_version == snap.labels_version
-            and len(progress) >= plan.progress
-            and now < plan.expires
-        ):
-            return _follow(plan, pod), None
-        f = g.failure
-        if (
-            f is not None
-            and f.generation == snap.generation
-            and f.labels_version == snap.labels_version
-            and f.progress == len(progress)
-        ):
-            return None, f.status
-        members = [p for p in self._members(g) if p.uid not in progress and p.uid != pod.uid]
-        if len(members) + 1 < missing:
-            exist = len(members) + 1 + len(progress)
-            return None, Status.unresolvable(_members_message(key, exist, need))
-        try:
-            res = dry_run(self._handle, snap, [pod, *members[: missing - 1]])
-        except DryRunError as e:
-            return None, Status.as_error(f"gang dry run: {e.status.message()}")
-        if res.ok:
-            g.plan = Plan(
-                snap.labels_version, len(progress), now + self._timeout(spec), res.placements
-            )
-            g.failure = None
-            g.blocked = ""
-            return _follow(g.plan, pod), None
-        fit = len(progress) + res.placed
-        msg = f"{fit}/{need} members fit; {res.unplaced} pods: " + (
-            ", ".join(res.reasons) or "no node fits"
+        # Members of a gang below its minimum are placed by the whole-group cycle only.
+        return None, Status.unschedulable(
+            f'pod group "{key}": {len(progress)}/{spec.min_member} members placed; '
+            "the others are scheduled together, as a group"
         )
-        g.blocked = msg
-        status = Status.unresolvable(msg)
-        g.failure = Failure(snap.generation, snap.labels_version, len(progress), status)
-        return None, status
 
     def pre_filter_extensions(self) -> None:
         return None
@@ -350,9 +374,7 @@ class Coscheduling:
         rejected = self._reject_waiting(
             g, f'pod group "{key}": member {pod.name} found no node', exclude=pod.uid
         )
-        if rejected or g.plan is not None:
-            # A trusted dry run went stale (the gang's own dry-run rejection is kept):
-            # forget it, and try the gang again shortly with a fresh one.
+        if rejected:
             g.fail(self._now(), "", backoff=0.0, timed_out=False)
             self._activate_later(g, max(1.0, self.args.pod_group_backoff_seconds))
         if rejected:
@@ -386,8 +408,6 @@ class Coscheduling:
         g = self._gangs.get(key)
         rejected = 0
         if g is not None:
-            g.plan = None
-            g.failure = None
             g.released = False
             g.wait_deadline = None
             rejected = self._reject_waiting(g, f'pod group "{key}" was deleted')
@@ -449,7 +469,8 @@ class Coscheduling:
         g = self._gang(key)
         progress = self._progress(g)
         progress.add(pod.uid)
-        if len(progress) >= spec.min_member:
+        if isinstance(state.get(GROUP_CYCLE_KEY), GroupMark) or len(progress) >= spec.min_member:
+            # A whole-group cycle reserved the gang's minimum before any Permit: allow.
             for uid in list(g.waiting):
                 wp = self._handle.get_waiting_pod(uid)
                 if wp is not None:
@@ -515,17 +536,12 @@ class Coscheduling:
         return parse_key(key)[1:] == (ns, name)
 
 
-def _follow(plan: Plan, pod: Pod) -> PreFilterResult | None:
-    node = plan.placements.get(pod.uid)
-    return None if node is None else PreFilterResult({node})
-
-
 def _gated_message(key: str, need: int) -> str:
     # No count: the message of a held pod is not refreshed as siblings arrive.
     return f'pod group "{key}" needs {need} member pods; waiting for the rest to be created'
 
 
-def _members_message(key: str, exist: int, need: int) -> str:
+def members_message(key: str, exist: int, need: int) -> str:
     return f'pod group "{key}": {exist}/{need} member pods exist; waiting for more'
 
 
