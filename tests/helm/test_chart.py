@@ -66,6 +66,10 @@ EXPECTED_CLUSTER_RULES = [
     ([""], ["persistentvolumeclaims"], ["update"]),
     (["kubesched.dev"], ["podgroups"], ["list", "watch", "patch"]),
     (["kubesched.dev"], ["podgroups/status"], ["patch"]),
+    (["scheduling.k8s.io"], ["podgroups", "workloads"], ["list", "watch"]),
+    (["scheduling.k8s.io"], ["podgroups/status"], ["patch"]),
+    (["scheduling.x-k8s.io"], ["podgroups"], ["list", "watch"]),
+    (["scheduling.x-k8s.io"], ["podgroups/status"], ["patch"]),
     (["kubesched.dev"], ["schedulingprofiles"], ["get", "list", "watch", "patch"]),
     (["kubesched.dev"], ["schedulingprofiles/status"], ["patch"]),
 ]
