@@ -232,20 +232,23 @@ class Coscheduling:
         if len(g.candidates) + len(assigned) < need:
             g.released = False
             return Status.unresolvable(_gated_message(key, need), plugin=NAME)
+        if g.released:
+            # Counted when the gang was released; its members are being activated now
+            # (re-counting for each would cost O(members^2)). The group cycle re-counts.
+            return None
         members = self._members(g)
         exist = len({p.uid for p in members} | assigned)
         if exist < need:
             g.released = False
             return Status.unresolvable(_gated_message(key, need), plugin=NAME)
-        if not g.released:
-            # This member completes the gang: let the ones held back go too.
-            g.released = True
-            others = [p for p in members if p.uid != pod.uid]
-            # Not from inside PreEnqueue: the queue may be iterating its gated pool.
-            try:
-                asyncio.get_running_loop().call_soon(self._handle.activate, others)
-            except RuntimeError:
-                self._handle.activate(others)
+        # This member completes the gang: let the ones held back go too.
+        g.released = True
+        others = [p for p in members if p.uid != pod.uid]
+        # Not from inside PreEnqueue: the queue may be iterating its gated pool.
+        try:
+            asyncio.get_running_loop().call_soon(self._handle.activate, others)
+        except RuntimeError:
+            self._handle.activate(others)
         return None
 
     def _report_missing(self, g: Gang, pod: Pod, msg: str) -> None:
@@ -304,6 +307,7 @@ class Coscheduling:
         g.blocked = ""
         g.timed_out = False
         g.backoff_until = 0.0
+        g.released = False  # members arriving later are counted again by PreEnqueue
 
     def group_failed(self, key: str, message: str) -> None:
         """A group cycle could not place the gang: say why (status, messages), and let
@@ -467,10 +471,11 @@ class Coscheduling:
                 self._reject_waiting(g, msg, exclude=pod.uid)
             return Status.unschedulable(msg, plugin=NAME), 0.0
         g = self._gang(key)
+        if isinstance(state.get(GROUP_CYCLE_KEY), GroupMark):
+            return None, 0.0  # a whole-group cycle reserved the gang's minimum already
         progress = self._progress(g)
         progress.add(pod.uid)
-        if isinstance(state.get(GROUP_CYCLE_KEY), GroupMark) or len(progress) >= spec.min_member:
-            # A whole-group cycle reserved the gang's minimum before any Permit: allow.
+        if len(progress) >= spec.min_member:
             for uid in list(g.waiting):
                 wp = self._handle.get_waiting_pod(uid)
                 if wp is not None:
