@@ -9,6 +9,15 @@ resource and stopped when it goes away (its objects then DELETED from the store,
 their gangs wait as for a missing PodGroup). Discovery is polled every
 :data:`DISCOVERY_INTERVAL` seconds: a CRD installed or an API turned on later is picked
 up without a restart. Each change of what is served is logged (``gang APIs served: ...``).
+
+A kind served but not listable by our credentials (the ClusterRole lacks ``list``/``watch``
+on it: an older chart on a cluster that turned the API on) is never passed over in
+silence. Before its informer starts, one ``GET ...?limit=1`` asks the API server; its 403
+is :class:`GangAPIForbidden`, carrying the server's own message. In the first pass (the
+initial sync) it fails ``kubesched run``, as a missing read rule for any other watched kind
+does: its gangs could not be scheduled as gangs. In later passes (an API served after
+start) it is logged as an ERROR at each poll and the kind is tried again at the next one,
+so granting the rule is enough.
 """
 
 from __future__ import annotations
@@ -22,10 +31,10 @@ from typing import Any
 
 from kubesched.api.gangs import STORE_KINDS, WORKLOAD_STORE_KIND, GangAPI
 from kubesched.cluster.informer import Dispatch, Informer
-from kubesched.cluster.kube import KubeCluster
+from kubesched.cluster.kube import LIST_PATHS, KubeCluster
 from kubesched.framework.cluster_port import ClusterError, NotFound
 
-__all__ = ["DISCOVERY_INTERVAL", "SOURCES", "GangSources", "Source"]
+__all__ = ["DISCOVERY_INTERVAL", "SOURCES", "GangAPIForbidden", "GangSources", "Source"]
 
 log = logging.getLogger("kubesched.operator.gang_sources")
 
@@ -51,6 +60,13 @@ SOURCES: tuple[Source, ...] = (
     Source(STORE_KINDS[GangAPI.SCHEDULER_PLUGINS], GangAPI.SCHEDULER_PLUGINS.value, "podgroups"),
 )
 """The kinds watched only while served (ours, kubesched.dev, is watched by Kopf)."""
+
+
+class GangAPIForbidden(ClusterError):
+    """A served gang kind that the API server refuses to list to us (403)."""
+
+    retryable = False
+    code = "403"
 
 
 class GangSources:
@@ -106,24 +122,54 @@ class GangSources:
             )
         first = self.served is None
         self.served = served
-        started = []
         for source in SOURCES:
-            if source.kind in served and source.kind not in self.running:
-                inf = self._informer(source.kind)
-                task = asyncio.ensure_future(inf.run())
-                self.running[source.kind] = (inf, task)
-                started.append(inf)
-            elif source.kind not in served and source.kind in self.running:
+            if source.kind not in served and source.kind in self.running:
                 await self._stop(source.kind)
+        new = [s for s in SOURCES if s.kind in served and s.kind not in self.running]
+        listable = []
+        for source in new:  # all asked before any starts: a refusal starts nothing
+            try:
+                await self._check_listable(source)
+            except GangAPIForbidden as e:
+                if first:
+                    raise
+                log.error("%s; retrying at the next discovery poll", e)
+                continue
+            listable.append(source)
+        started = []
+        for source in listable:
+            inf = self._informer(source.kind)
+            task = asyncio.ensure_future(inf.run())
+            self.running[source.kind] = (inf, task)
+            started.append(inf)
         if first:
             for inf in started:
                 await inf.synced.wait()
 
+    async def _check_listable(self, source: Source) -> None:
+        """Raise :class:`GangAPIForbidden` when the API server refuses to list
+        ``source`` to us (see the module doc); other errors propagate as they are."""
+        prefix, plural = LIST_PATHS[source.kind]
+        try:
+            await self.cluster.request("GET", f"{prefix}/{plural}", query={"limit": "1"})
+        except ClusterError as e:
+            if e.code != "403":
+                raise
+            group = source.group_version.partition("/")[0]
+            raise GangAPIForbidden(
+                f"{source.label} is served, but kubesched may not list it ({e}): its gangs "
+                f"cannot be scheduled until list and watch on {plural}.{group} are granted "
+                "(the Helm chart's ClusterRole has them)"
+            ) from e
+
     async def start(self) -> None:
-        """The first poll (before the first cycle); a failed discovery is logged and
-        retried by :meth:`run`, never fatal: the foreign APIs are optional."""
+        """The first poll (before the first cycle). A served kind we may not list fails
+        it (:class:`GangAPIForbidden`, the API server's 403); any other failed discovery
+        is logged and retried by :meth:`run`, never fatal: the foreign APIs are optional."""
         try:
             await self.poll()
+        except GangAPIForbidden:
+            raise
         except (ClusterError, OSError, TimeoutError) as e:
             log.warning("gang API discovery failed (%s): retrying later", e)
 

@@ -13,8 +13,8 @@ import yaml
 
 from kubesched.api import gangs
 from kubesched.api.gangs import STORE_KINDS, GangAPI
-from kubesched.framework.cluster_port import NotFound
-from kubesched.operator.gang_sources import GangSources
+from kubesched.framework.cluster_port import ClusterError, NotFound
+from kubesched.operator.gang_sources import GangAPIForbidden, GangSources
 from kubesched.operator.gang_status import scheduler_plugins_status, upstream_conditions
 from kubesched.plugins.coscheduling import GangReport
 from tests.unit.operator.test_podgroup_handlers import JSON, FakeApi, Setup
@@ -157,11 +157,22 @@ async def test_writer_patches_each_foreign_api_in_its_shape() -> None:
 
 
 class Discovery(FakeApi):
+    """API discovery (``GET /apis/<group>/<version>``) and the listing that checks a
+    served kind may be listed (403 for the paths in ``forbidden``)."""
+
     def __init__(self) -> None:
         super().__init__()
         self.served: dict[str, list[str]] = {}
+        self.forbidden: set[str] = set()
 
     async def request(self, method: str, path: str, body: Any = None, **_: Any) -> Any:
+        gv, _slash, plural = path.removeprefix("/apis/").rpartition("/")
+        if gv in self.served and plural in self.served[gv]:
+            if path in self.forbidden:
+                err = ClusterError(f"GET {path}: 403 {plural} is forbidden: cannot list")
+                err.code = "403"
+                raise err
+            return {"items": []}
         gv = path.removeprefix("/apis/")
         if gv not in self.served:
             raise NotFound(f"{path} not found")
@@ -200,6 +211,42 @@ async def test_discovery_picks_up_an_api_served_later_and_drops_one_gone(
     await src.poll()
     assert src.running == {}
     assert seen == [(X, "DELETED")]
+
+
+async def test_a_served_api_we_may_not_list_fails_the_start_with_the_403() -> None:
+    api = Discovery()
+    api.served["scheduling.k8s.io/v1beta1"] = ["podgroups", "workloads"]
+    api.forbidden.add("/apis/scheduling.k8s.io/v1beta1/workloads")
+    src = GangSources(api, lambda k, t, o: None, informer=FakeInformer)  # type: ignore[arg-type]
+    with pytest.raises(GangAPIForbidden) as raised:
+        await src.start()
+    assert str(raised.value).startswith(
+        "scheduling.k8s.io/v1beta1 Workload is served, but kubesched may not list it "
+        "(GET /apis/scheduling.k8s.io/v1beta1/workloads: 403 workloads is forbidden"
+    )
+    assert "list and watch on workloads.scheduling.k8s.io" in str(raised.value)
+    assert src.running == {}  # the PodGroups' watch is not left behind either
+
+
+async def test_an_api_served_later_but_forbidden_is_logged_and_tried_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    api = Discovery()
+    src = GangSources(api, lambda k, t, o: None, informer=FakeInformer)  # type: ignore[arg-type]
+    await src.start()
+    api.served["scheduling.x-k8s.io/v1alpha1"] = ["podgroups", "podgroups/status"]
+    api.forbidden.add("/apis/scheduling.x-k8s.io/v1alpha1/podgroups")
+    await src.poll()  # not fatal once running: the other gangs keep being scheduled
+    assert src.running == {}
+    (error,) = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert error.getMessage().startswith(
+        "scheduling.x-k8s.io/v1alpha1 PodGroup is served, but kubesched may not list it "
+        "(GET /apis/scheduling.x-k8s.io/v1alpha1/podgroups: 403"
+    )
+    assert error.getMessage().endswith("; retrying at the next discovery poll")
+    api.forbidden.clear()  # the rule granted
+    await src.poll()
+    assert set(src.running) == {X}
 
 
 def test_the_scheduler_plugins_crd_copy_holds_what_we_read_and_write() -> None:
