@@ -6,6 +6,8 @@ from typing import Any
 
 import pytest
 
+from kubesched.framework.types import Pod
+from kubesched.scheduler.explain import Explanation, explain_pod
 from tests.builders import make_node, make_pod
 from tests.integration.harness import Harness, running
 from tests.integration.test_gang_scheduling import LABEL, bound, most_allocated
@@ -83,6 +85,17 @@ async def test_required_places_nothing_when_no_domain_holds_the_gang() -> None:
         ("a", 2, False),
         ("b", 3, False),
     ]
+    pod = Pod(h.cluster.pod("default/g-0"))  # type: ignore[arg-type]
+    exp = explain_pod(h.sched, pod)
+    # Every node is judged on the member's own fit (none rejected by Coscheduling).
+    assert not [n for n in exp.nodes if n.plugin == "Coscheduling"]
+    assert exp.gang is not None and exp.gang["message"] == msg
+    table = exp.table()
+    assert 'Domains of "topology.kubernetes.io/zone" tried (Required; * chosen):' in table
+    row_b = next(line for line in table.splitlines() if line.startswith("b "))
+    assert row_b.split()[:4] == ["b", "3", "3", "no"]
+    assert "3/4 members fit; 1 pods: 0/5 nodes are available" in row_b
+    assert Explanation.from_dict(exp.to_dict()).gang == exp.gang
 
 
 async def test_preferred_spreads_over_as_few_domains_as_possible() -> None:

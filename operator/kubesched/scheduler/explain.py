@@ -11,6 +11,11 @@ Differences from a scheduling cycle, on purpose: every node is examined (no
 ``percentageOfNodesToScore`` cut-off, no rotating start), scores are computed even when
 a single node fits, and PostFilter (preemption) is never run -- explaining must not evict
 anyone. Explaining writes nothing: a fresh CycleState, a read-only snapshot.
+
+A gang member is evaluated as the whole-group cycle places it (Coscheduling lets it
+through, so every node's verdict is the member's own), and :func:`explain_pod` adds its
+gang's last group attempt: the gang's reason and, with a topology, every domain tried,
+its score or why the gang did not fit there.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from kubesched.framework.runtime import Framework, go_list
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Status
 from kubesched.framework.types import Pod
+from kubesched.plugins.coscheduling import plugin as cosched
 from kubesched.scheduler.algorithm import FitError
 from kubesched.scheduler.metrics import status_label
 
@@ -76,6 +82,9 @@ class Explanation:
     node: str | None = None
     score_plugins: list[str] = field(default_factory=list)
     """Score plugins in profile order with their weights (``name:weight``)."""
+    gang: dict[str, Any] | None = None
+    """The pod's gang's last whole-group attempt (``gang_topology.Attempt.to_dict``):
+    its message and, with a topology, each domain tried and why it failed."""
 
     @property
     def feasible(self) -> list[NodeVerdict]:
@@ -96,6 +105,7 @@ class Explanation:
             "scorePlugins": self.score_plugins,
             "feasible": [n.to_dict() for n in self.feasible],
             "rejected": [n.to_dict() for n in self.rejected],
+            **({"podGroup": self.gang} if self.gang is not None else {}),
         }
 
     @classmethod
@@ -117,6 +127,7 @@ class Explanation:
             status=doc.get("status") or "Pending",
             node=doc.get("node"),
             score_plugins=list(doc.get("scorePlugins") or ()),
+            gang=doc.get("podGroup"),
         )
 
     def table(self) -> str:
@@ -128,6 +139,7 @@ class Explanation:
         ]
         if self.status == "Scheduled":
             lines.append("(evaluated against the cluster as it is now, without this pod)")
+        lines += _gang_lines(self.gang)
         feasible = self.feasible
         if feasible:
             plugins = [p for p in _score_names(self.score_plugins) if _any_score(feasible, p)]
@@ -143,6 +155,38 @@ class Explanation:
             rows = [[n.node, n.plugin or "-", n.code, "; ".join(n.reasons)] for n in rejected]
             lines += ["", f"Rejected nodes ({len(rejected)}):", *_grid(header, rows)]
         return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+def _gang_lines(gang: dict[str, Any] | None) -> list[str]:
+    """The gang's last group attempt: its message, and each topology domain tried."""
+    if gang is None:
+        return []
+    lines = ["", f"Pod group {gang['podGroup']}, last group attempt: {gang['message'] or 'placed'}"]
+    domains = gang.get("domains") or []
+    if domains:
+        header = ["DOMAIN", "NODES", "PLACED", "FEASIBLE", "SCORE", "REASON"]
+        rows = [
+            [
+                (d["domain"] or "(spread)") + (" *" if d["chosen"] else ""),
+                "-" if d["nodes"] is None else str(d["nodes"]),
+                str(d["placed"]),
+                "yes" if d["feasible"] else "no",
+                "-" if d["score"] is None else str(d["score"]),
+                "" if d["feasible"] else _after_key(d["message"]),
+            ]
+            for d in domains
+        ]
+        lines += [
+            f'Domains of "{gang["topologyKey"]}" tried ({gang["mode"]}; * chosen):',
+            *_grid(header, rows),
+        ]
+    return lines
+
+
+def _after_key(message: str) -> str:
+    """A trial's message without its ``pod group "ns/name": `` prefix."""
+    head, sep, rest = message.partition('": ')
+    return rest if sep and head.startswith("pod group ") else message
 
 
 def _score_names(score_plugins: Sequence[str]) -> list[str]:
@@ -176,6 +220,9 @@ def explain(fwk: Framework, pod: Pod, snapshot: Snapshot) -> Explanation:
         )
         diagnosis.node_to_status[name] = st
 
+    if _gang_key(fwk, pod) is not None:
+        # As the whole-group cycle places it: Coscheduling lets the member through.
+        state.write(cosched.GROUP_CYCLE_KEY, cosched.GroupMark())
     pre_res, s, narrowing = fwk.run_pre_filter(state, pod, infos)
     feasible: list[int] = []
     if s is not None:
@@ -232,6 +279,23 @@ def explain(fwk: Framework, pod: Pod, snapshot: Snapshot) -> Explanation:
     )
 
 
+def _gang_key(fwk: Framework, pod: Pod) -> str | None:
+    for p in fwk.chain.pre_filter:
+        key_of = getattr(p, "gang_key", None)
+        if p.name == cosched.NAME and key_of is not None:
+            key: str | None = key_of(pod)
+            return key
+    return None
+
+
+def _with_gang(sched: Scheduler, fwk: Framework, pod: Pod, exp: Explanation) -> Explanation:
+    key = _gang_key(fwk, pod)
+    attempt = None if key is None else sched.gangs.last.get(key)
+    if attempt is not None:
+        exp.gang = attempt.to_dict()
+    return exp
+
+
 def explain_pod(sched: Scheduler, pod: Pod) -> Explanation:
     """Explain a pod against a scheduler's current cache, with the pod's own state.
 
@@ -246,7 +310,7 @@ def explain_pod(sched: Scheduler, pod: Pod) -> Explanation:
             # Binding in flight: the cache must keep the assumption; nothing to explain.
             exp = explain(fwk, pod, sched.cache.update_snapshot())
             exp.status, exp.node = "Binding", cached.node_name
-            return exp
+            return _with_gang(sched, fwk, pod, exp)
         # Plugins read the cache's snapshot through their handle, so the pod leaves the
         # cache itself for the evaluation (synchronously: no cycle can see it).
         sched.cache.remove_pod(cached)
@@ -256,7 +320,7 @@ def explain_pod(sched: Scheduler, pod: Pod) -> Explanation:
             sched.cache.add_pod(cached)
             sched.cache.update_snapshot()
         exp.status, exp.node = "Scheduled", cached.node_name
-        return exp
+        return _with_gang(sched, fwk, pod, exp)
     exp = explain(fwk, pod, sched.cache.update_snapshot())
     outcome = sched.stats.outcomes.get(pod.uid)
     if outcome is not None and outcome.status in ("Unschedulable", "Waiting"):
@@ -268,4 +332,4 @@ def explain_pod(sched: Scheduler, pod: Pod) -> Explanation:
         exp.message = (
             f"waiting for PreEnqueue plugin {qpi.gating_plugin}: {qpi.message}; " + exp.message
         )
-    return exp
+    return _with_gang(sched, fwk, pod, exp)
