@@ -73,8 +73,8 @@ class Phase(enum.StrEnum):
     PENDING = "Pending"
     """Fewer than minMember member pods exist, or the gang has not been tried yet."""
     SCHEDULING = "Scheduling"
-    """Members are being placed: some are reserved and wait at Permit for the rest (or,
-    fewer than minMember, are bound)."""
+    """Some members hold nodes, fewer than minMember (reserved, or left after a member of
+    a placed gang was deleted)."""
     SCHEDULED = "Scheduled"
     """At least minMember members are bound to nodes."""
     RUNNING = "Running"
@@ -90,6 +90,9 @@ class ScheduledReason(enum.StrEnum):
     UNSCHEDULABLE = "Unschedulable"
     TIMEOUT = "Timeout"
     WAITING = "WaitingForMembers"
+    BELOW_MINIMUM = "BelowMinimum"
+    """Once placed, fewer than minMember members are left on nodes (deleted, evicted):
+    the replacements are gathered and scheduled as a group again."""
 
 
 class _Model(BaseModel):
@@ -123,16 +126,18 @@ class PodGroupSpec(_Model):
     """How many member pods must be placed together; none is bound before they all fit."""
     min_resources: dict[str, int | str] | None = Field(default=None, alias="minResources")
     """Resources the gang needs in total (informational: shown in status, not enforced;
-    the scheduler dry-runs the members' own requests instead)."""
+    the scheduler places the members' own requests, all together, instead)."""
     schedule_timeout_seconds: int | None = Field(default=None, gt=0, alias="scheduleTimeoutSeconds")
-    """How long reserved members wait at Permit for the rest of the gang; unset: the
-    Coscheduling plugin's permitWaitingTimeSeconds. No upper cap."""
+    """How long a member reserved with its gang waits at Permit when another Permit
+    plugin holds it; unset: the Coscheduling plugin's permitWaitingTimeSeconds. No upper
+    cap. (Members are placed together in one cycle: none waits for its siblings.)"""
 
     scheduling_constraints: SchedulingConstraints | None = Field(
         default=None, alias="schedulingConstraints"
     )
     """The gang's topology, shaped as Kubernetes' PodGroup ``schedulingConstraints``
-    (``topology[].key``) plus ``mode``. Validated; members are not placed by domain yet."""
+    (``topology[].key``) plus ``mode``: every member in one domain of that node label,
+    chosen by score (Required: or none placed; Preferred: else as few domains as possible)."""
 
     _quantities = field_validator("min_resources")(_check_quantities)
 
@@ -227,6 +232,17 @@ def _member_state(pod: Mapping[str, Any], waiting_uids: set[str]) -> str:
     return "pending"
 
 
+def _was_placed(current: Mapping[str, Any]) -> bool:
+    """The gang held its minimum before (or was already reported below it)."""
+    if current.get("phase") in (Phase.SCHEDULED, Phase.RUNNING):
+        return True
+    return any(
+        c.get("type") == CONDITION_SCHEDULED
+        and (c.get("status") == "True" or c.get("reason") == ScheduledReason.BELOW_MINIMUM)
+        for c in current.get("conditions") or ()
+    )
+
+
 def podgroup_status(
     group: Mapping[str, Any],
     member_pods: Iterable[Mapping[str, Any]],
@@ -289,9 +305,19 @@ def podgroup_status(
             message = blocked
         elif counts.waiting:
             message = f"{counts.waiting + placed}/{n} members reserved; waiting at Permit"
+    if phase is Phase.SCHEDULING and _was_placed(current) and 0 < placed < n:
+        # A running gang lost members: say so (its replacements are placed together).
+        message = (
+            f"{placed}/{n} members placed, below the minimum after a member was deleted "
+            f"or evicted; its replacements are scheduled together, as a group"
+            + (f": {blocked}" if blocked else "")
+        )
     if placed >= n:
         cond_status, reason = "True", ScheduledReason.SCHEDULED
         cond_msg = f"{placed}/{n} members bound"
+    elif message.startswith(f"{placed}/{n} members placed, below the minimum"):
+        cond_status, reason = "False", ScheduledReason.BELOW_MINIMUM
+        cond_msg = message
     elif timed_out:
         cond_status, reason = "False", ScheduledReason.TIMEOUT
         cond_msg = message or "the gang timed out waiting at Permit"

@@ -74,7 +74,7 @@ MERGE_PATCH = "application/merge-patch+json"
 INVALID_SPEC = "InvalidSpec"
 """PodGroupScheduled=False: the spec does not validate (the CRD schema refuses most such
 specs at admission; one that gets through is reported here and on each member's events)."""
-WARNING_REASONS = frozenset({"Unschedulable", "Timeout", "Failed", INVALID_SPEC})
+WARNING_REASONS = frozenset({"Unschedulable", "Timeout", "Failed", "BelowMinimum", INVALID_SPEC})
 
 
 @dataclass(frozen=True, slots=True)
@@ -433,7 +433,9 @@ class PodGroupStatusWriter:
     def _event(self, group: Obj, status: Obj) -> None:
         phase, cond_reason = _phase_and_reason(status)
         reason = str(
-            cond_reason if cond_reason in ("Unschedulable", "Timeout", INVALID_SPEC) else phase
+            cond_reason
+            if cond_reason in ("Unschedulable", "Timeout", "BelowMinimum", INVALID_SPEC)
+            else phase
         )
         if phase == "Failed":
             reason = "Failed"

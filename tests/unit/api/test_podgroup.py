@@ -239,3 +239,34 @@ def test_crdgen_writes_into_a_directory(tmp_path: pathlib.Path) -> None:
         crdgen.POD_GROUP
     )
     assert crdgen.write_all(tmp_path, [crdgen.POD_GROUP], check=True) == []
+
+
+def test_a_running_gang_that_drops_below_its_minimum_says_so_until_it_is_back() -> None:
+    g = group(3)
+    running = [pod(n, node="x", phase="Running") for n in "abc"]
+    g["status"] = podgroup_status(g, running, now=NOW)
+    assert g["status"]["phase"] == "Running"
+    # A member is deleted; its replacement is created but not placed yet.
+    left = [*running[:2], pod("d")]
+    st = podgroup_status(g, left, now="2025-01-01T01:00:00Z", blocked="")
+    assert st["phase"] == "Scheduling"
+    (cond,) = st["conditions"]
+    assert (cond["status"], cond["reason"]) == ("False", "BelowMinimum")
+    assert cond["message"] == st["message"] == (
+        "2/3 members placed, below the minimum after a member was deleted or evicted; "
+        "its replacements are scheduled together, as a group"
+    )
+    g["status"] = st
+    # Still below (the replacement's group does not fit): the gang's reason is added.
+    why = 'pod group "default/g": 2/3 members fit; 1 pods: 0/1 nodes are available'
+    again = podgroup_status(g, left, now="2025-01-01T02:00:00Z", blocked=why)
+    assert again["conditions"][0]["reason"] == "BelowMinimum"
+    assert again["message"].endswith(f"as a group: {why}")
+    # Back at its minimum: Scheduled again.
+    back = podgroup_status(g, [*running[:2], pod("d", node="x")], now="2025-01-01T03:00:00Z")
+    assert back["conditions"][0]["reason"] == "Scheduled"
+
+
+def test_a_gang_never_placed_is_not_below_its_minimum() -> None:
+    st = podgroup_status(group(3), [pod("a", node="x"), pod("b")], now=NOW)
+    assert st["conditions"][0]["reason"] != "BelowMinimum"
