@@ -201,3 +201,34 @@ def test_no_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None
     assert out == ""
     assert code == 2
     assert "usage: kubesched" in err
+
+
+NO_NODES = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: default}
+spec:
+  containers: [{name: c, image: app}]
+"""
+
+
+@pytest.mark.timeout(30)
+def test_pods_and_no_nodes_end_unschedulable(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # With no node at all the attempt fails without a plugin's rejection, and such a pod
+    # backs off and is retried for ever, as on a cluster where a node may come; a
+    # scenario has nothing more to come, so the simulation ends (it used to spin).
+    path = tmp_path / "no-nodes.yaml"
+    path.write_text(NO_NODES)
+    data = run_json(capsys, "--scenario", str(path))
+    [pod] = data["pods"]
+    assert (pod["name"], pod["node"], pod["status"]) == ("p", None, "Unschedulable")
+    assert "no nodes available to schedule pods" in pod["message"]
+
+
+@pytest.mark.timeout(30)
+def test_workload_on_zero_nodes_ends(capsys: pytest.CaptureFixture[str]) -> None:
+    data = run_json(capsys, "--workload", "SchedulingBasic", "--nodes", "0", "--pods", "5")
+    assert data["summary"]["unschedulable"] == 5
+    assert {p["status"] for p in data["pods"]} == {"Unschedulable"}

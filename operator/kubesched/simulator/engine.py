@@ -7,8 +7,9 @@ already holds them: its informers LIST each kind, and an API server lists in etc
 order (``namespace/name``, byte-wise), not in creation order. So pods enter the queue
 in that order (equal priorities pop in it: PrioritySort's FIFO), and nodes enter the
 cache in name order (the zone-interleaved node list, and with it the Filter scan and
-ties, follow it). Then the scheduler runs until nothing is left to do. ``seconds`` is
-wall time from the first scheduling cycle to the last bind.
+ties, follow it). Then the scheduler runs until nothing is left to do
+(:func:`run_until_settled`). ``seconds`` is wall time from the first scheduling cycle to
+the last bind.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ __all__ = [
     "SimulationResult",
     "list_order",
     "run_simulation",
+    "run_until_settled",
     "scenario_profiles",
     "simulate",
     "start",
@@ -38,6 +40,10 @@ __all__ = [
 
 #: The kinds the scheduler lists first (the rest follow in document order of first kind).
 _FIRST_KINDS = ("Namespace", "PriorityClass", "Node", "Pod")
+
+SETTLE_CHECK_INTERVAL = 15.0
+"""Virtual seconds between two looks for a stall: longer than the longest backoff
+(10 s), so each pod backing off is retried between two looks."""
 
 
 @dataclass
@@ -90,7 +96,7 @@ async def _simulate(
     bad: list[str] = []
     handlers = EventHandlers(sched, on_bad_object=lambda kind, obj, msg: bad.append(msg))
     to_schedule = start(cluster, objects, handlers)
-    await sched.run_until_idle()
+    await run_until_settled(sched, cluster)
     seconds = 0.0
     if sched.stats.first_cycle is not None and sched.stats.last_bind is not None:
         seconds = max(0.0, sched.stats.last_bind - sched.stats.first_cycle)
@@ -104,6 +110,71 @@ async def _simulate(
         results.append(_result(sched, pod, ns, name))
     nodes = len(cluster.objects.get("Node", {}))
     return SimulationResult(results, nodes, seconds), sched, cluster
+
+
+async def run_until_settled(sched: Scheduler, cluster: MemoryCluster) -> None:
+    """Schedule until nothing is left to do, or until nothing more can happen.
+
+    ``Scheduler.run_until_idle`` returns once no pod is active, backing off or in flight.
+    A pod whose attempt failed with an error rather than a plugin's rejection (no nodes
+    at all: kube-scheduler's ErrNoNodesAvailable; a plugin's Error) goes back to backoffQ
+    and is retried for ever, as on a real cluster, where a node may be added any time.
+    In a scenario nothing arrives from outside: when the only pods left are backing off,
+    nothing is in flight, and a whole round of their retries changed no object in the
+    cluster (no bind, no eviction, no volume, no pod but theirs), another round would end
+    the same way, so the simulation ends there; they are reported with their last
+    failure."""
+    run = asyncio.ensure_future(sched.run_until_idle())
+    try:
+        mark: _Stall | None = None
+        while True:
+            await asyncio.wait({run}, timeout=SETTLE_CHECK_INTERVAL)
+            if run.done():
+                run.result()
+                return
+            now = _stall(sched, cluster)
+            if (
+                now is not None
+                and mark is not None
+                and now.fingerprint == mark.fingerprint
+                and now.attempts.keys() == mark.attempts.keys()
+                and all(now.attempts[uid] > n for uid, n in mark.attempts.items())
+            ):
+                return
+            mark = now
+    finally:
+        if not run.done():
+            run.cancel()
+        await asyncio.gather(run, return_exceptions=True)
+
+
+@dataclass(frozen=True)
+class _Stall:
+    attempts: dict[str, int]
+    """uid -> scheduling attempts, of each pod backing off."""
+    fingerprint: tuple[tuple[str, str, str], ...]
+    """(kind, key, resourceVersion) of every object but those pods."""
+
+
+def _stall(sched: Scheduler, cluster: MemoryCluster) -> _Stall | None:
+    """What a stall would look like now; None if the scheduler is visibly busy (a pod
+    active or in flight) or nothing is backing off."""
+    attempts: dict[str, int] = {}
+    for q in sched.queues.queues().values():
+        if q.has_active() or q.in_flight():
+            return None
+        for qpi, where in q.pending_pods():
+            if where == "backoff":
+                attempts[qpi.pod.uid] = qpi.attempts
+    if not attempts:
+        return None
+    fingerprint = tuple(
+        (kind, key, str((obj.get("metadata") or {}).get("resourceVersion")))
+        for kind, store in cluster.objects.items()
+        for key, obj in store.items()
+        if not (kind == "Pod" and (obj.get("metadata") or {}).get("uid") in attempts)
+    )
+    return _Stall(attempts, fingerprint)
 
 
 def start(
@@ -164,13 +235,13 @@ def simulate(
     profiles: Sequence[ProfileSpec] | None = None,
     seed: int | None = None,
 ) -> SimulationResult:
-    """Run a simulation to completion on a fresh virtual-time event loop."""
-    loop = VirtualTimeLoop()
-    try:
-        result, _, _ = loop.run_until_complete(_simulate(objects, profiles, seed))
-        return result
-    finally:
-        loop.close()
+    """Run a simulation to completion on a fresh virtual-time event loop.
+
+    In the main thread, Ctrl-C cancels it (asyncio.Runner's handling: the scheduler's
+    tasks are cancelled and awaited) and raises KeyboardInterrupt."""
+    with asyncio.Runner(loop_factory=VirtualTimeLoop) as runner:
+        result, _, _ = runner.run(_simulate(objects, profiles, seed))
+    return result
 
 
 async def run_simulation(
