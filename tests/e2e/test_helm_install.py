@@ -3,13 +3,17 @@
 ``helm install`` (as admin) puts the chart's ServiceAccount, ClusterRole, Role and
 bindings in the cluster; the Deployment never runs (there is no kubelet), so the operator
 runs here instead, with a token minted for the chart's ServiceAccount (TokenRequest), never
-the admin's. That shows:
+the admin's. The module's control plane serves both foreign gang APIs (``GenericWorkload``
+and ``scheduling.k8s.io/v1beta1`` on, scheduler-plugins' PodGroup CRD installed), so their
+rules are shown to be needed too. That shows:
 
 - the Deployment's own command line works with those credentials: pods are bound,
   Events and the PodScheduled condition written, the Lease taken, nothing forbidden;
 - every scenario the rules exist for succeeds with the full ClusterRole (the control);
 - removing any one rule breaks a named check with the API server's own 403 for exactly
-  that permission (one control plane; the role is swapped, not reinstalled);
+  that permission and API group (one control plane; the role is swapped, not
+  reinstalled); a read rule's removal fails ``kubesched run``'s start with it, the foreign
+  gang kinds' included;
 - two releases with different schedulerNames install side by side and each schedules
   only its own pods.
 """
@@ -25,13 +29,15 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.controlplane import ApiError, ControlPlane
+from tests.controlplane import ApiError, Binaries, ControlPlane
+from tests.e2e.helm_gang_scenarios import GANG_SCENARIOS, gang_control_plane
 from tests.e2e.helm_support import (
     JSON,
     POOL,
     SCENARIOS,
     Release,
     Replica,
+    Scenario,
     World,
     call,
     captured_logs,
@@ -56,10 +62,19 @@ pytestmark = pytest.mark.timeout(120)
 RuleKey = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
 """A PolicyRule as (apiGroups, resources, verbs)."""
 
+ALL_SCENARIOS: dict[str, Scenario] = {**SCENARIOS, **GANG_SCENARIOS}
+
 
 @pytest.fixture(scope="module")
-def world(helm: Helm, controlplane: ControlPlane) -> Iterator[World]:
-    cp, tag = controlplane, uid()
+def plane(controlplane_binaries: Binaries) -> Iterator[ControlPlane]:
+    """This module's own control plane, serving the foreign gang APIs (the shared one
+    runs with the release's defaults, where Kubernetes' PodGroup is not served)."""
+    yield from gang_control_plane(controlplane_binaries)
+
+
+@pytest.fixture(scope="module")
+def world(helm: Helm, plane: ControlPlane) -> Iterator[World]:
+    cp, tag = plane, uid()
     release = install(
         helm,
         cp,
@@ -96,8 +111,8 @@ def world(helm: Helm, controlplane: ControlPlane) -> Iterator[World]:
 @dataclass(frozen=True)
 class Need:
     """Without ``rule`` (apiGroups, resources, verbs), ``scenario`` fails with the API
-    server's ``cannot <verb> resource "<resource>"`` (or, for a read rule, ``kubesched run``
-    does not start)."""
+    server's ``cannot <verb> resource "<resource>" in API group "<group>"`` (or, for a
+    read rule, ``kubesched run`` does not start, saying so)."""
 
     rule: RuleKey
     verb: str
@@ -156,6 +171,24 @@ NEEDS: dict[str, Need] = {
     "podgroups-status": Need(
         rule("kubesched.dev", "podgroups/status", "patch"), "patch", "podgroups/status", "gang"
     ),
+    "gang-api-reads": Need(
+        rule("scheduling.k8s.io", "podgroups,workloads", "list,watch"), "list", "podgroups", None
+    ),
+    "gang-api-status": Need(
+        rule("scheduling.k8s.io", "podgroups/status", "patch"),
+        "patch",
+        "podgroups/status",
+        "upstream-gang",
+    ),
+    "scheduler-plugins-reads": Need(
+        rule("scheduling.x-k8s.io", "podgroups", "list,watch"), "list", "podgroups", None
+    ),
+    "scheduler-plugins-status": Need(
+        rule("scheduling.x-k8s.io", "podgroups/status", "patch"),
+        "patch",
+        "podgroups/status",
+        "scheduler-plugins-gang",
+    ),
     "schedulingprofiles": Need(
         rule("kubesched.dev", "schedulingprofiles", "get,list,watch,patch"),
         "list",
@@ -182,7 +215,13 @@ def rule_key(r: JSON) -> RuleKey:
 
 
 def forbidden_pattern(need: Need) -> str:
-    return rf'cannot {need.verb} resource \\*"{re.escape(need.resource)}\\*"'
+    """The API server's words for this permission (RBAC's forbidden message), quotes
+    escaped any number of times (a JSON body inside a repr)."""
+    q = r'\\*"'
+    group = re.escape(need.rule[0][0])
+    return (
+        rf"cannot {need.verb} resource {q}{re.escape(need.resource)}{q} in API group {q}{group}{q}"
+    )
 
 
 # -- swapping a role's rules ------------------------------------------------------------------
@@ -269,7 +308,7 @@ async def test_the_full_role_lets_every_scenario_succeed(world: World) -> None:
                 world.release, world.kubeconfig, f"{world.release.name}-{world.ns}-e2e-full"
             )
         ):
-            for name, scenario in SCENARIOS.items():
+            for name, scenario in ALL_SCENARIOS.items():
                 out = await scenario(world, logs, None)
                 assert out.ok, f"{name}: {out.detail}"
         assert not logs.forbidden(), logs.forbidden()
@@ -289,7 +328,7 @@ async def test_each_rule_is_needed(world: World, need: Need) -> None:
             assert re.search(pattern, str(error)), f"{type(error).__name__}: {error}"
             return
         async with operator(settings):
-            out = await SCENARIOS[need.scenario](world, logs, pattern)
+            out = await ALL_SCENARIOS[need.scenario](world, logs, pattern)
         assert not out.ok, f"{need.scenario} succeeded without {need.rule}"
         assert re.search(pattern, out.detail)
 
@@ -327,10 +366,8 @@ def test_the_deployment_command_schedules_with_the_service_account(world: World)
     assert lease_holder(cp, release) == ""
 
 
-def test_two_releases_with_their_own_scheduler_names(
-    world: World, helm: Helm, controlplane: ControlPlane
-) -> None:
-    cp, first = controlplane, world.release
+def test_two_releases_with_their_own_scheduler_names(world: World, helm: Helm) -> None:
+    cp, first = world.cp, world.release
     tag = uid()
     # the same release name in another namespace: nothing may collide with the first
     values = {"schedulerName": f"ks2-{tag}", "replicaCount": 2}
@@ -379,14 +416,12 @@ def test_two_releases_with_their_own_scheduler_names(
     assert not events_for(cp, ns, nobodys)
 
 
-def test_a_release_leaves_other_releases_profiles_alone(
-    world: World, helm: Helm, controlplane: ControlPlane
-) -> None:
+def test_a_release_leaves_other_releases_profiles_alone(world: World, helm: Helm) -> None:
     """A SchedulingProfile is cluster-scoped, and a profile shipped by one release (its
     ``profiles`` value) names that release's schedulerName: another release must not start
     serving that name, or both would schedule the same pods. A profile the user labels
     for the release (``kubectl label ... kubesched.dev/release=...``) is served by it."""
-    cp, first = controlplane, world.release
+    cp, first = world.cp, world.release
     tag = uid()
     values = {"schedulerName": f"ks3-{tag}", "profiles": [{"name": "p", "spec": {}}]}
     third = install(helm, cp, f"other-{tag}", f"helm3-{tag}", values)
