@@ -386,17 +386,33 @@ class Framework:
         rows: npt.NDArray[np.intp],
     ) -> tuple[npt.NDArray[np.int64], dict[str, npt.NDArray[np.int64]], Status | None]:
         """Weighted, normalized total per feasible row and per-plugin weighted scores."""
-        total = np.zeros(len(rows), dtype=np.int64)
-        per_plugin: dict[str, npt.NDArray[np.int64]] = {}
+        raw, s = self.run_raw_score(state, pod, snapshot, rows)
+        if s is not None:
+            return np.zeros(len(rows), dtype=np.int64), {}, s
+        return self.normalize_scores(state, pod, raw, len(rows))
+
+    def run_raw_score(
+        self,
+        state: CycleState,
+        pod: Pod,
+        snapshot: Snapshot,
+        rows: npt.NDArray[np.intp],
+        *,
+        scalar: bool = False,
+    ) -> tuple[dict[str, npt.NDArray[np.int64]], Status | None]:
+        """Each non-skipped Score plugin's scores of ``rows``, before normalization.
+        ``scalar``: per-node ``score`` even where a vector form exists (cheaper for a
+        few rows; the two agree, as the property tests pin)."""
+        raw: dict[str, npt.NDArray[np.int64]] = {}
         infos = snapshot.node_infos
         skip = state.skip_score_plugins
-        for p, weight in self.chain.score:
+        for p, _ in self.chain.score:
             if skip and p.name in skip:
                 continue
             try:
                 scores = (
                     p.score_vector(state, pod, snapshot, rows)
-                    if self._vector_score[p.name]
+                    if self._vector_score[p.name] and not scalar
                     else None
                 )
                 if scores is None:
@@ -404,18 +420,35 @@ class Framework:
                     for j, r in enumerate(rows):
                         v, s = p.score(state, pod, infos[r])
                         if s is not None and s.code != Code.SUCCESS:
-                            return total, per_plugin, s.with_plugin(p.name)
+                            return raw, s.with_plugin(p.name)
                         out[j] = v
                     scores = out
                 else:
                     scores = np.asarray(scores, dtype=np.int64)
-                normalize = getattr(p, "normalize_score", None)
-                if normalize is not None:
-                    s = normalize(state, pod, scores)
-                    if s is not None and s.code != Code.SUCCESS:
-                        return total, per_plugin, s.with_plugin(p.name)
             except Exception as e:
-                return total, per_plugin, Status.as_error(e, plugin=p.name)
+                return raw, Status.as_error(e, plugin=p.name)
+            raw[p.name] = scores
+        return raw, None
+
+    def normalize_scores(
+        self, state: CycleState, pod: Pod, raw: dict[str, npt.NDArray[np.int64]], n: int
+    ) -> tuple[npt.NDArray[np.int64], dict[str, npt.NDArray[np.int64]], Status | None]:
+        """NormalizeScore (in place on ``raw``'s arrays), range check and weights: the
+        total per row and each plugin's weighted scores."""
+        total = np.zeros(n, dtype=np.int64)
+        per_plugin: dict[str, npt.NDArray[np.int64]] = {}
+        for p, weight in self.chain.score:
+            scores = raw.get(p.name)
+            if scores is None:
+                continue
+            normalize = getattr(p, "normalize_score", None)
+            if normalize is not None:
+                try:
+                    s = normalize(state, pod, scores)
+                except Exception as e:
+                    return total, per_plugin, Status.as_error(e, plugin=p.name)
+                if s is not None and s.code != Code.SUCCESS:
+                    return total, per_plugin, s.with_plugin(p.name)
             if len(scores) and (scores.max() > MAX_NODE_SCORE or scores.min() < 0):
                 bad = int(scores.max()) if scores.max() > MAX_NODE_SCORE else int(scores.min())
                 return (

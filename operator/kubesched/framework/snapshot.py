@@ -37,6 +37,7 @@ _COLUMNS = (
     "req_pods",
     "nz_cpu",
     "nz_mem",
+    "node_generation",
 )
 
 
@@ -51,6 +52,9 @@ class Snapshot:
     req_pods: I64
     nz_cpu: I64
     nz_mem: I64
+    node_generation: I64
+    """Each row's ``NodeInfo.generation`` as of the last refresh: which nodes changed
+    between two cycles (opportunistic batching reuses the others' scores)."""
 
     def __init__(self, node_infos: Sequence[NodeInfo] = ()) -> None:
         self.node_infos: list[NodeInfo] = []
@@ -131,6 +135,7 @@ class Snapshot:
         self.req_pods[i] = len(ni.pods)
         self.nz_cpu[i] = ni.non_zero_requested.milli_cpu
         self.nz_mem[i] = ni.non_zero_requested.memory
+        self.node_generation[i] = ni.generation
         for name, col in self.scalar_alloc.items():
             col[i] = a.scalar.get(name, 0)
         for name, amount in a.scalar.items():

@@ -14,6 +14,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -24,6 +25,9 @@ from kubesched.framework.runtime import Framework, go_list
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import Pod
+
+if TYPE_CHECKING:
+    from kubesched.scheduler.batch import OpportunisticBatch
 
 __all__ = [
     "MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND",
@@ -102,16 +106,23 @@ class Algorithm:
         PreScore and Score run."""
 
     def schedule_pod(
-        self, fwk: Framework, state: CycleState, pod: Pod, snap: Snapshot
+        self,
+        fwk: Framework,
+        state: CycleState,
+        pod: Pod,
+        snap: Snapshot,
+        batch: OpportunisticBatch | None = None,
     ) -> ScheduleResult:
         n_all = len(snap)
         if n_all == 0:
             raise FitError(pod, 0, Diagnosis(pre_filter_msg="no nodes available to schedule pods"))
-        rows, diagnosis = self._find_nodes_that_fit(fwk, state, pod, snap)
+        rows, diagnosis = self._find_nodes_that_fit(fwk, state, pod, snap, batch)
         if len(rows) == 0:
             raise FitError(pod, n_all, diagnosis)
         evaluated = len(rows) + len(diagnosis.node_to_status)
         if len(rows) == 1:
+            if batch is not None:
+                batch.store_single()
             return ScheduleResult(snap.node_infos[int(rows[0])].name, evaluated, 1)
         infos = snap.node_infos
         feasible = [infos[r] for r in rows.tolist()]
@@ -122,7 +133,12 @@ class Algorithm:
             observe("PreScore", s, fwk.profile_name, t1 - t0)
         if s is not None:
             raise _StatusError(s)
-        total, _, s = fwk.run_score(state, pod, snap, rows)
+        if batch is not None and batch.signature is not None:
+            total, s = _score_and_store(fwk, state, pod, snap, rows, batch)
+        else:
+            total, _, s = fwk.run_score(state, pod, snap, rows)
+            if batch is not None:
+                batch.store(fwk, snap, state, rows, {})
         if observe is not None:
             observe("Score", s, fwk.profile_name, time.perf_counter() - t1)
         if s is not None:
@@ -134,7 +150,12 @@ class Algorithm:
 
     # -- Filter ------------------------------------------------------------------------------------
     def _find_nodes_that_fit(
-        self, fwk: Framework, state: CycleState, pod: Pod, snap: Snapshot
+        self,
+        fwk: Framework,
+        state: CycleState,
+        pod: Pod,
+        snap: Snapshot,
+        batch: OpportunisticBatch | None = None,
     ) -> tuple[npt.NDArray[np.intp], Diagnosis]:
         diagnosis = Diagnosis()
         n_all = len(snap)
@@ -151,6 +172,11 @@ class Algorithm:
                 diagnosis.node_to_status[ni.name] = s
             _record_rejector(diagnosis, s)
             return np.empty(0, dtype=np.intp), diagnosis
+
+        if batch is not None and (pre_res is None or pre_res.node_names is None):
+            hint = batch.hint(fwk, state, pod, snap)
+            if hint is not None:
+                return np.array([hint], dtype=np.intp), diagnosis
 
         # A nominated node (from an earlier preemption) is tried first.
         if pod.nominated_node_name:
@@ -293,6 +319,25 @@ def _nominated_nodes(fwk: Framework, snap: Snapshot, pod: Pod) -> list[str]:
         ):
             out.append(nm)
     return out
+
+
+def _score_and_store(
+    fwk: Framework,
+    state: CycleState,
+    pod: Pod,
+    snap: Snapshot,
+    rows: npt.NDArray[np.intp],
+    batch: OpportunisticBatch,
+) -> tuple[npt.NDArray[np.int64], Status | None]:
+    """Score as ``run_score`` does, keeping the raw scores for the batch."""
+    raw, s = fwk.run_raw_score(state, pod, snap, rows)
+    if s is not None:
+        return np.zeros(len(rows), dtype=np.int64), s
+    kept = {k: v.copy() for k, v in raw.items()}
+    total, _, s = fwk.normalize_scores(state, pod, raw, len(rows))
+    if s is None:
+        batch.store(fwk, snap, state, rows, kept)
+    return total, s
 
 
 StatusError = _StatusError

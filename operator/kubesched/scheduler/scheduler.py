@@ -38,6 +38,7 @@ from kubesched.framework.status import Code, Status
 from kubesched.framework.types import Pod
 from kubesched.profiles import CompiledProfile, compile_profile, default_profile_spec
 from kubesched.scheduler.algorithm import Algorithm, FitError, StatusError
+from kubesched.scheduler.batch import BatchMetrics, OpportunisticBatch
 from kubesched.scheduler.bindretry import (
     BindRetryPolicy,
     assigned_node,
@@ -89,6 +90,7 @@ class Scheduler:
         registry: Registry | None = None,
         seed: int | None = None,
         metrics: SchedulerMetrics | None = None,
+        opportunistic_batching: bool = True,
     ) -> None:
         self.cluster = cluster
         self.store = store
@@ -112,6 +114,13 @@ class Scheduler:
         self.algorithm.on_extension_point = self.metrics.extension_point
         self._attempt_start: dict[str, float] = {}
         self._timed: dict[int, tuple[Any, Any]] = {}
+        self.opportunistic_batching = opportunistic_batching
+        """kube-scheduler's OpportunisticBatching feature gate (on by default since 1.35):
+        reuse a pod's Filter/Score work for the next pod of the same signature
+        (:mod:`kubesched.scheduler.batch`)."""
+        self._batch_metrics = BatchMetrics(self.metrics.registry)
+        self._batches: dict[str, OpportunisticBatch] = {}
+        self._cycle_count = 0
         self.bind_retry = BindRetryPolicy()
         """Transient Bind failures retried in place (:mod:`kubesched.scheduler.bindretry`)."""
         self.gangs = GangCycle(self)
@@ -271,6 +280,7 @@ class Scheduler:
     # -- one scheduling cycle ------------------------------------------------------------------------
     def schedule_one(self, profile_name: str, qpi: QueuedPodInfo) -> None:
         if self.gangs.schedule(profile_name, qpi):
+            self._cycle_count += 1  # a gang's cycle between two pods ends their batch
             return  # a gang member: its whole gang was scheduled as one unit
         queue = self.queues.queue(profile_name)
         prof = self.profiles.get(profile_name)
@@ -284,6 +294,7 @@ class Scheduler:
                 return
             start = time.perf_counter()
             self._attempt_start[pod.uid] = start
+            batch = self._batch(fwk, pod)
             if self.metrics.sample_cycle():
                 fwk.chain = self._timed_chain(chain)  # restored below; no awaits until then
             if self.stats.first_cycle is None:
@@ -292,12 +303,16 @@ class Scheduler:
             state = CycleState()
             snap = self.cache.update_snapshot()
             try:
-                result = self.algorithm.schedule_pod(fwk, state, pod, snap)
+                result = self.algorithm.schedule_pod(fwk, state, pod, snap, batch)
                 self.metrics.scheduling_algorithm_duration.observe(time.perf_counter() - start)
             except FitError as e:
+                if batch is not None:
+                    batch.finish(False)
                 self._post_filter_and_fail(fwk, state, qpi, e, cycle)
                 return
             except StatusError as e:
+                if batch is not None:
+                    batch.finish(False)
                 self._fail(fwk, qpi, e.status, cycle)
                 return
             assumed = pod.assigned_to(result.node_name)
@@ -311,6 +326,8 @@ class Scheduler:
                 self.metrics.extension_point(
                     "Permit", s, fwk.profile_name, time.perf_counter() - t1
                 )
+            if batch is not None:
+                batch.finish(s is None or s.is_wait())
             if s is not None and not s.is_wait():
                 fwk.run_unreserve(state, assumed, result.node_name)
                 self.cache.forget_pod(assumed)
@@ -324,6 +341,18 @@ class Scheduler:
         finally:
             fwk.chain = chain
             queue.done(pod.uid)
+
+    def _batch(self, fwk: Framework, pod: Pod) -> OpportunisticBatch | None:
+        """The profile's batch, begun for this cycle (None: batching is off)."""
+        if not self.opportunistic_batching:
+            return None
+        batch = self._batches.get(fwk.profile_name)
+        if batch is None:
+            batch = OpportunisticBatch(fwk.profile_name, self._batch_metrics)
+            self._batches[fwk.profile_name] = batch
+        self._cycle_count += 1
+        batch.begin(fwk, pod, self._cycle_count)
+        return batch
 
     def _timed_chain(self, chain: Any) -> Any:
         """The profile's chain with per-plugin timing (built once per chain)."""
