@@ -136,6 +136,7 @@ class Runtime:
             self.cluster,
             profiles=[default_profile_spec(n) for n in settings.scheduler_names],
             seed=settings.seed,
+            opportunistic_batching=settings.opportunistic_batching,
         )
         self.router = WatchRouter(
             self.cluster,

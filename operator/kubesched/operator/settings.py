@@ -123,6 +123,13 @@ class Settings(BaseModel):
     ``kubesched simulate --seed`` with the same value does for the same objects (the
     differential test checks that)."""
 
+    opportunistic_batching: bool = True
+    """kube-scheduler's ``OpportunisticBatching`` feature gate (beta, on since 1.35; it has
+    no KubeSchedulerConfiguration field): a pod with the same scheduling signature as the
+    pod just placed reuses its Filter and Score work (:mod:`kubesched.scheduler.batch`),
+    with the placement a full cycle would make. ``KUBESCHED_OPPORTUNISTIC_BATCHING=false``
+    turns it off, as ``--feature-gates=OpportunisticBatching=false`` does there."""
+
     profile_selector: str = ""
     """A label selector (``kubectl -l`` syntax, e.g. ``kubesched.dev/release=team-a``): the
     SchedulingProfiles this instance applies. SchedulingProfiles are cluster-scoped, so two

@@ -21,6 +21,7 @@ from kubesched.framework.runtime import Framework, FrameworkServices
 from kubesched.framework.signature import PodSigner, signing_plugins
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.types import Node, Pod
+from kubesched.operator.settings import Settings
 from kubesched.profiles import compile_profile, default_profile_spec
 from kubesched.scheduler.algorithm import Algorithm, FitError
 from kubesched.scheduler.batch import BatchMetrics, OpportunisticBatch
@@ -383,3 +384,9 @@ def test_a_plugin_that_cannot_sign_turns_batching_off_for_the_profile() -> None:
     signer = PodSigner([*signing_plugins(fwk.chain), OutOfTree()], plugin_signer)
     assert signer.unsupported == ["OutOfTree"]
     assert signer.sign(make_pod("p").pod()) is None
+
+
+def test_the_setting_turns_batching_off_like_the_feature_gate() -> None:
+    assert Settings.load(env={}).opportunistic_batching is True
+    env = {"KUBESCHED_OPPORTUNISTIC_BATCHING": "false"}
+    assert Settings.load(env=env).opportunistic_batching is False
