@@ -42,6 +42,7 @@ __all__ = [
     "Served",
     "check_objects",
     "pydantic_message",
+    "pydantic_messages",
     "reconcile",
     "validate_spec",
 ]
@@ -64,16 +65,22 @@ BUILTIN = ""
 
 def pydantic_message(err: pydantic.ValidationError, prefix: str = "") -> str:
     """The first error as ``path: message`` (aliases, ``[i]`` for list indices)."""
-    e = err.errors()[0]
-    path = prefix
-    loc = list(e["loc"])
-    extra = (e.get("ctx") or {}).get("path")
-    for part in loc:
-        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
-    if isinstance(extra, str) and extra:
-        path += extra if extra.startswith("[") else (f".{extra}" if path else extra)
-    msg = str(e["msg"]).removeprefix("Value error, ")
-    return f"{path}: {msg}" if path else msg
+    return pydantic_messages(err, prefix)[0]
+
+
+def pydantic_messages(err: pydantic.ValidationError, prefix: str = "") -> list[str]:
+    """Every error as ``path: message`` (``kubesched validate`` reports them all)."""
+    out: list[str] = []
+    for e in err.errors():
+        path = prefix
+        extra = (e.get("ctx") or {}).get("path")
+        for part in e["loc"]:
+            path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+        if isinstance(extra, str) and extra:
+            path += extra if extra.startswith("[") else (f".{extra}" if path else extra)
+        msg = str(e["msg"]).removeprefix("Value error, ")
+        out.append(f"{path}: {msg}" if path else msg)
+    return out
 
 
 def validate_spec(

@@ -88,8 +88,22 @@ def test_json_has_exactly_the_documented_shape(capsys: pytest.CaptureFixture[str
         assert p["status"] in ("Scheduled", "Unschedulable", "Waiting")
         assert (p["node"] is None) == (p["status"] != "Scheduled")
     s = data["summary"]
-    assert set(s) == {"nodes", "pods", "scheduled", "unschedulable", "seconds", "pods_per_second"}
-    assert (s["nodes"], s["pods"], s["scheduled"], s["unschedulable"]) == (6, 20, 19, 1)
+    assert set(s) == {
+        "nodes",
+        "pods",
+        "scheduled",
+        "unschedulable",
+        "waiting",
+        "seconds",
+        "pods_per_second",
+    }
+    assert (s["nodes"], s["pods"], s["scheduled"], s["unschedulable"], s["waiting"]) == (
+        6,
+        20,
+        19,
+        1,
+        0,
+    )
     assert s["seconds"] > 0
     assert s["pods_per_second"] == pytest.approx(s["scheduled"] / s["seconds"])
 
@@ -128,23 +142,20 @@ def test_seed_makes_placement_reproducible(capsys: pytest.CaptureFixture[str]) -
     assert run_json(capsys, *argv)["pods"] == first
 
 
-def test_empty_scenario_reports_zero_rate(
+def test_an_empty_scenario_file_is_an_error(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     path = tmp_path / "empty.yaml"
-    path.write_text("# nothing yet\n")
-    data = run_json(capsys, "--scenario", str(path))
-    assert data == {
-        "pods": [],
-        "summary": {
-            "nodes": 0,
-            "pods": 0,
-            "scheduled": 0,
-            "unschedulable": 0,
-            "seconds": 0.0,
-            "pods_per_second": 0,
-        },
-    }
+    path.write_text("# nothing yet\n---\n")
+    code, out, err = run(capsys, "simulate", "--scenario", str(path))
+    assert (code, out) == (2, "")
+    assert err == f"kubesched: error: {path}: no objects in the file (expected Nodes, Pods, ...)\n"
+
+
+def test_a_workload_of_nothing_reports_zero_rate(capsys: pytest.CaptureFixture[str]) -> None:
+    data = run_json(capsys, "--workload", "SchedulingBasic", "--nodes", "0", "--pods", "0")
+    assert data["pods"] == []
+    assert data["summary"]["pods_per_second"] == 0
 
 
 BAD_SCENARIO = SCENARIO.replace('cpu: "2"', "cpu: two")
@@ -155,18 +166,18 @@ BAD_SCENARIO = SCENARIO.replace('cpu: "2"', "cpu: two")
     [
         pytest.param(
             ["--scenario", "{tmp}/bad.yaml"],
-            "kubesched simulate: {tmp}/bad.yaml document 3 (Pod team/needs-two-cpus): "
+            "kubesched: error: {tmp}/bad.yaml document 3 (Pod team/needs-two-cpus): "
             "spec.containers[0].resources.requests.cpu: quantities must match",
             id="invalid-quantity",
         ),
         pytest.param(
             ["--scenario", "{tmp}/missing.yaml"],
-            "kubesched simulate: {tmp}/missing.yaml: cannot read: No such file or directory",
+            "kubesched: error: {tmp}/missing.yaml: cannot read: No such file or directory",
             id="missing-file",
         ),
         pytest.param(
             ["--nodes", "5"],
-            "kubesched simulate: --nodes and --pods size a generated workload",
+            "kubesched: error: --nodes and --pods size a generated workload",
             id="nodes-without-workload",
         ),
         pytest.param(

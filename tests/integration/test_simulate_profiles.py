@@ -67,6 +67,6 @@ def test_an_invalid_scenario_profile_names_file_document_and_field(
     assert main(["simulate", "--scenario", str(scenario)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(
-        f"kubesched simulate: {scenario} document 2 (SchedulingProfile pack): "
+        f"kubesched: error: {scenario} document 2 (SchedulingProfile pack): "
         "spec.pluginConfig[0].args.scoringStrategy.type: Input should be 'LeastAllocated'"
     ), err

@@ -40,10 +40,7 @@ import builtins
 import contextlib
 import copy
 import logging
-import os
 import time
-import urllib.parse
-import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -52,8 +49,8 @@ from typing import Any
 import aiohttp
 import orjson
 from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio import config as k8s_config
 
+from kubesched.cluster.kubeconfig import KubeconfigError, load_client_configuration
 from kubesched.cluster.memory import CLUSTER_SCOPED
 from kubesched.framework.cluster_port import ClusterError, Conflict, NotFound, PodCondition
 from kubesched.framework.types import Pod
@@ -62,6 +59,7 @@ __all__ = [
     "LIST_PAGE_SIZE",
     "LIST_PATHS",
     "KubeCluster",
+    "KubeconfigError",
     "RateLimiter",
     "load_client_configuration",
     "micro_time",
@@ -137,29 +135,6 @@ def _truncate(text: str, limit: int = NOTE_MAX_BYTES) -> str:
     if len(raw) <= limit:
         return text
     return raw[: limit - 3].decode(errors="ignore") + "..."
-
-
-async def load_client_configuration(kubeconfig: str | None = None) -> k8s_client.Configuration:
-    """The usual resolution: an explicit file, ``KUBECONFIG``, ``~/.kube/config``, then the
-    in-cluster service account (kubectl's order; in a pod there is no ~/.kube/config)."""
-    cfg = k8s_client.Configuration()
-    path = kubeconfig or os.environ.get("KUBECONFIG")
-    if not path:
-        home = Path.home() / ".kube" / "config"
-        if home.exists():
-            path = str(home)
-    if path:
-        await k8s_config.load_kube_config(config_file=path, client_configuration=cfg)
-    else:
-        k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-    if not cfg.proxy:
-        # HTTPS_PROXY/NO_PROXY, resolved once here instead of on every request (see
-        # _no_per_request_env_lookups)
-        host = urllib.parse.urlsplit(str(cfg.host)).hostname or ""
-        proxies = urllib.request.getproxies()
-        if proxies.get("https") and not urllib.request.proxy_bypass(host):
-            cfg.proxy = proxies["https"]
-    return cfg
 
 
 def _no_per_request_env_lookups(api: k8s_client.ApiClient) -> None:

@@ -58,6 +58,7 @@ __all__ = [
     "KindSpec",
     "ScenarioError",
     "load_scenarios",
+    "parse_documents",
     "prepare",
     "read_documents",
 ]
@@ -320,6 +321,11 @@ def read_documents(path: str) -> list[Document]:
         raise ScenarioError(f"{path}: cannot read: {e.strerror or e}") from None
     except UnicodeDecodeError as e:
         raise ScenarioError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    return parse_documents(text, path)
+
+
+def parse_documents(text: str, path: str) -> list[Document]:
+    """Parse YAML text (read from ``path``, e.g. ``-`` for stdin) into documents."""
     docs: list[Document] = []
     index = 0
     try:

@@ -9,7 +9,8 @@ import re
 import pydantic
 import pytest
 
-from kubesched.cli import _seconds, main
+from kubesched.cli import main
+from kubesched.cli.common import seconds as _seconds
 from kubesched.operator.settings import Settings
 
 
@@ -61,4 +62,7 @@ def test_a_bad_combination_of_flags_exits_2(capsys: pytest.CaptureFixture[str]) 
         ]
     )
     assert code == 2
-    assert "renew_deadline must be greater than 1.2 * retry_period" in capsys.readouterr().err
+    assert (
+        "--leader-elect-renew-deadline must be greater than 1.2 * --leader-elect-retry-period"
+        in capsys.readouterr().err
+    )
