@@ -96,6 +96,10 @@ def _run(args: argparse.Namespace) -> int:
         settings = Settings.load(given)
     except pydantic.ValidationError as e:
         raise BadInput(_settings_message(e, given, os.environ)) from None
+    from kubesched.cluster.kubeconfig import load_client_configuration
+
+    # A bad kubeconfig is the user's to fix: say so before anything starts.
+    run_async(load_client_configuration(settings.kubeconfig))
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

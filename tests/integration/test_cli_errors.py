@@ -1,0 +1,307 @@
+"""A user's mistakes on the command line: one line ``kubesched: error: ...`` naming the
+problem, exit status 2, never a traceback; and Ctrl-C ends a command with 130."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kubesched.cli import main
+from kubesched.cli.run import ENV_PREFIX, FLAGS, env_var
+from kubesched.operator import settings
+
+GARBLED = "apiVersion: v1\nclusters: [\n  - {name: x\n"
+NO_CONTEXT = "apiVersion: v1\nkind: Config\n"
+POD_WITHOUT_NODES = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: default}
+spec:
+  containers: [{name: c, image: app}]
+"""
+
+
+@pytest.fixture
+def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A home without ~/.kube, no KUBECONFIG, not in a cluster, and a few bad files."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for var in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
+        monkeypatch.delenv(var, raising=False)
+    for var in list(os.environ):
+        if var.startswith(ENV_PREFIX):
+            monkeypatch.delenv(var)
+    (tmp_path / "garbled.yaml").write_text(GARBLED)
+    (tmp_path / "no-context.yaml").write_text(NO_CONTEXT)
+    (tmp_path / "empty.yaml").write_text("# to do\n")
+    (tmp_path / "no-nodes.yaml").write_text(POD_WITHOUT_NODES)
+    return tmp_path
+
+
+#: (argv, environment, what the one line must say)
+BAD_INPUTS = [
+    pytest.param(
+        ["explain", "ns/pod", "--kubeconfig", "/nonexistent"],
+        {},
+        "kubeconfig /nonexistent (--kubeconfig): no such file",
+        id="explain-kubeconfig-flag-missing",
+    ),
+    pytest.param(
+        ["explain", "ns/pod"],
+        {"KUBECONFIG": "/nonexistent"},
+        "kubeconfig /nonexistent (KUBECONFIG): no such file",
+        id="explain-KUBECONFIG-missing",
+    ),
+    pytest.param(
+        ["explain", "ns/pod"],
+        {},
+        "no kubeconfig (no --kubeconfig, KUBECONFIG unset, no ~/.kube/config) and not in a cluster",
+        id="explain-no-kubeconfig-outside-a-cluster",
+    ),
+    pytest.param(
+        ["explain", "ns/pod", "--kubeconfig", "{tmp}/garbled.yaml"],
+        {},
+        "kubeconfig {tmp}/garbled.yaml (--kubeconfig): invalid YAML at line 3, column 3",
+        id="explain-garbled-kubeconfig",
+    ),
+    pytest.param(
+        ["explain", "ns/pod", "--kubeconfig", "{tmp}/no-context.yaml"],
+        {},
+        "kubeconfig {tmp}/no-context.yaml (--kubeconfig): Invalid kube-config file. "
+        "Expected key current-context",
+        id="explain-kubeconfig-without-context",
+    ),
+    pytest.param(
+        ["explain", "ns/pod", "--kubeconfig", "{tmp}"],
+        {},
+        "kubeconfig {tmp} (--kubeconfig): is a directory",
+        id="explain-kubeconfig-is-a-directory",
+    ),
+    pytest.param(
+        ["explain", "ns/pod", "--server", "http://127.0.0.1:{closed}"],
+        {},
+        "http://127.0.0.1:{closed}: cannot connect: ",
+        id="explain-server-refuses",
+    ),
+    pytest.param(
+        ["explain", "ns/pod", "--server", "notaurl"],
+        {},
+        "argument --server: not an http(s) URL: 'notaurl'",
+        id="explain-server-not-a-url",
+    ),
+    pytest.param(
+        ["explain", "ns//pod", "--scenario", "{tmp}/no-nodes.yaml"],
+        {},
+        "argument NAMESPACE/NAME: expected NAMESPACE/NAME, got 'ns//pod'",
+        id="explain-bad-pod-name",
+    ),
+    pytest.param(
+        ["explain", "default/p", "--scenario", "{tmp}/empty.yaml"],
+        {},
+        "{tmp}/empty.yaml: no objects in the file",
+        id="explain-empty-scenario",
+    ),
+    pytest.param(
+        ["explain", "default/p", "--no-simulate"],
+        {},
+        "--no-simulate goes with --scenario",
+        id="explain-no-simulate-without-scenario",
+    ),
+    pytest.param(
+        ["run", "--kubeconfig", "/nonexistent"],
+        {},
+        "kubeconfig /nonexistent (--kubeconfig): no such file",
+        id="run-kubeconfig-missing",
+    ),
+    pytest.param(
+        ["run", "--port", "99999"],
+        {},
+        "--port 99999: Input should be less than or equal to 65535",
+        id="run-port-out-of-range",
+    ),
+    pytest.param(
+        ["run", "--kube-api-burst", "0"],
+        {},
+        "--kube-api-burst 0: Input should be greater than or equal to 1",
+        id="run-burst-zero",
+    ),
+    pytest.param(
+        ["run", "--profile-selector", "a=b=c"],
+        {},
+        "--profile-selector 'a=b=c': label selector 'a=b=c'",
+        id="run-bad-selector",
+    ),
+    pytest.param(
+        ["run", "--leader-elect-lease-duration", "5s"],
+        {},
+        "--leader-elect-lease-duration must be greater than --leader-elect-renew-deadline",
+        id="run-lease-shorter-than-renewal",
+    ),
+    pytest.param(
+        ["run"],
+        {"KUBESCHED_PORT": "abc"},
+        "KUBESCHED_PORT='abc': Input should be a valid integer",
+        id="run-bad-environment-variable",
+    ),
+    pytest.param(
+        ["run", "--port", "eighty"],
+        {},
+        "argument --port: invalid int value: 'eighty'",
+        id="run-port-not-a-number",
+    ),
+    pytest.param(
+        ["simulate", "--scenario", "{tmp}/empty.yaml"],
+        {},
+        "{tmp}/empty.yaml: no objects in the file",
+        id="simulate-empty-scenario",
+    ),
+    pytest.param(
+        ["simulate", "--scenario", "{tmp}/missing.yaml"],
+        {},
+        "{tmp}/missing.yaml: cannot read: No such file or directory",
+        id="simulate-missing-scenario",
+    ),
+    pytest.param(
+        ["bench", "--workload", "Nope", "--target", "simulate"],
+        {},
+        "Nope",
+        id="bench-unknown-workload",
+    ),
+    pytest.param(["frobnicate"], {}, "invalid choice: 'frobnicate'", id="unknown-command"),
+]
+
+
+@pytest.fixture
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port  # closed again: connecting is refused
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("argv", "env", "message"), BAD_INPUTS)
+def test_a_mistake_is_one_line_and_exit_2(
+    files: Path,
+    closed_port: int,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    env: dict[str, str],
+    message: str,
+) -> None:
+    def fill(text: str) -> str:
+        return text.replace("{tmp}", str(files)).replace("{closed}", str(closed_port))
+
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    code = main([fill(a) for a in argv])
+    out, err = capsys.readouterr()
+    assert code == 2, err
+    assert out == ""
+    assert "Traceback" not in err
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("kubesched: error: "), err
+    assert fill(message) in lines[0]
+
+
+@pytest.mark.timeout(60)
+def test_explain_of_a_pod_without_nodes_ends(
+    files: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # used to spin for ever: the pod's attempts fail with an error and back off
+    code = main(["explain", "default/p", "--scenario", str(files / "no-nodes.yaml")])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert out.startswith("Pod default/p (profile kubesched): Unschedulable\n")
+    assert "no nodes available to schedule pods" in out
+
+
+def test_version_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.startswith("kubesched ")
+
+
+def test_every_run_flag_names_its_environment_variable(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert ENV_PREFIX == settings.ENV_PREFIX
+    assert set(FLAGS.values()) <= set(settings.Settings.model_fields)
+    assert main(["run", "--help"]) == 0
+    help_text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    for flag, field in FLAGS.items():
+        entry = help_text[help_text.index(f" {flag}") :]
+        entry = entry[: entry.index("]") + 1]
+        assert entry.endswith(f"[{env_var(field)}]"), (flag, entry)
+    assert "[KUBESCHED_CLIENT_QPS]" in help_text
+    assert "--log-level {debug,info,warning,error} the least severe log records" in help_text
+
+
+def test_the_kubectl_plugin_is_the_same_command(capsys: pytest.CaptureFixture[str]) -> None:
+    from kubesched.cli import kubectl_main
+
+    assert kubectl_main(["explain", "--help"]) == 0
+    assert capsys.readouterr().out.startswith("usage: kubectl kubesched explain ")
+    assert kubectl_main(["explain", "a//b"]) == 2
+    assert "kubesched: error: argument NAMESPACE/NAME" in capsys.readouterr().err
+
+
+def test_the_kubectl_plugin_is_installed_as_a_console_script() -> None:
+    from importlib.metadata import entry_points
+
+    [ep] = [e for e in entry_points(group="console_scripts") if e.name == "kubectl-kubesched"]
+    assert ep.value == "kubesched.cli:kubectl_main"
+
+
+@pytest.fixture
+def listening() -> Iterator[int]:
+    """A port that accepts connections and never answers."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(8)
+        yield s.getsockname()[1]
+
+
+def _interrupt(argv: list[str], wait: float) -> tuple[int, str, str, float]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kubesched", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(wait)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    try:
+        out, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    return proc.returncode, out, err, time.monotonic() - sent
+
+
+@pytest.mark.timeout(90)
+def test_ctrl_c_stops_a_long_simulation() -> None:
+    argv = ["simulate", "--workload", "SchedulingBasic", "--nodes", "2000", "--pods", "30000"]
+    code, out, err, took = _interrupt(argv, wait=6)
+    assert (code, out) == (130, "")
+    assert "Traceback" not in err
+    assert took < 15
+
+
+@pytest.mark.timeout(90)
+def test_ctrl_c_stops_a_wait_for_a_server(listening: int) -> None:
+    argv = ["explain", "ns/p", "--server", f"http://127.0.0.1:{listening}"]
+    for wait in (0.5, 5):  # while importing, and while waiting for the answer
+        code, out, err, took = _interrupt(argv, wait)
+        assert (code, out) == (130, "")
+        assert "Traceback" not in err
+        assert took < 15
