@@ -1,0 +1,668 @@
+"""The structured allocator, as kube-scheduler 1.37's ``incubating`` variant (the one
+NewAllocator picks with 1.37's default gates: AdminAccess, PrioritizedList,
+PartitionableDevices, DeviceTaints, DeviceBindingConditions+ResourceClaimDeviceStatus,
+ConsumableCapacity, FractionalCapacityRange).
+
+For one node: claims in order, each claim's requests in order, each request's devices
+one by one, candidates in pool order (driver, pool name), slice name, slice order.
+The first complete solution wins (backtracking; combinations, never permutations,
+within a request; ``firstAvailable`` subrequests tried in order). So where the choice
+is determined, the same devices as kube-scheduler's.
+
+Outcomes, as the DynamicResources plugin reads them:
+- a list of AllocationResult (one per claim): allocated;
+- ``None``: the node cannot satisfy the claims -> Unschedulable ``CANNOT_ALLOCATE``;
+- ``NodeAllocationError``: Unschedulable with its message (invalid pools met);
+- ``AllocationError``: the claims themselves are broken (CEL compile or runtime error,
+  missing class, ...) -> an Error status with its message.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from kubesched.framework.dra.capacity import consumed_from_request, fits_capacity
+from kubesched.framework.dra.cel import CelCache, CelRuntimeError, enhance_runtime_error
+from kubesched.framework.dra.pools import (
+    NodeLike,
+    Pool,
+    available_counters,
+    gather_pools,
+    node_matches,
+)
+from kubesched.framework.dra.types import (
+    ALL,
+    AllocationResult,
+    Device,
+    DeviceClass,
+    DeviceResult,
+    ExactRequest,
+    ResourceClaim,
+    ResourceSlice,
+)
+
+__all__ = [
+    "CANNOT_ALLOCATE",
+    "AllocatedState",
+    "AllocationError",
+    "Allocator",
+    "DeviceID",
+    "NodeAllocationError",
+]
+
+CANNOT_ALLOCATE = "cannot allocate all claims"
+ALLOCATION_RESULTS_MAX_SIZE = 32
+
+DeviceID = tuple[str, str, str]  # driver, pool, device
+
+
+class AllocationError(Exception):
+    """The claims cannot be allocated anywhere (kube returns it as a Filter error)."""
+
+
+class NodeAllocationError(Exception):
+    """Allocation failed on this node only (kube's ErrFailedAllocationOnNode)."""
+
+
+class _MaxSizeExceeded(Exception):
+    pass
+
+
+@dataclass(slots=True)
+class AllocatedState:
+    """Devices in use: by allocated claims and in-flight allocations."""
+
+    devices: set[DeviceID] = field(default_factory=set)
+    shared_ids: set[tuple[DeviceID, str]] = field(default_factory=set)
+    aggregated_capacity: dict[DeviceID, dict[str, Fraction]] = field(default_factory=dict)
+
+    def add_result(self, r: DeviceResult) -> None:
+        """One allocated device (admin access ones do not count, as in kube)."""
+        if r.admin_access:
+            return
+        did = (r.driver, r.pool, r.device)
+        if r.share_id is None:
+            self.devices.add(did)
+            return
+        self.shared_ids.add((did, r.share_id))
+        if r.consumed_capacity:
+            agg = self.aggregated_capacity.setdefault(did, {})
+            for k, v in r.consumed_capacity.items():
+                agg[k] = agg.get(k, Fraction(0)) + v
+
+    @classmethod
+    def from_claims(cls, claims: Sequence[ResourceClaim]) -> AllocatedState:
+        st = cls()
+        for c in claims:
+            if c.allocation is not None:
+                for r in c.allocation.devices:
+                    st.add_result(r)
+        return st
+
+    def is_allocated(self, did: DeviceID) -> bool:
+        return (
+            did in self.devices
+            or did in self.aggregated_capacity
+            or any(s[0] == did for s in self.shared_ids)
+        )
+
+
+@dataclass(slots=True)
+class _Req:
+    request: ExactRequest
+    parent: str | None
+    cls: DeviceClass
+    num_devices: int = 0
+    all_devices: list[tuple[DeviceID, Device, ResourceSlice, Pool]] = field(default_factory=list)
+    selected_sub: int = 0
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.parent}/{self.request.name}" if self.parent else self.request.name
+
+
+class _Constraint:
+    __slots__ = ("attr", "distinct", "names", "values")
+
+    def __init__(self, names: tuple[str, ...], attr: str, distinct: bool) -> None:
+        self.names = frozenset(names)
+        self.attr = attr
+        self.distinct = distinct
+        self.values: list[tuple[str, Any]] = []
+
+    def applies(self, req: str, sub: str) -> bool:
+        if not self.names:
+            return True
+        return req in self.names or (bool(sub) and f"{req}/{sub}" in self.names)
+
+    def add(self, req: str, sub: str, dev: Device, did: DeviceID) -> bool:
+        if not self.applies(req, sub):
+            return True
+        a = _lookup_attribute(dev, did, self.attr)
+        if a is None:
+            return False
+        if self.distinct:
+            if a in self.values:
+                return False
+        elif self.values and self.values[0] != a:
+            return False
+        self.values.append(a)
+        return True
+
+    def remove(self, req: str, sub: str) -> None:
+        if self.applies(req, sub):
+            self.values.pop()
+
+
+def _lookup_attribute(dev: Device, did: DeviceID, name: str) -> tuple[str, Any] | None:
+    a = dev.attributes.get(name)
+    if a is None:
+        domain, sep, ident = name.partition("/")
+        if not sep or domain != did[0]:
+            return None
+        a = dev.attributes.get(ident)
+        if a is None:
+            return None
+    return (a.kind, a.value)
+
+
+def _taint_prevents(dev: Device, req: ExactRequest) -> bool:
+    return any(
+        t.effect in ("NoSchedule", "NoExecute")
+        and not any(tl.tolerates(t) for tl in req.tolerations)
+        for t in dev.taints
+    )
+
+
+class Allocator:
+    """Holds the cluster's classes, slices and devices in use; ``allocate`` per node."""
+
+    def __init__(
+        self,
+        classes: Mapping[str, DeviceClass],
+        slices: Sequence[ResourceSlice],
+        state: AllocatedState,
+        cel_cache: CelCache,
+    ) -> None:
+        self.classes = classes
+        self.state = state
+        self.cel = cel_cache
+        self.all_slices = list(slices)
+        self._on_node: dict[str, list[ResourceSlice]] = {}
+        self._shared: list[ResourceSlice] = []
+        for s in slices:
+            if s.node_name:
+                self._on_node.setdefault(s.node_name, []).append(s)
+            else:
+                self._shared.append(s)
+        self._counters: dict[str, dict[str, dict[str, Fraction]]] = {}
+
+    def allocate(
+        self, node: NodeLike, claims: Sequence[ResourceClaim]
+    ) -> list[AllocationResult] | None:
+        return _Run(self, node, claims).run()
+
+    def available_counters(self, pool: Pool) -> dict[str, dict[str, Fraction]]:
+        got = self._counters.get(pool.id)
+        if got is None:
+            allocated = [
+                (s.driver, s.pool, d.name)
+                for s in (*pool.slices, *pool.slices_not_targeting_node)
+                for d in s.devices
+                if self.state.is_allocated((s.driver, s.pool, d.name))
+            ]
+            got = self._counters[pool.id] = available_counters(pool, allocated)
+        return got
+
+
+class _Run:
+    def __init__(self, a: Allocator, node: NodeLike, claims: Sequence[ResourceClaim]) -> None:
+        self.a = a
+        self.node = node
+        self.claims = claims
+        self.pools = gather_pools([*a._on_node.get(node.name, ()), *a._shared], node, a.all_slices)
+        self.reqs: dict[tuple[int, int, int], _Req] = {}
+        self.constraints: list[list[_Constraint]] = []
+        self.matches: dict[tuple[DeviceID, int, int, int], bool] = {}
+        self.allocating: dict[DeviceID, set[int]] = {}
+        self.allocating_capacity: dict[DeviceID, dict[str, Fraction]] = {}
+        self.consumed_counters: dict[str, dict[str, dict[str, Fraction]]] = {}
+        self.results: list[list[tuple[DeviceResult, ResourceSlice, Device]]] = []
+
+    # -- setup ---------------------------------------------------------------------------
+    def _validate(
+        self, ci: int, req: ExactRequest, parent: str | None, key: tuple[int, int, int]
+    ) -> _Req:
+        claim = self.claims[ci]
+        cls = self.a.classes.get(req.device_class_name)
+        if cls is None:
+            raise AllocationError(
+                f"claim {claim.key}, request {req.name}: could not retrieve device class "
+                f'{req.device_class_name}: deviceclass.resource.k8s.io "{req.device_class_name}" not found'
+            )
+        rd = _Req(req, parent, cls)
+        if req.allocation_mode != ALL:
+            rd.num_devices = req.count
+            return rd
+        for pool in self.pools:
+            if pool.incomplete:
+                raise AllocationError(
+                    f"claim {claim.key}, request {req.name}: asks for all devices, but resource pool {pool.id} is currently being updated"
+                )
+            if pool.invalid:
+                raise AllocationError(
+                    f"claim {claim.key}, request {req.name}: asks for all devices, but resource pool {pool.id} is currently invalid"
+                )
+            for s in pool.slices:
+                for d in s.devices:
+                    did = (s.driver, s.pool, d.name)
+                    if self._selectable(key, rd, s, d, did) and fits_capacity(
+                        {}, req.capacity, d.capacity, {}
+                    ):
+                        rd.all_devices.append((did, d, s, pool))
+        rd.num_devices = len(rd.all_devices)
+        return rd
+
+    def run(self) -> list[AllocationResult] | None:
+        for ci, claim in enumerate(self.claims):
+            min_total = 0
+            for ri, r in enumerate(claim.requests):
+                if r.exactly is not None:
+                    rd = self.reqs[(ci, ri, 0)] = self._validate(ci, r.exactly, None, (ci, ri, 0))
+                    n = rd.num_devices
+                else:
+                    n = 1 << 62
+                    for si, sub in enumerate(r.first_available):
+                        rd = self.reqs[(ci, ri, si)] = self._validate(ci, sub, r.name, (ci, ri, si))
+                        n = min(n, rd.num_devices)
+                if n > ALLOCATION_RESULTS_MAX_SIZE - min_total:
+                    raise AllocationError(
+                        f"claim {claim.key}, request {r.name}: adding {n} devices exceeds the claim limit "
+                        f"of {ALLOCATION_RESULTS_MAX_SIZE}, with {min_total} already accounted for"
+                    )
+                min_total += n
+            cons = []
+            for i, c in enumerate(claim.constraints):
+                if c.match_attribute:
+                    cons.append(_Constraint(c.requests, c.match_attribute, False))
+                elif c.distinct_attribute:
+                    cons.append(_Constraint(c.requests, c.distinct_attribute, True))
+                else:
+                    raise AllocationError(
+                        f"claim {claim.key}, constraint #{i}: empty constraint (unsupported constraint type?)"
+                    )
+            self.constraints.append(cons)
+            self.results.append([])
+        try:
+            done = self._one(0, 0, 0, 0, False, (0, 0, 0))
+        except _MaxSizeExceeded:
+            done = False
+        if not done:
+            if any(p.invalid for p in self.pools):
+                raise NodeAllocationError("invalid resource pools were encountered")
+            return None
+        return [self._result(ci) for ci in range(len(self.claims))]
+
+    # -- search --------------------------------------------------------------------------
+    def _one(
+        self, ci: int, ri: int, si: int, di: int, in_sub: bool, start: tuple[int, int, int]
+    ) -> bool:
+        if ci >= len(self.claims):
+            return True
+        claim = self.claims[ci]
+        if ri >= len(claim.requests):
+            try:
+                return self._one(ci + 1, 0, 0, 0, False, (0, 0, 0))
+            except _MaxSizeExceeded:
+                return False
+        rd = self.reqs[(ci, ri, si)]
+        if not in_sub and rd.parent is not None:
+            all_exceeded = True
+            sub = 0
+            while (ci, ri, sub) in self.reqs:
+                try:
+                    ok = self._one(ci, ri, sub, 0, True, (0, 0, 0))
+                except _MaxSizeExceeded:
+                    sub += 1
+                    continue
+                all_exceeded = False
+                if ok:
+                    self.reqs[(ci, ri, 0)].selected_sub = sub
+                    return True
+                sub += 1
+            if all_exceeded:
+                raise _MaxSizeExceeded
+            return False
+        req = rd.request
+        do_all = req.allocation_mode == ALL
+        if do_all and not rd.all_devices:
+            return False
+        if di >= rd.num_devices:
+            return self._one(ci, ri + 1, 0, 0, False, (0, 0, 0))
+        if rd.num_devices - di > ALLOCATION_RESULTS_MAX_SIZE - len(self.results[ci]):
+            raise _MaxSizeExceeded
+        if do_all:
+            did, dev, s, pool = rd.all_devices[di]
+            undo = self._allocate_device(ci, ri, si, rd, did, dev, s, pool, must=True)
+            if undo is None:
+                return False
+            try:
+                ok = self._one(ci, ri, si, di + 1, in_sub, (0, 0, 0))
+            except BaseException:
+                undo()
+                raise
+            if not ok:
+                undo()
+            return ok
+        admin = bool(req.admin_access)
+        key = (ci, ri, si)
+        for pi in range(start[0], len(self.pools)):
+            pool = self.pools[pi]
+            if pool.incomplete or pool.invalid:
+                continue
+            s0 = start[1] if pi == start[0] else 0
+            for sli in range(s0, len(pool.slices)):
+                s = pool.slices[sli]
+                d0 = start[2] if pi == start[0] and sli == start[1] else 0
+                for dvi in range(d0, len(s.devices)):
+                    dev = s.devices[dvi]
+                    did = (pool.driver, pool.name, dev.name)
+                    if admin:
+                        if ci in self.allocating.get(did, ()):
+                            continue
+                    elif self._in_use(did):
+                        continue
+                    if not self._selectable(key, rd, s, dev, did):
+                        continue
+                    if not self._fits(req, did, dev):
+                        continue
+                    undo = self._allocate_device(ci, ri, si, rd, did, dev, s, pool, must=False)
+                    if undo is None:
+                        continue
+                    try:
+                        ok = self._one(ci, ri, si, di + 1, in_sub, (pi, sli, dvi + 1))
+                    except BaseException:
+                        undo()
+                        raise
+                    if ok:
+                        return True
+                    undo()
+        return False
+
+    def _in_use(self, did: DeviceID) -> bool:
+        return did in self.a.state.devices or bool(self.allocating.get(did))
+
+    def _fits(self, req: ExactRequest, did: DeviceID, dev: Device) -> bool:
+        return fits_capacity(
+            self.a.state.aggregated_capacity.get(did, {}),
+            req.capacity,
+            dev.capacity,
+            self.allocating_capacity.get(did, {}),
+        )
+
+    def _selectable(
+        self, key: tuple[int, int, int], rd: _Req, s: ResourceSlice, dev: Device, did: DeviceID
+    ) -> bool:
+        mk = (did, *key)
+        got = self.matches.get(mk)
+        if got is not None:
+            return got
+        ok = (
+            self._selectors(key[0], dev, did, rd.cls, rd.cls.selectors)
+            and self._selectors(key[0], dev, did, None, rd.request.selectors)
+            and (
+                not s.per_device_node_selection
+                or node_matches(self.node, dev.node_name, dev.all_nodes, dev.node_selector)
+            )
+        )
+        self.matches[mk] = ok
+        return ok
+
+    def _selectors(
+        self, ci: int, dev: Device, did: DeviceID, cls: DeviceClass | None, exprs: Sequence[str]
+    ) -> bool:
+        who = f"class {cls.name}" if cls is not None else f"claim {self.claims[ci].key}"
+        for i, e in enumerate(exprs):
+            c = self.a.cel.get(e)
+            if c.error is not None:
+                raise AllocationError(f"{who}: selector #{i}: CEL compile error: {c.error}")
+            try:
+                ok = c.matches(dev, did[0])
+            except CelRuntimeError as err:
+                raise AllocationError(
+                    f"{who}: selector #{i} on device {'/'.join(did)}: CEL runtime error: "
+                    f"{enhance_runtime_error(str(err))}"
+                ) from None
+            if not ok:
+                return False
+        return True
+
+    def _capacity_in_use(self, did: DeviceID) -> bool:
+        st = self.a.state
+        return (
+            did in st.aggregated_capacity
+            or any(s[0] == did for s in st.shared_ids)
+            or did in self.allocating_capacity
+        )
+
+    def _allocate_device(
+        self,
+        ci: int,
+        ri: int,
+        si: int,
+        rd: _Req,
+        did: DeviceID,
+        dev: Device,
+        s: ResourceSlice,
+        pool: Pool,
+        *,
+        must: bool,
+    ) -> Callable[[], None] | None:
+        req = rd.request
+        multi = bool(dev.allow_multiple_allocations)
+        admin = bool(req.admin_access)
+        if not multi and admin and ci in self.allocating.get(did, ()):
+            return None
+        if not admin and self._in_use(did):
+            return None
+        reserved = False
+        if dev.consumes_counters and not (multi and self._capacity_in_use(did)):
+            if not self._take_counters(pool, dev):
+                return None
+            reserved = True
+        base, sub = (rd.parent, req.name) if rd.parent else (req.name, "")
+        added: list[_Constraint] = []
+        marked = False
+        cap_inserted: dict[str, Fraction] | None = None
+        cap_existed = False
+        nres = len(self.results[ci])
+
+        def undo() -> None:
+            del self.results[ci][nres:]
+            if cap_inserted is not None:
+                cur = self.allocating_capacity[did]
+                for k, v in cap_inserted.items():
+                    cur[k] -= v
+                if not cap_existed:
+                    del self.allocating_capacity[did]
+            if marked:
+                self.allocating[did].discard(ci)
+            for c in reversed(added):
+                c.remove(base, sub)
+            if reserved:
+                self._give_counters(pool, dev)
+
+        if _taint_prevents(dev, req):
+            undo()
+            return None
+        for c in self.constraints[ci]:
+            if not c.add(base, sub, dev, did):
+                undo()
+                if must:
+                    raise AllocationError(
+                        f"claim {self.claims[ci].key}, request {req.name}: cannot add device "
+                        f"{'/'.join(did)} because a claim constraint would not be satisfied"
+                    )
+                return None
+            added.append(c)
+        if not multi:
+            self.allocating.setdefault(did, set()).add(ci)
+            marked = True
+        if not self._fits(req, did, dev):
+            undo()
+            return None
+        consumed: dict[str, Fraction] | None = None
+        share: str | None = None
+        if multi:
+            consumed = consumed_from_request(req.capacity, dev.capacity)
+            share = str(uuid.uuid4())
+            cap_existed = did in self.allocating_capacity
+            cur = self.allocating_capacity.setdefault(did, {})
+            for k, v in consumed.items():
+                cur[k] = cur.get(k, Fraction(0)) + v
+            cap_inserted = consumed
+        self.results[ci].append(
+            (
+                DeviceResult(
+                    request=rd.full_name,
+                    driver=did[0],
+                    pool=did[1],
+                    device=did[2],
+                    admin_access=True if admin else None,
+                    share_id=share,
+                    consumed_capacity=consumed or None,
+                    tolerations=req.tolerations,
+                    binding_conditions=dev.binding_conditions,
+                    binding_failure_conditions=dev.binding_failure_conditions,
+                ),
+                s,
+                dev,
+            )
+        )
+        return undo
+
+    def _take_counters(self, pool: Pool, dev: Device) -> bool:
+        avail = self.a.available_counters(pool)
+        used = self.consumed_counters.setdefault(pool.id, {})
+        for set_name, counters in dev.consumes_counters:
+            u = used.setdefault(set_name, {})
+            for c, v in counters.items():
+                u[c] = u.get(c, Fraction(0)) + v
+        for set_name, counters in avail.items():
+            u = used.get(set_name, {})
+            if any(v < u.get(c, 0) for c, v in counters.items()):
+                self._give_counters(pool, dev)
+                return False
+        return True
+
+    def _give_counters(self, pool: Pool, dev: Device) -> None:
+        used = self.consumed_counters[pool.id]
+        for set_name, counters in dev.consumes_counters:
+            for c, v in counters.items():
+                used[set_name][c] -= v
+
+    # -- result --------------------------------------------------------------------------
+    def _result(self, ci: int) -> AllocationResult:
+        claim = self.claims[ci]
+        devices = [r for r, _, _ in self.results[ci]]
+        config: list[dict[str, Any]] = []
+        class_ranges: dict[str, tuple[int, int]] = {}
+        for ri in range(len(claim.requests)):
+            rd = self.reqs[(ci, ri, 0)]
+            if rd.parent is not None:
+                rd = self.reqs[(ci, ri, rd.selected_sub)]
+            rng = class_ranges.get(rd.cls.name)
+            if rng is not None:
+                for i in range(*rng):
+                    config[i]["requests"].append(rd.full_name)
+                continue
+            n0 = len(config)
+            for c in rd.cls.config:
+                config.append(
+                    {"source": "FromClass", "requests": [rd.full_name], **_device_config(c)}
+                )
+            class_ranges[rd.cls.name] = (n0, len(config))
+        for c in claim.config:
+            names = list(c.get("requests") or [])
+            chosen = {r.name for r in claim.requests} | {
+                f"{r.name}/{r.first_available[self.reqs[(ci, ri, 0)].selected_sub].name}"
+                for ri, r in enumerate(claim.requests)
+                if r.exactly is None
+            }
+            if not names or chosen & set(names):
+                config.append({"source": "FromClaim", "requests": names, **_device_config(c)})
+        for c in config:
+            if c["requests"] and all(
+                r.name in c["requests"]
+                or (
+                    r.exactly is None
+                    and f"{r.name}/{r.first_available[self.reqs[(ci, ri, 0)].selected_sub].name}"
+                    in c["requests"]
+                )
+                for ri, r in enumerate(claim.requests)
+            ):
+                c["requests"] = []
+        for c in config:
+            if not c["requests"]:
+                del c["requests"]
+        return AllocationResult(devices, config, self._node_selector(ci))
+
+    def _node_selector(self, ci: int) -> dict[str, Any] | None:
+        exprs: list[Any] = []
+        fields: list[Any] = []
+        for _, s, dev in self.results[ci]:
+            if s.per_device_node_selection:
+                node_name, sel = dev.node_name, dev.node_selector_raw
+            else:
+                node_name, sel = s.node_name, s.node_selector_raw
+            if node_name or dev.binds_to_node:
+                return {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchFields": [
+                                {
+                                    "key": "metadata.name",
+                                    "operator": "In",
+                                    "values": [self.node.name],
+                                }
+                            ]
+                        }
+                    ]
+                }
+            terms = list((sel or {}).get("nodeSelectorTerms") or [])
+            if len(terms) > 1:
+                raise AllocationError(
+                    f"create NodeSelector for claim {self.claims[ci].name}: unsupported ResourceSlice.NodeSelector with {len(terms)} terms"
+                )
+            if terms:
+                for src, dst in (
+                    (terms[0].get("matchFields"), fields),
+                    (terms[0].get("matchExpressions"), exprs),
+                ):
+                    for req in src or []:
+                        if not any(_same_requirement(req, x) for x in dst):
+                            dst.append(req)
+        if not fields and not exprs:
+            return None
+        term: dict[str, Any] = {}
+        if exprs:
+            term["matchExpressions"] = exprs
+        if fields:
+            term["matchFields"] = fields
+        return {"nodeSelectorTerms": [term]}
+
+
+def _same_requirement(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    return (
+        a.get("key") == b.get("key")
+        and a.get("operator") == b.get("operator")
+        and set(a.get("values") or ()) == set(b.get("values") or ())
+    )
+
+
+def _device_config(c: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in c.items() if k != "requests"}
