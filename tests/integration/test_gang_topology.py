@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -157,3 +158,17 @@ async def test_a_topology_key_no_node_carries_is_reported() -> None:
     assert h.cluster.events_for("default/g-0")[-1].message == (
         'pod group "default/g": no node has the topology label "example.com/rack"'
     )
+
+
+async def test_a_spare_member_stays_in_its_gangs_required_domain() -> None:
+    h = Harness()
+    h.apply(*zone_nodes(a=1, b=1), topo_group("g", 1), *gang("g", 2, "3"))
+    keys = ["default/g-0", "default/g-1"]
+    async with running(h):
+        await h.wait_for(lambda: bound(h, keys) == 1)
+        spare = next(k for k in keys if not h.node_of(k))
+        await h.wait_for(lambda: "FailedScheduling" in h.reasons(spare))
+        # Room in the other zone, none in the gang's: the spare stays pending.
+        await asyncio.sleep(60)
+        assert h.node_of(spare) is None
+    assert h.cluster.events_for(spare)[-1].message.startswith("0/2 nodes are available: ")

@@ -32,10 +32,13 @@ from typing import TYPE_CHECKING, Any
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.nodeinfo import QueuedPodInfo
 from kubesched.framework.runtime import Framework
+from kubesched.framework.signature import PodSigner, signing_plugins
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import Pod
 from kubesched.plugins.coscheduling import plugin as cosched
 from kubesched.scheduler.algorithm import FitError, StatusError
+from kubesched.scheduler.batch import OpportunisticBatch
+from kubesched.scheduler.signers import plugin_signer
 
 if TYPE_CHECKING:
     from kubesched.scheduler.scheduler import Scheduler
@@ -83,6 +86,7 @@ class GangCycle:
         self.sched = sched
         self.last: dict[str, Any] = {}
         """Gang key -> the last attempt's :class:`~.gang_topology.Attempt` (explain)."""
+        self._signers: dict[int, tuple[object, PodSigner]] = {}
 
     def schedule(self, profile_name: str, qpi: QueuedPodInfo) -> bool:
         """Schedule ``qpi``'s gang as a unit if it is a member of a gang below its
@@ -181,6 +185,8 @@ class GangCycle:
         cache = sched.cache
         algorithm = sched.algorithm
         choices: list[frozenset[str] | None] = list(domains) if domains else [trial.nodes]
+        batch = self._batch(fwk)
+        tries = 0
         for i, m in enumerate(members):
             if len(trial.placed) + len(members) - i < need:
                 trial.untried = len(members) - i
@@ -190,20 +196,30 @@ class GangCycle:
                 state = CycleState()
                 state.write(cosched.GROUP_CYCLE_KEY, cosched.GroupMark(nodes))
                 snap = cache.update_snapshot()
+                if batch is not None:
+                    tries += 1
+                    batch.begin(fwk, m.pod, tries)
+                    batch.signature = self._sign(fwk, m.pod)
                 try:
-                    result = algorithm.schedule_pod(fwk, state, m.pod, snap)
+                    result = algorithm.schedule_pod(fwk, state, m.pod, snap, batch)
                 except FitError as e:
+                    if batch is not None:
+                        batch.finish(False)
                     if not m.error:
                         m.error = str(e)
                     m.plugins |= e.diagnosis.unschedulable_plugins
                     m.pending |= e.diagnosis.pending_plugins
                     continue
                 except StatusError as e:
+                    if batch is not None:
+                        batch.finish(False)
                     trial.error = e.status
                     return trial
                 assumed = m.pod.assigned_to(result.node_name)
                 cache.assume_pod(assumed)
                 s = fwk.run_reserve(state, assumed, result.node_name)
+                if batch is not None:
+                    batch.finish(s is None)
                 if s is not None:
                     fwk.run_unreserve(state, assumed, result.node_name)
                     cache.forget_pod(assumed)
@@ -220,6 +236,26 @@ class GangCycle:
             else:
                 trial.failed.append(m)
         return trial
+
+    def _batch(self, fwk: Framework) -> OpportunisticBatch | None:
+        """A batch for one trial's members (opportunistic batching's reuse: a member
+        with the same signature as the one placed before it is filtered and scored
+        again only on the nodes that changed), None when batching is off."""
+        sched = self.sched
+        if not sched.opportunistic_batching:
+            return None
+        return OpportunisticBatch(fwk.profile_name, sched._batch_metrics)
+
+    def _sign(self, fwk: Framework, pod: Pod) -> bytes | None:
+        """The member's signature without Coscheduling's part: in a group cycle its
+        PreFilter and Permit pass every member alike (outside one it refuses to sign
+        gang members, which are then never batched)."""
+        chain = fwk.chain
+        cached = self._signers.get(id(fwk))
+        if cached is None or cached[0] is not chain:
+            plugins = [p for p in signing_plugins(chain) if p.name != cosched.NAME]
+            cached = self._signers[id(fwk)] = (chain, PodSigner(plugins, plugin_signer))
+        return cached[1].sign(pod)
 
     def revert(self, fwk: Framework, trial: Trial) -> None:
         """Undo a trial's assumes and reservations, last first."""

@@ -336,11 +336,32 @@ class Coscheduling:
         g.candidates[pod.uid] = None
         progress = self._progress(g)
         if len(progress) >= spec.min_member:
-            return None, None  # the gang already holds minMember: a spare member
+            # The gang holds minMember: a spare member, in its gang's Required domain.
+            return self._held_domain(spec, progress), None
         # Members of a gang below its minimum are placed by the whole-group cycle only.
         return None, Status.unschedulable(
             f'pod group "{key}": {len(progress)}/{spec.min_member} members placed; '
             "the others are scheduled together, as a group"
+        )
+
+    def _held_domain(self, spec: GangSpec, placed: set[str]) -> PreFilterResult | None:
+        """The nodes of the Required topology domain(s) the placed members are in."""
+        if not spec.topology or spec.topology[0].mode != "Required":
+            return None
+        label = spec.topology[0].key
+        snap = self._handle.snapshot
+        held: set[str] = set()
+        for uid in placed:
+            pod = self._handle.get_pod(uid)
+            ni = None if pod is None or not pod.node_name else snap.get(pod.node_name)
+            if ni is not None and ni.node is not None and label in ni.node.labels:
+                held.add(ni.node.labels[label])
+        return PreFilterResult(
+            {
+                ni.name
+                for ni in snap.node_infos
+                if ni.node is not None and ni.node.labels.get(label) in held
+            }
         )
 
     def pre_filter_extensions(self) -> None:
