@@ -23,13 +23,16 @@ ends (0.5 s, or its hint budget).
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import overload
 
 import numpy as np
 import numpy.typing as npt
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.runtime import Framework
 from kubesched.framework.signature import PodSigner, signing_plugins
 from kubesched.framework.snapshot import Snapshot
@@ -132,6 +135,31 @@ class _Cached:
     those terms reach across nodes (InterPodAffinity), so a change flushes the batch."""
     nodes: list[Node | None]
     """Each row's Node object (a node's images feed ImageLocality's spread elsewhere)."""
+
+
+class _Rows(Sequence[NodeInfo]):
+    """The candidates' NodeInfos for PreScore, listed only if a plugin reads them (the
+    in-tree ones that do, PodTopologySpread, skip pods that have a signature)."""
+
+    def __init__(self, infos: list[NodeInfo], rows: npt.NDArray[np.intp]) -> None:
+        self._infos = infos
+        self._rows = rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @overload
+    def __getitem__(self, i: int) -> NodeInfo: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[NodeInfo]: ...
+    def __getitem__(self, i: int | slice) -> NodeInfo | Sequence[NodeInfo]:
+        if isinstance(i, slice):
+            return [self._infos[r] for r in self._rows[i].tolist()]
+        return self._infos[int(self._rows[i])]
+
+    def __iter__(self) -> Iterator[NodeInfo]:
+        infos = self._infos
+        return (infos[r] for r in self._rows.tolist())
 
 
 class OpportunisticBatch:
@@ -307,8 +335,7 @@ class OpportunisticBatch:
         t0 = time.perf_counter()
         self._rescores.inc()
         try:
-            infos = snap.node_infos
-            if fwk.run_pre_score(state, pod, [infos[r] for r in rows.tolist()]) is not None:
+            if fwk.run_pre_score(state, pod, _Rows(snap.node_infos, rows)) is not None:
                 self._flush(PRESCORE_ERROR)
                 return False
             if frozenset(state.skip_score_plugins) != c.skip_score:
