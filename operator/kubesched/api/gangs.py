@@ -194,6 +194,14 @@ class GangSpec:
     """Upstream: the Workload template the policy came from (``workload/template``)."""
 
 
+WHOLE_GANG_DISRUPTION: Literal["All"] = "All"
+"""How preemption treats a gang of ours or of scheduler-plugins (neither API has a
+``disruptionMode``): as upstream's ``All``, evicted whole. Their gangs are jobs whose
+members only work together (minMember is "all or nothing" by definition there): a gang
+that loses one member stops making progress while it keeps holding the rest, so evicting
+the whole gang frees everything at once instead of leaving a stalled remainder."""
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
@@ -277,6 +285,7 @@ def _ours(obj: Mapping[str, Any]) -> GangSpec:
         min_resources=s.min_resources,
         schedule_timeout_seconds=s.schedule_timeout_seconds,
         topology=topo,
+        disruption_mode=WHOLE_GANG_DISRUPTION,
     )
 
 
@@ -294,6 +303,7 @@ def _scheduler_plugins(obj: Mapping[str, Any]) -> GangSpec:
         max(1, s.min_member),  # minMember 0 (unset): scheduler-plugins gates nothing
         min_resources=s.min_resources,
         schedule_timeout_seconds=s.schedule_timeout_seconds,
+        disruption_mode=WHOLE_GANG_DISRUPTION,
     )
 
 

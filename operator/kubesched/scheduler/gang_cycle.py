@@ -134,7 +134,7 @@ class GangCycle:
         cycle: int,
         start: float,
     ) -> None:
-        from kubesched.scheduler import gang_topology
+        from kubesched.scheduler import gang_preemption, gang_topology
 
         sched = self.sched
         need = view.spec.min_member - len(view.placed)
@@ -158,7 +158,10 @@ class GangCycle:
                 self._fail_all(fwk, cos, key, members, "", cycle, error=error)
                 result = "error"
             else:
-                self._fail_all(fwk, cos, key, members, attempt.message, cycle)
+                # Gang-aware preemption (gang_preemption.py): may evict lower-priority
+                # pods for the whole gang and nominate its members; says so in the reason.
+                msg = gang_preemption.post_filter(sched, fwk, view, members, need, attempt.message)
+                self._fail_all(fwk, cos, key, members, msg, cycle)
                 result = "unschedulable"
             metrics.group_attempt(result, fwk.profile_name, time.perf_counter() - start)
             return
@@ -217,6 +220,9 @@ class GangCycle:
                     return trial
                 assumed = m.pod.assigned_to(result.node_name)
                 cache.assume_pod(assumed)
+                # kube's assume: a placed pod no longer counts as nominated (its siblings
+                # nominated by gang preemption would otherwise count twice on a node).
+                sched.nominator.delete(m.pod)
                 s = fwk.run_reserve(state, assumed, result.node_name)
                 if batch is not None:
                     batch.finish(s is None)

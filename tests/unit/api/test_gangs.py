@@ -65,6 +65,21 @@ def test_ours_parses_with_topology() -> None:
     assert g.topology == (TopologyConstraint("zone", "Preferred"),)
 
 
+@pytest.mark.parametrize(
+    ("kind", "api", "spec", "mode"),
+    [
+        (OURS, GangAPI.KUBESCHED, {"minMember": 2}, "All"),
+        (X, GangAPI.SCHEDULER_PLUGINS, {"minMember": 2}, "All"),
+        (UP, GangAPI.UPSTREAM, {"schedulingPolicy": {"gang": {"minCount": 2}}}, "Single"),
+    ],
+    ids=["ours-whole", "scheduler-plugins-whole", "upstream-default-single"],
+)
+def test_disruption_mode_defaults(kind: str, api: GangAPI, spec: dict[str, Any], mode: str) -> None:
+    # Preemption evicts our and scheduler-plugins' gangs whole (neither API can say
+    # otherwise); upstream's follows its disruptionMode, Single when left out.
+    assert parse_gang(kind, obj(api, **spec)).disruption_mode == mode
+
+
 def test_scheduler_plugins_parses_min_member_resources_and_timeout() -> None:
     g = parse_gang(
         X,
