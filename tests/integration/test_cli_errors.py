@@ -30,7 +30,15 @@ spec:
 
 
 @pytest.fixture
-def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port  # closed again: connecting is refused
+
+
+@pytest.fixture
+def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, closed_port: int) -> Path:
     """A home without ~/.kube, no KUBECONFIG, not in a cluster, and a few bad files."""
     monkeypatch.setenv("HOME", str(tmp_path))
     for var in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
@@ -42,6 +50,11 @@ def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "no-context.yaml").write_text(NO_CONTEXT)
     (tmp_path / "empty.yaml").write_text("# to do\n")
     (tmp_path / "no-nodes.yaml").write_text(POD_WITHOUT_NODES)
+    (tmp_path / "unreachable.yaml").write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
+        f"clusters: [{{name: c, cluster: {{server: 'http://127.0.0.1:{closed_port}'}}}}]\n"
+        "contexts: [{name: x, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {}}]\n"
+    )
     return tmp_path
 
 
@@ -83,6 +96,12 @@ BAD_INPUTS = [
         {},
         "kubeconfig {tmp} (--kubeconfig): is a directory",
         id="explain-kubeconfig-is-a-directory",
+    ),
+    pytest.param(
+        ["explain", "ns/pod", "--kubeconfig", "{tmp}/unreachable.yaml"],
+        {},
+        "cannot reach the API server at http://127.0.0.1:{closed}: ",
+        id="explain-api-server-unreachable",
     ),
     pytest.param(
         ["explain", "ns/pod", "--server", "http://127.0.0.1:{closed}"],
@@ -176,14 +195,6 @@ BAD_INPUTS = [
     ),
     pytest.param(["frobnicate"], {}, "invalid choice: 'frobnicate'", id="unknown-command"),
 ]
-
-
-@pytest.fixture
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port  # closed again: connecting is refused
 
 
 @pytest.mark.timeout(60)

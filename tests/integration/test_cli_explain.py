@@ -142,3 +142,143 @@ async def test_explain_through_a_running_server(capsys: pytest.CaptureFixture[st
     finally:
         server.cancel()
         await asyncio.gather(server, return_exceptions=True)
+
+
+PROFILE_SCENARIO = """\
+apiVersion: v1
+kind: Node
+metadata: {name: n1}
+status: {allocatable: {cpu: "4", memory: 8Gi, pods: "10"}}
+---
+apiVersion: kubesched.dev/v1alpha1
+kind: SchedulingProfile
+metadata: {name: pack}
+spec:
+  schedulerName: pack
+  plugins:
+    score:
+      disabled: [{name: "*"}]
+      enabled: [{name: NodeResourcesFit, weight: 7}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: team}
+spec:
+  schedulerName: pack
+  containers: [{name: c, image: app, resources: {requests: {cpu: "1"}}}]
+"""
+
+
+def test_explain_uses_the_scenario_profiles(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(PROFILE_SCENARIO)
+    argv = ["explain", "team/p", "--scenario", str(path), "--output", "json"]
+    assert main([*argv, "--no-simulate"]) == 0
+    doc = orjson.loads(capsys.readouterr().out)
+    assert (doc["profile"], doc["scorePlugins"]) == ("pack", ["NodeResourcesFit:7"])
+    assert [f["node"] for f in doc["feasible"]] == ["n1"]
+    assert main(argv) == 0  # scheduled first, as simulate places it
+    doc = orjson.loads(capsys.readouterr().out)
+    assert (doc["profile"], doc["status"], doc["node"]) == ("pack", "Scheduled", "n1")
+
+
+def _kubeconfig(tmp_path: Path, port: int) -> str:
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        f"""\
+apiVersion: v1
+kind: Config
+clusters: [{{name: c, cluster: {{server: "http://127.0.0.1:{port}"}}}}]
+users: [{{name: u, user: {{token: t}}}}]
+contexts: [{{name: x, context: {{cluster: c, user: u}}}}]
+current-context: x
+"""
+    )
+    return str(path)
+
+
+async def test_explain_reads_every_kind_and_the_profiles_of_a_cluster(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from aiohttp import web
+
+    from kubesched.cluster.kube import LIST_PATHS
+
+    node = {
+        "metadata": {"name": "n1", "uid": "u-n1", "labels": {"zone": "a"}},
+        "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "10"}},
+    }
+    pod = {
+        "metadata": {"name": "p", "namespace": "team", "uid": "u-p"},
+        "spec": {
+            "schedulerName": "pack",
+            "priorityClassName": "high",
+            "containers": [{"name": "c", "image": "app"}],
+        },
+        "status": {"phase": "Pending"},
+    }
+    profile = {
+        "metadata": {"name": "pack"},
+        "spec": {
+            "schedulerName": "pack",
+            "plugins": {
+                "score": {
+                    "disabled": [{"name": "*"}],
+                    "enabled": [{"name": "NodeResourcesFit", "weight": 7}],
+                }
+            },
+        },
+    }
+    broken = {
+        "metadata": {"name": "broken"},
+        "spec": {"plugins": {"score": {"enabled": [{"name": "Nope"}]}}},
+    }
+    served = {
+        "/api/v1/pods": [pod],
+        "/api/v1/nodes": [node],
+        "/apis/kubesched.dev/v1alpha1/schedulingprofiles": [profile, broken],
+        "/apis/scheduling.k8s.io/v1/priorityclasses": None,  # 403
+    }
+    asked: list[str] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        asked.append(request.path)
+        if request.headers.get("Authorization") != "Bearer t":
+            return web.json_response({"message": "no token"}, status=401)
+        if request.path not in served:
+            return web.json_response({"message": "the server could not find it"}, status=404)
+        items = served[request.path]
+        if items is None:
+            return web.json_response({"message": "priorityclasses is forbidden"}, status=403)
+        return web.json_response({"metadata": {"resourceVersion": "1"}, "items": items})
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        config = _kubeconfig(tmp_path, port)
+        argv = ["explain", "team/p", "--kubeconfig", config, "--output", "json"]
+        code = await asyncio.to_thread(main, argv)
+    finally:
+        await runner.cleanup()
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    doc = orjson.loads(out)
+    assert (doc["profile"], doc["scorePlugins"]) == ("pack", ["NodeResourcesFit:7"])
+    assert [f["node"] for f in doc["feasible"]] == ["n1"]
+    wanted = {f"{prefix}/{plural}" for prefix, plural in LIST_PATHS.values()}
+    assert wanted | {"/apis/kubesched.dev/v1alpha1/schedulingprofiles"} <= set(asked)
+    warnings = err.splitlines()
+    assert any(
+        w.startswith(
+            "kubesched: warning: priorityclasses not read (403 priorityclasses is forbidden)"
+        )
+        for w in warnings
+    ), err
+    assert any("SchedulingProfile 'broken' is invalid and serves nothing" in w for w in warnings)

@@ -59,32 +59,32 @@ async def read_cluster(
         kube = KubeCluster(api, reporting_instance_suffix="explain", qps=0)
         kinds = [*REQUIRED, *(k for k in LIST_PATHS if k not in REQUIRED)]
         for kind in kinds:
-            prefix = LIST_PATHS[kind][0]
+            prefix, plural = LIST_PATHS[kind]
             try:
                 items = await kube.list_objects(kind)
             except ClusterError as e:
-                _refused(out, kind, e)
+                _refused(out, kind, plural, e)
                 continue
             out.objects.extend(_as_object(kind, prefix, o) for o in items)
         prefix, plural = PROFILE_PATH
         try:
             page = await kube.request("GET", f"{prefix}/{plural}")
         except ClusterError as e:
-            _refused(out, "SchedulingProfile", e)
+            _refused(out, "SchedulingProfile", plural, e)
         else:
             items = (page or {}).get("items") or []
             out.objects.extend(_as_object("SchedulingProfile", prefix, o) for o in items)
     return out
 
 
-def _refused(out: ClusterRead, kind: str, e: ClusterError) -> None:
+def _refused(out: ClusterRead, kind: str, plural: str, e: ClusterError) -> None:
     if e.code in ("connection", "timeout"):
         raise ClusterReadError(f"cannot reach the API server at {out.host}: {_cause(e)}")
     if kind in REQUIRED:
-        raise ClusterReadError(f"cannot list {kind}s on {out.host}: {_cause(e)}")
+        raise ClusterReadError(f"cannot list {plural} on {out.host}: {_cause(e)}")
     if isinstance(e, NotFound) or e.code == "404":
         return  # an API this cluster does not serve
-    out.warnings.append(f"{kind}s not read ({_cause(e)}); explaining without them")
+    out.warnings.append(f"{plural} not read ({_cause(e)}); explaining without them")
 
 
 def _cause(e: ClusterError) -> str:
