@@ -254,8 +254,19 @@ async def test_a_gang_that_cannot_fit_binds_nothing_and_its_status_says_why(
 
     cond = await eventually(unschedulable, what="PodGroupScheduled=False, Unschedulable")
     assert cond["status"] == "False"
-    assert cond["message"].startswith("2/3 members fit; 1 pods: ")
+    assert cond["message"].startswith(f'pod group "{namespace}/gpu": 2/3 members fit; 1 pods: ')
     assert "Insufficient nvidia.com/gpu" in cond["message"]
+    # Every member, the two that fit too, says the gang's reason (cluster-autoscaler).
+    for name in ("gpu-0", "gpu-1", "gpu-2"):
+
+        def pod_scheduled(name: str = name) -> JSON | None:
+            pod = cp.api.read("v1", "Pod", name, namespace)
+            conds = (pod.get("status") or {}).get("conditions") or []
+            return next((c for c in conds if c.get("type") == "PodScheduled"), None)
+
+        pc = await eventually(pod_scheduled, what=f"PodScheduled on {name}")
+        assert (pc["status"], pc["reason"]) == ("False", "Unschedulable")
+        assert pc["message"] == cond["message"]
     group = await call(read_group, cp, namespace, "gpu")
     assert group["status"]["phase"] == "Pending"
     assert group["status"]["message"] == cond["message"]
@@ -294,16 +305,16 @@ async def test_a_pod_naming_a_missing_pod_group_waits_with_an_event(
     await eventually(lambda: bound(cp, namespace, "later"), what="the pod bound")
 
 
-class FailInRealCycles:
-    """Members labelled ``slow=yes`` pass the gang's dry run but error in their own cycle,
-    so the others wait at Permit until the group's timeout."""
+class FailWhileBroken:
+    """Members labelled ``slow=yes`` error in PreFilter while ``broken``."""
 
-    name = "FailInRealCycles"
+    name = "FailWhileBroken"
+    broken = True
 
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: list[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
-        if pod.labels.get("slow") == "yes" and not state.get("Coscheduling/dry-run"):
+        if pod.labels.get("slow") == "yes" and FailWhileBroken.broken:
             return None, Status.as_error("not yet")
         return None, None
 
@@ -311,14 +322,15 @@ class FailInRealCycles:
         return None
 
 
-async def test_a_timeout_releases_the_reservations(
+async def test_a_member_error_reserves_nothing_and_the_gang_binds_whole_later(
     controlplane: ControlPlane, namespace: str, kubesched: Runtime
 ) -> None:
     cp, sel = controlplane, pool()
+    FailWhileBroken.broken = True
     registry = in_tree_registry()
-    registry.register("FailInRealCycles", lambda args, handle: FailInRealCycles())
+    registry.register("FailWhileBroken", lambda args, handle: FailWhileBroken())
     spec = ProfileSpec(
-        plugins=Plugins(pre_filter=PluginSet(enabled=[PluginRef(name="FailInRealCycles")]))
+        plugins=Plugins(pre_filter=PluginSet(enabled=[PluginRef(name="FailWhileBroken")]))
     )
     sched = kubesched.scheduler
     sched.set_profile(compile_profile(spec, sched.services(), registry))
@@ -326,36 +338,22 @@ async def test_a_timeout_releases_the_reservations(
     await call(cp.create_nodes, 1, labels=sel, prefix=f"slow-{sel[next(iter(sel))]}-")
     pods = members("slow", 3, sel, cpu="100m")
     pods[2]["metadata"]["labels"]["slow"] = "yes"
-    # The two members wait together for at most the timeout: long enough for the status
-    # (debounced, written, polled) to show it on a loaded 2-core CI machine.
-    await call(apply, cp, namespace, pod_group("slow", 3, scheduleTimeoutSeconds=8), *pods)
+    await call(apply, cp, namespace, pod_group("slow", 3), *pods)
 
-    def waiting() -> JSON | None:
-        st = read_group(cp, namespace, "slow").get("status") or {}
-        return st if st.get("counts", {}).get("waiting") == 2 else None
+    def failed(name: str) -> bool:
+        return any(e["reason"] == "FailedScheduling" for e in events(cp, namespace, "Pod", name))
 
-    st = await eventually(waiting, what="2 members waiting at Permit in the status")
-    assert st["phase"] == "Scheduling"
-
-    def timed_out() -> JSON | None:
-        g = read_group(cp, namespace, "slow")
-        cond = scheduled_condition(g)
-        return (
-            g if cond.get("reason") == "Timeout" and g["status"]["counts"]["waiting"] == 0 else None
-        )
-
-    group = await eventually(timed_out, what="PodGroupScheduled=False, Timeout")
-    assert "timed out waiting at Permit" in group["status"]["message"]
-    assert group["status"]["phase"] == "Pending"
-    # Reservations released: nothing waits at Permit, no member is assumed on a node.
+    await eventually(
+        lambda: all(failed(f"slow-{i}") for i in range(3)),
+        what="a FailedScheduling event on every member",
+    )
+    # One member's error fails the whole gang: no member holds a node meanwhile.
     assert not fwk.waiting_pods
     uids = [p["metadata"]["uid"] for p in await call(cp.api.list, "v1", "Pod", namespace)]
     assert [u for u in uids if sched.cache.get_pod(u) is not None] == []
-    evs = await eventually(
-        lambda: [e for e in events(cp, namespace, "PodGroup", "slow") if e["reason"] == "Timeout"],
-        what="a Timeout event on the PodGroup",
-    )
-    assert evs[0]["type"] == "Warning"
-    rejected = await call(events, cp, namespace, "Pod", "slow-0")
-    assert any("rejected due to timeout after waiting 8s" in e["note"] for e in rejected)
     assert await call(bound, cp, namespace, "slow") == []
+    FailWhileBroken.broken = False
+    # The members back off together (1 s doubling to 10 s) and bind as one unit.
+    await eventually(
+        lambda: len(bound(cp, namespace, "slow")) == 3, within=40, what="all three bound"
+    )
