@@ -276,23 +276,38 @@ class CompiledSelector:
         self._cap_domains = tuple({d or s for k, d, s in refs if k == "capacity"})
 
     def matches(self, device: Device, driver: str) -> bool:
-        """Evaluate on one device; raises CelRuntimeError (unenhanced message)."""
+        """Evaluate on one device; raises CelRuntimeError (unenhanced message).
+        The outcome is remembered on the device (``Device.cel_results``)."""
+        got = device.cel_results.get(self.expression)
+        if got is None:
+            try:
+                got = self._eval(device, driver)
+            except CelRuntimeError as e:
+                got = str(e)
+            device.cel_results[self.expression] = got
+        if got is True or got is False:
+            return got
+        raise CelRuntimeError(got)
+
+    def _eval(self, device: Device, driver: str) -> bool:
         if self._program is None:
             raise CelRuntimeError(self.error or "not compiled")
         inp = device_input(device, driver)
-        attrs, caps = inp["attributes"], inp["capacity"]
-        if any(d not in attrs for d in self._attr_domains) or any(
-            d not in caps for d in self._cap_domains
-        ):
-            inp = dict(inp)
-            inp["attributes"] = {**{d: {} for d in self._attr_domains}, **attrs}
-            inp["capacity"] = {**{d: {} for d in self._cap_domains}, **caps}
+        if self._attr_domains or self._cap_domains:
+            attrs, caps = inp["attributes"], inp["capacity"]
+            if any(d not in attrs for d in self._attr_domains) or any(
+                d not in caps for d in self._cap_domains
+            ):
+                inp = dict(inp)
+                inp["attributes"] = {**{d: {} for d in self._attr_domains}, **attrs}
+                inp["capacity"] = {**{d: {} for d in self._cap_domains}, **caps}
         r = self._program.eval(data={"device": inp})
+        v = r.value()
+        if v is True or v is False:
+            return bool(v)
         t = r.type()
-        if t == cel.Type.BOOL:
-            return bool(r.value())
         if t == cel.Type.ERROR:
-            raise CelRuntimeError(_runtime_message(str(r.value())))
+            raise CelRuntimeError(_runtime_message(str(v)))
         raise CelRuntimeError(
             f"CEL result of type {t.name()} could not be converted to bool: type conversion error"
         )

@@ -210,8 +210,11 @@ class Device:
     binding_failure_conditions: tuple[str, ...] = ()
     allow_multiple_allocations: bool | None = None
     node_selector_raw: Mapping[str, Any] | None = None
-    # The CEL input of this device, built on first use (see cel.device_input).
+    # The CEL input of this device, built on first use (see cel.device_input), and the
+    # outcome of each selector on it (True/False, or the runtime error text): a selector
+    # is a pure function of the device, so it is evaluated once per device object.
     cel_input: dict[str, Any] | None = field(default=None, repr=False)
+    cel_results: dict[str, bool | str] = field(default_factory=dict, repr=False)
 
 
 def _device(d: Any, f: str) -> Device:
