@@ -39,6 +39,8 @@ WORKLOAD_ORDER = (
     "PreferredTopologySpreading",
     "PodAntiAffinity",
     "PodAffinity",
+    "PodAntiAffinitySymmetric",
+    "MixedAffinitySpread",
     "Unschedulable",
     "MixedChurn",
     "PreemptionBasic",
@@ -51,6 +53,9 @@ WORKLOAD_ORDER = (
 PODS: Mapping[str, tuple[int, int]] = {
     "PodAntiAffinity": (100, 1000),  # one per node: the node count bounds the pods
     "PodAffinity": (1000, 3000),  # all in one zone: a third of the nodes
+    # one pod of each of 10 groups per node: 10 pods a node at most
+    "PodAntiAffinitySymmetric": (500, 2000),
+    "MixedAffinitySpread": (500, 2000),
     "PreemptionBasic": (200, 1000),  # every measured pod preempts
 }
 DEFAULT_PODS = (2000, 3000)

@@ -1,5 +1,6 @@
 """NodeInfo: a node with the aggregates of the pods on it (requested resources, host
-ports, pods with affinity, images), and QueuedPodInfo, a pod's bookkeeping in the queue.
+ports, pods with affinity, images), the PodJournal of a snapshot's pod placements, and
+QueuedPodInfo, a pod's bookkeeping in the queue.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from dataclasses import dataclass, field
 from kubesched.framework.resources import Resource
 from kubesched.framework.types import Node, Pod
 
-__all__ = ["ImageState", "NodeInfo", "QueuedPodInfo"]
+__all__ = ["ImageState", "JournalEntry", "NodeInfo", "PodJournal", "QueuedPodInfo"]
 
 
 def _swap_remove(pods: list[Pod], uid: str) -> Pod | None:
@@ -22,6 +23,47 @@ def _swap_remove(pods: list[Pod], uid: str) -> Pod | None:
     return None
 
 
+JournalEntry = tuple["NodeInfo", Pod, "Node | None", int]
+"""(node info, pod, the node object when it happened, +1 added / -1 removed)."""
+
+
+class PodJournal:
+    """Every pod added to or removed from the NodeInfos of one snapshot, in order.
+
+    Plugins that keep per-topology-domain counts across cycles (InterPodAffinity) read
+    the entries since their last cursor instead of rescanning every node. Positions are
+    absolute: the oldest entries are dropped beyond :attr:`CAP`, and a reader whose
+    cursor is older than :attr:`base` must recount from the nodes.
+    """
+
+    __slots__ = ("base", "entries")
+
+    CAP = 1 << 15
+
+    def __init__(self) -> None:
+        self.base = 0
+        self.entries: list[JournalEntry] = []
+
+    @property
+    def end(self) -> int:
+        """The position after the last entry (a reader's cursor once caught up)."""
+        return self.base + len(self.entries)
+
+    def append(self, ni: NodeInfo, pod: Pod, sign: int) -> None:
+        e = self.entries
+        e.append((ni, pod, ni.node, sign))
+        if len(e) > self.CAP:
+            drop = len(e) // 2
+            del e[:drop]
+            self.base += drop
+
+    def since(self, cursor: int) -> list[JournalEntry] | None:
+        """The entries from ``cursor`` on; None when some of them were dropped."""
+        if cursor < self.base:
+            return None
+        return self.entries[cursor - self.base :]
+
+
 @dataclass(slots=True)
 class ImageState:
     size: int
@@ -32,13 +74,15 @@ class NodeInfo:
     """A node and the pods assigned (or assumed) to it.
 
     ``generation`` grows on every change; the snapshot uses it to refresh only what
-    changed since the last cycle.
+    changed since the last cycle. ``journal`` is the PodJournal of the snapshot whose row
+    this is (a clone has none): pods added and removed are recorded there.
     """
 
     __slots__ = (
         "generation",
         "image_states",
         "index",
+        "journal",
         "name",
         "node",
         "non_zero_requested",
@@ -63,6 +107,7 @@ class NodeInfo:
         self.image_states: dict[str, ImageState] = {}
         self.generation = 0
         self.index = -1
+        self.journal: PodJournal | None = None
 
     @property
     def allocatable(self) -> Resource:
@@ -75,6 +120,8 @@ class NodeInfo:
         if pod.has_required_anti_affinity():
             self.pods_with_required_anti_affinity.append(pod)
         self._account(pod, 1)
+        if self.journal is not None:
+            self.journal.append(self, pod, 1)
 
     def remove_pod(self, pod: Pod) -> bool:
         # As kube's NodeInfo, the last pod takes the removed one's place: the order of
@@ -86,6 +133,8 @@ class NodeInfo:
         _swap_remove(self.pods_with_required_anti_affinity, pod.uid)
         # Use the pod as it was added (same uid): its requests are what was counted.
         self._account(p, -1)
+        if self.journal is not None:
+            self.journal.append(self, p, -1)
         return True
 
     def _account(self, pod: Pod, sign: int) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from kubesched.framework.nodeinfo import NodeInfo
+from kubesched.framework.nodeinfo import NodeInfo, PodJournal
 from kubesched.framework.types import Node
 
 __all__ = ["Snapshot"]
@@ -78,6 +78,12 @@ class Snapshot:
         on :meth:`rebuild` and when :meth:`refresh_row` sees another node object with
         different labels. Plugins memoise per-node label matches keyed by it."""
         self._row_nodes: list[Node | None] = []
+        self.journal = PodJournal()
+        """Pods added to and removed from this snapshot's NodeInfos (from the cache, or
+        directly), in order: what per-domain counts kept across cycles catch up on.
+        Only entries of a row's current NodeInfo count, and only while
+        ``labels_version`` stays the same (a node relabelled, added or removed changes
+        it: recount)."""
         self.rebuild(node_infos)
 
     def __len__(self) -> int:
@@ -104,6 +110,7 @@ class Snapshot:
         self._row_nodes = [None] * n
         for i, ni in enumerate(self.node_infos):
             ni.index = i
+            ni.journal = self.journal
             self.refresh_row(ni)
         self.generation += 1
         self.labels_version = next(_LABELS_VERSIONS)

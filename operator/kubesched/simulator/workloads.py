@@ -22,6 +22,15 @@ TopologySpreading           pods spread over zones, maxSkew 5, DoNotSchedule.
 PreferredTopologySpreading  the same constraint with ScheduleAnyway (a score only).
 PodAntiAffinity             required anti-affinity per hostname: one pod per node (M <= N).
 PodAffinity                 required affinity per zone to each other: all in one zone.
+PodAntiAffinitySymmetric    pods in 10 groups (label ``group``); each requires hostname
+                            anti-affinity to its own group and prefers its group's zone
+                            (affinity, weight 10) and other hosts than the next group's
+                            (anti-affinity, weight 5): every placed pod's terms match the
+                            incoming pods, the symmetric case (ceil(M/10) <= N).
+MixedAffinitySpread         pods in 10 groups spread over zones (maxSkew 5, DoNotSchedule)
+                            and hosts (maxSkew 1, ScheduleAnyway), with hostname
+                            anti-affinity to their own group (required) and zone affinity
+                            to the next group (preferred, weight 20) (ceil(M/10) <= N).
 Unschedulable               pod-default pods, plus a trickle of 10 pods/s asking 9 CPU
                             (fit nowhere; scheduler_perf's pod-large-cpu), not counted.
 MixedChurn                  N pod-default init pods bound first; every second a node and a
@@ -174,6 +183,72 @@ def _affinity(n: int, m: int) -> Plan:
     return Plan("PodAffinity", _nodes(n), pods)
 
 
+#: Label groups of the symmetric affinity workloads.
+AFFINITY_GROUPS = 10
+
+
+def _group_term(group: int, topology_key: str) -> dict[str, Any]:
+    return {
+        "labelSelector": {"matchLabels": {"group": f"g{group % AFFINITY_GROUPS}"}},
+        "topologyKey": topology_key,
+    }
+
+
+def _anti_affinity_symmetric(n: int, m: int) -> Plan:
+    pods = []
+    for i in range(m):
+        g = i % AFFINITY_GROUPS
+        affinity = {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [_group_term(g, HOSTNAME_LABEL)],
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 5, "podAffinityTerm": _group_term(g + 1, HOSTNAME_LABEL)}
+                ],
+            },
+            "podAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 10, "podAffinityTerm": _group_term(g, ZONE_LABEL)}
+                ]
+            },
+        }
+        labels = {"group": f"g{g}"}
+        pods.append(pod(f"symmetric-pod-{i}", MEASURED, labels=labels, affinity=affinity))
+    return Plan("PodAntiAffinitySymmetric", _nodes(n), pods)
+
+
+def _mixed_affinity_spread(n: int, m: int) -> Plan:
+    pods = []
+    for i in range(m):
+        g = i % AFFINITY_GROUPS
+        selector = {"matchLabels": {"group": f"g{g}"}}
+        constraints = [
+            {"maxSkew": 5, "topologyKey": ZONE_LABEL, "whenUnsatisfiable": "DoNotSchedule",
+             "labelSelector": selector},
+            {"maxSkew": 1, "topologyKey": HOSTNAME_LABEL, "whenUnsatisfiable": "ScheduleAnyway",
+             "labelSelector": selector},
+        ]  # fmt: skip
+        affinity = {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [_group_term(g, HOSTNAME_LABEL)]
+            },
+            "podAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 20, "podAffinityTerm": _group_term(g + 1, ZONE_LABEL)}
+                ]
+            },
+        }
+        pods.append(
+            pod(
+                f"mixed-affinity-pod-{i}",
+                MEASURED,
+                labels={"group": f"g{g}"},
+                affinity=affinity,
+                topologySpreadConstraints=constraints,
+            )
+        )
+    return Plan("MixedAffinitySpread", _nodes(n), pods)
+
+
 def _large_cpu(name: str, role: str, **kw: Any) -> dict[str, Any]:
     """scheduler_perf's pod-large-cpu: 9 CPU requested (no 4-CPU node fits it)."""
     return pod(name, role, cpu="9", limits=False, **kw)
@@ -322,6 +397,18 @@ WORKLOADS: dict[str, Workload] = {
         _anti_affinity, "required pod anti-affinity per hostname (one per node)", 500, 400
     ),
     "PodAffinity": Workload(_affinity, "required pod affinity per zone (all in one zone)"),
+    "PodAntiAffinitySymmetric": Workload(
+        _anti_affinity_symmetric,
+        "placed pods' (anti-)affinity terms match incoming pods (10 groups)",
+        1000,
+        2000,
+    ),
+    "MixedAffinitySpread": Workload(
+        _mixed_affinity_spread,
+        "zone and host spreading with pod (anti-)affinity (10 groups)",
+        1000,
+        2000,
+    ),
     "Unschedulable": Workload(
         _unschedulable, f"pod-default pods beside a trickle of {TRICKLE}/s 9-CPU pods"
     ),
@@ -369,6 +456,13 @@ def check_fits(p: Plan) -> None:
     n, m = len(p.nodes), len(p.measured)
     if p.workload == "PodAntiAffinity" and m > n:
         raise ValueError(f"PodAntiAffinity places one pod per node: --pods {m} > --nodes {n}")
+    if p.workload in ("PodAntiAffinitySymmetric", "MixedAffinitySpread"):
+        per_group = math.ceil(m / AFFINITY_GROUPS)
+        if per_group > n:
+            raise ValueError(
+                f"{p.workload} places one pod of each of its {AFFINITY_GROUPS} groups per "
+                f"node: --pods {m} needs {per_group} nodes, got --nodes {n}"
+            )
 
 
 def generate(name: str, nodes: int | None = None, pods: int | None = None) -> list[dict[str, Any]]:

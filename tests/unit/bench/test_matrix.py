@@ -8,6 +8,7 @@ import orjson
 
 from kubesched.bench import matrix
 from kubesched.bench.report import RunResult, document
+from kubesched.simulator.workloads import check_fits, plan
 
 
 def _doc(workload: str, nodes: int, pods: int, ours: float, theirs: float) -> dict[str, object]:
@@ -33,6 +34,8 @@ def test_every_workload_runs_at_100_and_1000_nodes_and_basic_at_5000() -> None:
     assert by_nodes[5000] == {"SchedulingBasic"}
     # one anti-affine pod per node at most: more could never be bound
     assert all(p <= n for w, n, p in matrix.MATRIX if w == "PodAntiAffinity")
+    for w, n, p in matrix.MATRIX:
+        check_fits(plan(w, n, p))  # no cell asks for more than its nodes can bind
 
 
 def test_the_table_shows_the_ratio_rss_and_what_was_left_unbound() -> None:

@@ -94,3 +94,36 @@ def test_spreading_and_anti_affinity_pods_select_each_other() -> None:
 def test_bad_requests_are_refused(name: str, nodes: int, pods: int, message: str) -> None:
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
         generate(name, nodes, pods)
+
+
+def test_symmetric_anti_affinity_pods_select_each_other_in_ten_groups() -> None:
+    _, pods = split("PodAntiAffinitySymmetric", 3, 20)
+    assert Counter(p.labels["group"] for p in pods) == {f"g{g}": 2 for g in range(10)}
+    for p in pods:
+        (req,) = p.affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert req["topologyKey"] == "kubernetes.io/hostname"
+        # the placed pods' required term selects every later pod of the same group
+        selected = [
+            q for q in pods if req["labelSelector"]["matchLabels"].items() <= q.labels.items()
+        ]
+        assert selected == [q for q in pods if q.labels["group"] == p.labels["group"]]
+        assert p.affinity["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+        assert p.affinity["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+
+
+def test_mixed_affinity_spread_pods_spread_and_carry_affinity() -> None:
+    _, pods = split("MixedAffinitySpread", 3, 10)
+    for p in pods:
+        keys = [c["topologyKey"] for c in p.spec["topologySpreadConstraints"]]
+        assert keys == [ZONE, "kubernetes.io/hostname"]
+        assert p.has_required_anti_affinity()
+        assert p.affinity["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+
+
+@pytest.mark.parametrize("name", ["PodAntiAffinitySymmetric", "MixedAffinitySpread"])
+def test_ten_group_workloads_refuse_more_pods_than_ten_per_node(name: str) -> None:
+    from kubesched.simulator.workloads import check_fits
+
+    check_fits(plan(name, 3, 30))
+    with pytest.raises(ValueError, match="--pods 31 needs 4 nodes, got --nodes 3"):
+        check_fits(plan(name, 3, 31))

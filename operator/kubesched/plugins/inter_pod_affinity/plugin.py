@@ -36,18 +36,20 @@ are matched against the incoming pod's namespace labels.
 
 Deliberate differences:
 
-- The per-cycle counts are the same sums kube computes, kept incrementally per node
-  (recomputed only for nodes whose NodeInfo generation moved since the last cycle with
-  equal terms), and Filter/Score run vectorised over the snapshot.
+- The per-cycle counts are the same sums kube computes, read from per-topology-domain
+  counts kept across cycles (:mod:`.index`: per label class of pods and per distinct
+  term of existing pods, following the snapshot's pod journal), so a cycle costs the
+  label classes, terms and domains, not pods x nodes; Filter/Score run vectorised over
+  the snapshot.
 - ``matchLabelKeys``/``mismatchLabelKeys`` are merged into the selector here (kube-
   apiserver does it at admission; pods in the simulator never pass an apiserver).
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from itertools import repeat
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -62,18 +64,16 @@ from kubesched.framework.interface import (
     Handle,
     PreFilterResult,
 )
-from kubesched.framework.nodeinfo import NodeInfo
+from kubesched.framework.nodeinfo import NodeInfo, PodJournal
 from kubesched.framework.status import Status
 from kubesched.framework.types import Node, ObjectError, Pod
+from kubesched.plugins.inter_pod_affinity.index import AffinityIndex, Counts
 from kubesched.plugins.inter_pod_affinity.terms import (
     AffinityTerm,
-    Contribution,
     PodTerms,
-    RowMemo,
     TermCache,
     TopologyColumns,
     WeightedTerm,
-    generations,
     match_all,
 )
 
@@ -95,7 +95,6 @@ __all__ = [
 NAME = "InterPodAffinity"
 PRE_FILTER_STATE_KEY = "PreFilter" + NAME
 PRE_SCORE_STATE_KEY = "PreScore" + NAME
-_GENS_KEY = NAME + "/generations"
 
 ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH = (
     "node(s) didn't satisfy existing pods anti-affinity rules"
@@ -103,9 +102,8 @@ ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH = (
 ERR_REASON_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod affinity rules"
 ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod anti-affinity rules"
 
-Pair = tuple[str, str]
-Counts = dict[Pair, int]
-_MAX_MEMOS = 16
+_MAX_INDEXES = 4
+"""Snapshots followed at once (the cache's, and a copy gang preemption works on)."""
 
 
 class Args(BaseModel):
@@ -239,7 +237,7 @@ class InterPodAffinity:
         self._handle = handle
         self._terms = TermCache()
         self._columns = TopologyColumns()
-        self._memos: dict[Hashable, RowMemo] = {}
+        self._indexes: dict[int, tuple[PodJournal, AffinityIndex]] = {}
 
     # -- events -----------------------------------------------------------------------------
     def events_to_register(self) -> list[ClusterEventWithHint]:
@@ -320,33 +318,17 @@ class InterPodAffinity:
         namespaces = list(self._handle.store.list("Namespace"))
         return tuple(t.resolve_namespaces(namespaces) for t in terms)
 
-    def _memo(self, key: Hashable) -> RowMemo:
-        m = self._memos.pop(key, None)
-        if m is None:
-            m = RowMemo()
-            while len(self._memos) >= _MAX_MEMOS:
-                del self._memos[next(iter(self._memos))]
-        self._memos[key] = m  # most recently used last
-        return m
-
-    def _sum_rows(
-        self, state: CycleState, key: Hashable, compute: Any, nodes: Sequence[NodeInfo]
-    ) -> dict[Hashable, int]:
-        """Totals of ``compute`` over ``nodes``: memoised when they are the snapshot's."""
-        snap = self._handle.snapshot
-        if nodes is snap.node_infos:
-            infos = snap.node_infos
-            g = state.get(_GENS_KEY)
-            if g is None or g[0] is not infos:
-                # Once per cycle: nothing changes within a cycle.
-                g = (infos, generations(infos))
-                state.write(_GENS_KEY, g)
-            return self._memo(key).update(compute, infos, g[1])
-        totals: dict[Hashable, int] = {}
-        for ni in nodes:
-            for k, v in compute(ni):
-                totals[k] = totals.get(k, 0) + v
-        return {k: v for k, v in totals.items() if v}
+    def _index(self, snap: Snapshot) -> AffinityIndex:
+        """The counts over the snapshot's pods, kept across cycles."""
+        j = snap.journal
+        hit = self._indexes.pop(id(j), None)
+        if hit is None or hit[0] is not j:
+            hit = (j, AffinityIndex(self._terms.lenient))
+            while len(self._indexes) >= _MAX_INDEXES:
+                del self._indexes[next(iter(self._indexes))]
+        self._indexes[id(j)] = hit  # most recently used last
+        hit[1].sync(snap)
+        return hit[1]
 
     # -- PreFilter --------------------------------------------------------------------------
     def pre_filter(
@@ -357,7 +339,8 @@ class InterPodAffinity:
             terms = self._terms.get(pod)
         except ObjectError as e:
             return None, Status.unresolvable(f"parsing pod: {e}", plugin=NAME)
-        with_anti = snap.have_pods_with_required_anti_affinity()
+        index = self._index(snap)
+        with_anti = index.has_required_anti()
         if not terms.required_affinity and not terms.required_anti and not with_anti:
             return None, Status.skip()
         aff = self._resolve(terms.required_affinity)
@@ -366,94 +349,25 @@ class InterPodAffinity:
 
         existing: Counts = {}
         if with_anti:
-            existing = self._existing_anti_counts(state, pod, ns_labels, snap)
+            existing = index.existing_anti_counts(pod, ns_labels)
         if not existing and not aff and not anti:
             return None, Status.skip()
-        affinity_counts: Counts = {}
-        anti_counts: Counts = {}
-        if aff or anti:
-            affinity_counts, anti_counts = self._incoming_counts(state, aff, anti, nodes)
+        if (aff or anti) and nodes is not snap.node_infos:
+            # Another node list than the snapshot's (explain): count over it.
+            index = AffinityIndex.from_nodes(nodes, self._terms.lenient)
         state.write(
             PRE_FILTER_STATE_KEY,
-            PreFilterState(pod, aff, anti, ns_labels, existing, affinity_counts, anti_counts),
+            PreFilterState(
+                pod,
+                aff,
+                anti,
+                ns_labels,
+                existing,
+                index.affinity_counts(aff),
+                index.anti_affinity_counts(anti),
+            ),
         )
         return None, None
-
-    def _existing_anti_counts(
-        self, state: CycleState, pod: Pod, ns_labels: Mapping[str, str], snap: Snapshot
-    ) -> Counts:
-        terms_of = self._terms.lenient
-        memo: dict[int, bool] = {}
-
-        def compute(ni: NodeInfo) -> Contribution:
-            if not ni.pods_with_required_anti_affinity or ni.node is None:
-                return []
-            labels = ni.node.labels
-            out: Contribution = []
-            for p in ni.pods_with_required_anti_affinity:
-                for t in terms_of(p).required_anti:
-                    hit = memo.get(id(t))
-                    if hit is None:
-                        hit = memo[id(t)] = t.matches(pod, ns_labels)
-                    if hit:
-                        v = labels.get(t.topology_key)
-                        if v is not None:
-                            out.append(((t.topology_key, v), 1))
-            return out
-
-        key = (
-            "existing-anti",
-            pod.namespace,
-            frozenset(pod.labels.items()),
-            frozenset(ns_labels.items()),
-        )
-        totals = self._sum_rows(state, key, compute, snap.node_infos)
-        return dict(totals)  # type: ignore[arg-type]
-
-    def _incoming_counts(
-        self,
-        state: CycleState,
-        aff: tuple[AffinityTerm, ...],
-        anti: tuple[AffinityTerm, ...],
-        nodes: Sequence[NodeInfo],
-    ) -> tuple[Counts, Counts]:
-        def compute_affinity(ni: NodeInfo) -> Contribution:
-            node = ni.node
-            if not ni.pods or node is None:
-                return []
-            labels = node.labels
-            out: Contribution = []
-            for p in ni.pods:
-                if match_all(aff, p):
-                    for t in aff:
-                        v = labels.get(t.topology_key)
-                        if v is not None:
-                            out.append(((t.topology_key, v), 1))
-            return out
-
-        def compute_anti(ni: NodeInfo) -> Contribution:
-            node = ni.node
-            if not ni.pods or node is None:
-                return []
-            labels = node.labels
-            out: Contribution = []
-            for p in ni.pods:
-                for t in anti:
-                    if t.matches(p, None):
-                        v = labels.get(t.topology_key)
-                        if v is not None:
-                            out.append(((t.topology_key, v), 1))
-            return out
-
-        affinity: Counts = {}
-        anti_counts: Counts = {}
-        if aff:
-            key = ("affinity", tuple(t.key for t in aff))
-            affinity = dict(self._sum_rows(state, key, compute_affinity, nodes))  # type: ignore[arg-type]
-        if anti:
-            key = ("anti", tuple(t.key for t in anti))
-            anti_counts = dict(self._sum_rows(state, key, compute_anti, nodes))  # type: ignore[arg-type]
-        return affinity, anti_counts
 
     def pre_filter_extensions(self) -> InterPodAffinity:
         return self
@@ -550,71 +464,26 @@ class InterPodAffinity:
         if self.args.ignore_preferred_terms_of_existing_pods and not has_pref:
             return Status.skip()
         snap = self._handle.snapshot
-        if not has_pref and not snap.have_pods_with_affinity():
+        index = self._index(snap)
+        if not has_pref and not index.has_terms():
             return Status.skip()
         try:
             terms = self._terms.get(pod)
         except ObjectError as e:
             return Status.as_error(f"failed to parse pod: {e}", plugin=NAME)
-        pref_aff = self._resolve_weighted(terms.preferred_affinity)
-        pref_anti = self._resolve_weighted(terms.preferred_anti)
-        ns_labels = self._namespace_labels(pod.namespace)
-        hard_weight = self.args.hard_pod_affinity_weight
-        terms_of = self._terms.lenient
-
-        def compute(ni: NodeInfo) -> Contribution:
-            node = ni.node
-            if node is None or not node.labels:
-                return []
-            pods = ni.pods if has_pref else ni.pods_with_affinity
-            if not pods:
-                return []
-            labels = node.labels
-            out: Contribution = []
-
-            def add(t: AffinityTerm, weight: int) -> None:
-                v = labels.get(t.topology_key)
-                if v is not None:
-                    out.append(((t.topology_key, v), weight))
-
-            for p in pods:
-                for w in pref_aff:
-                    if w.term.matches(p, None):
-                        add(w.term, w.weight)
-                for w in pref_anti:
-                    if w.term.matches(p, None):
-                        add(w.term, -w.weight)
-                pt = terms_of(p)
-                if hard_weight > 0:
-                    for t in pt.required_affinity:
-                        if t.matches(pod, ns_labels):
-                            add(t, hard_weight)
-                for w in pt.preferred_affinity:
-                    if w.term.matches(pod, ns_labels):
-                        add(w.term, w.weight)
-                for w in pt.preferred_anti:
-                    if w.term.matches(pod, ns_labels):
-                        add(w.term, -w.weight)
-            return out
-
-        key = (
-            "score",
-            has_pref,
-            hard_weight,
-            pod.namespace,
-            frozenset(pod.labels.items()),
-            frozenset(ns_labels.items()),
-            tuple((w.term.key, w.weight) for w in pref_aff),
-            tuple((w.term.key, w.weight) for w in pref_anti),
+        totals = index.score_counts(
+            pod,
+            self._namespace_labels(pod.namespace),
+            self._resolve_weighted(terms.preferred_affinity),
+            self._resolve_weighted(terms.preferred_anti),
+            self.args.hard_pod_affinity_weight,
         )
-        totals = self._sum_rows(state, key, compute, snap.node_infos)
         if not totals:
             # kube skips when no term matched anywhere; when matches cancel out, every
             # node scores 0 after normalization either way.
             return Status.skip()
         topology_score: dict[str, dict[str, int]] = {}
-        for pair, sc in totals.items():
-            tk, tv = cast("Pair", pair)
+        for (tk, tv), sc in totals.items():
             topology_score.setdefault(tk, {})[tv] = sc
         state.write(PRE_SCORE_STATE_KEY, PreScoreState(topology_score))
         return None

@@ -1,5 +1,5 @@
-"""Pod affinity terms, compiled once per pod object, and the per-row memos that keep a
-cycle's work proportional to the nodes that changed.
+"""Pod affinity terms, compiled once per pod object, and the snapshot's topology values
+as integer columns (for the vectorised Filter and Score).
 
 A term matches a pod when the pod's namespace is one of the term's namespaces (or the
 pod's namespace labels match the term's namespaceSelector) and the pod's labels match
@@ -14,15 +14,13 @@ the same requirement, which changes nothing).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from operator import attrgetter
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from kubesched.framework.labels import NOTHING, LabelSelector, compile_label_selector
-from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.types import ObjectError, Pod
 
@@ -30,7 +28,6 @@ __all__ = [
     "EMPTY_TERMS",
     "AffinityTerm",
     "PodTerms",
-    "RowMemo",
     "TermCache",
     "TopologyColumns",
     "WeightedTerm",
@@ -38,7 +35,6 @@ __all__ = [
 ]
 
 I64 = npt.NDArray[np.int64]
-_GEN = attrgetter("generation")
 
 
 class AffinityTerm:
@@ -61,10 +57,17 @@ class AffinityTerm:
         self.key = key
 
     def matches(self, pod: Pod, ns_labels: Mapping[str, str] | None) -> bool:
-        if pod.namespace in self.namespaces or (
+        return self.matches_labels(pod.namespace, pod.labels, ns_labels)
+
+    def matches_labels(
+        self, namespace: str, labels: Mapping[str, str], ns_labels: Mapping[str, str] | None
+    ) -> bool:
+        """Whether the term selects a pod of ``namespace`` (labelled ``ns_labels``) with
+        ``labels``."""
+        if namespace in self.namespaces or (
             self.ns_selector is not NOTHING and self.ns_selector.matches(ns_labels or {})
         ):
-            return self.selector.matches(pod.labels)
+            return self.selector.matches(labels)
         return False
 
     def resolve_namespaces(self, namespaces: Iterable[Mapping[str, Any]]) -> AffinityTerm:
@@ -295,65 +298,3 @@ class TopologyColumns:
                     codes[i] = c
             col = self._cols[key] = (codes, table)
         return col
-
-
-Contribution = list[tuple[Hashable, int]]
-
-
-class RowMemo:
-    """Sums of per-node contributions over the snapshot's rows, kept incrementally.
-
-    ``compute(node_info)`` must depend only on the node and its pods (and on what the
-    memo's owner keyed the memo by); rows are recomputed when their ``NodeInfo.generation``
-    moved, everything when the snapshot's node list was rebuilt.
-    """
-
-    __slots__ = ("_gens", "_infos", "_rows", "totals")
-
-    def __init__(self) -> None:
-        self._infos: list[NodeInfo] | None = None
-        self._gens: I64 = np.zeros(0, dtype=np.int64)
-        self._rows: list[Contribution] = []
-        self.totals: dict[Hashable, int] = {}
-
-    def update(
-        self, compute: Callable[[NodeInfo], Contribution], infos: list[NodeInfo], gens: I64
-    ) -> dict[Hashable, int]:
-        totals = self.totals
-        if infos is not self._infos or len(gens) != len(self._gens):
-            self._infos = infos
-            self._rows = [compute(ni) for ni in infos]
-            totals.clear()
-            for contrib in self._rows:
-                for k, v in contrib:
-                    totals[k] = totals.get(k, 0) + v
-            self._gens = gens.copy()
-            _drop_zeros(totals)
-            return totals
-        changed = np.flatnonzero(gens != self._gens)
-        if len(changed):
-            rows = self._rows
-            touched: list[Hashable] = []
-            for i in changed.tolist():
-                for k, v in rows[i]:
-                    totals[k] = totals.get(k, 0) - v
-                    touched.append(k)
-                new = rows[i] = compute(infos[i])
-                for k, v in new:
-                    totals[k] = totals.get(k, 0) + v
-                    touched.append(k)
-            self._gens = gens.copy()
-            for k in touched:
-                if totals.get(k) == 0:
-                    del totals[k]
-        return totals
-
-
-def _drop_zeros(d: dict[Hashable, int]) -> None:
-    zeros = [k for k, v in d.items() if v == 0]
-    for k in zeros:
-        del d[k]
-
-
-def generations(infos: Sequence[NodeInfo]) -> I64:
-    return np.fromiter(map(_GEN, infos), dtype=np.int64, count=len(infos))
