@@ -9,10 +9,14 @@ not fit anyway.
 from __future__ import annotations
 
 import asyncio
+import pathlib
 from typing import Any
 
+import orjson
 import pytest
+import yaml
 
+from kubesched import cli
 from tests.builders import make_node, make_pod
 from tests.integration.harness import Harness, running
 from tests.integration.test_gang_scheduling import LABEL, bound, pod_group
@@ -165,3 +169,58 @@ async def test_single_disruption_never_leaves_a_gang_below_its_minimum(
         await h.wait_for(lambda: bound(h, ["default/high-0"]) == 1)
         assert sum(1 for k in keys if h.cluster.pod(k) is None) == evicted
         cache_matches_cluster(h)
+
+
+# -- kubesched simulate: what a gang would evict -----------------------------------------------------
+SCENARIO = """
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: low}
+value: 1
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: high}
+value: 100
+"""
+
+
+def scenario_docs() -> list[dict[str, Any]]:
+    docs: list[dict[str, Any]] = [*nodes(2), pod_group("a", 2), pod_group("b", 2)]
+    for g, i, n in [("a", 0, "n1"), ("a", 1, "n2"), ("b", 0, "n1"), ("b", 1, "n2")]:
+        p = member(f"{g}-{i}", g, 1, node=n)
+        del p["spec"]["priority"]
+        p["spec"]["priorityClassName"] = "low"
+        docs.append(p)
+    docs.append(pod_group("high", 4))
+    for i in range(4):
+        p = member(f"high-{i}", "high", 100)
+        del p["spec"]["priority"]
+        p["spec"]["priorityClassName"] = "high"
+        docs.append(p)
+    return docs
+
+
+def write_scenario(tmp_path: pathlib.Path) -> str:
+    path = tmp_path / "gang-preemption.yaml"
+    path.write_text(SCENARIO + "---\n" + yaml.safe_dump_all(scenario_docs()))
+    return str(path)
+
+
+def test_simulate_reports_what_the_gang_preempted(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_scenario(tmp_path)
+    assert cli.main(["simulate", "--scenario", path, "--output", "json"]) == 0
+    out = orjson.loads(capsys.readouterr().out)
+    victims = ["default/a-0", "default/a-1", "default/b-0", "default/b-1"]
+    assert sorted(out["preempted"]) == victims
+    assert out["preemptedBy"] == {v: "pod group default/high" for v in victims}
+    assert {p["name"]: p["status"] for p in out["pods"]} == {
+        f"high-{i}": "Scheduled" for i in range(4)
+    }
+    assert cli.main(["simulate", "--scenario", path]) == 0
+    table = capsys.readouterr().out
+    assert "PREEMPTED     BY\n" in table
+    for v in victims:
+        assert f"{v}   pod group default/high\n" in table

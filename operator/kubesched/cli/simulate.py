@@ -76,7 +76,7 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def table(pods: Sequence[Any], s: dict[str, Any]) -> str:
+def table(pods: Sequence[Any], s: dict[str, Any], preempted: Sequence[Any] = ()) -> str:
     header = ("NAMESPACE", "NAME", "NODE", "STATUS", "MESSAGE")
     rows = [header] + [(p.namespace, p.name, p.node or "<none>", p.status, p.message) for p in pods]
     widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
@@ -84,6 +84,12 @@ def table(pods: Sequence[Any], s: dict[str, Any]) -> str:
         "   ".join(cell.ljust(w) for cell, w in zip(r[:-1], widths, strict=True)) + "   " + r[-1]
         for r in rows
     ]
+    if preempted:
+        # Who preempted whom: the victims are gone from the cluster (and the rows above).
+        width = max(len("PREEMPTED"), *(len(p.victim) for p in preempted))
+        lines.append("")
+        lines.append(f"{'PREEMPTED'.ljust(width)}   BY")
+        lines.extend(f"{p.victim.ljust(width)}   {p.by}" for p in preempted)
     lines.append("")
     lines.append(
         f"{s['scheduled']}/{_plural(s['pods'], 'pod')} scheduled, "
@@ -115,10 +121,12 @@ def _simulate(args: argparse.Namespace) -> int:
                 for p in result.pods
             ],
             "summary": s,
+            "preempted": [p.victim for p in result.preempted],
+            "preemptedBy": {p.victim: p.by for p in result.preempted},
         }
         sys.stdout.write(orjson.dumps(payload).decode() + "\n")
     else:
-        sys.stdout.write(table(result.pods, s))
+        sys.stdout.write(table(result.pods, s, result.preempted))
     sys.stdout.flush()
     return EXIT_OK
 

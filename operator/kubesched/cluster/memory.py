@@ -49,6 +49,8 @@ class RecordedEvent:
     action: str
     message: str
     reporting_controller: str
+    related: str = ""
+    """``namespace/name`` of the related pod (a preemptor, for ``Preempted``), or ""."""
 
 
 @dataclass(slots=True)
@@ -216,6 +218,7 @@ class MemoryCluster:
                 action,
                 message,
                 reporting_controller,
+                related.key if related is not None else "",
             )
         )
 

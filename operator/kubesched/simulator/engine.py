@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from kubesched.api.gangs import pod_ref
 from kubesched.api.profile import ProfileSpec
 from kubesched.cluster.memory import MemoryCluster
 from kubesched.framework.types import Pod
@@ -29,6 +30,7 @@ from kubesched.simulator.vtime import VirtualTimeLoop
 
 __all__ = [
     "PodResult",
+    "Preemption",
     "SimulationResult",
     "list_order",
     "run_simulation",
@@ -56,10 +58,20 @@ class PodResult:
 
 
 @dataclass
+class Preemption:
+    victim: str
+    """``namespace/name`` of the pod evicted."""
+    by: str
+    """Who evicted it: ``pod ns/name`` or ``pod group ns/name``."""
+
+
+@dataclass
 class SimulationResult:
     pods: list[PodResult]
     nodes: int
     seconds: float
+    preempted: list[Preemption] = field(default_factory=list)
+    """Pods evicted by preemption, in eviction order (each once)."""
 
     @property
     def scheduled(self) -> int:
@@ -109,7 +121,31 @@ async def _simulate(
         pod = Pod(raw)
         results.append(_result(sched, pod, ns, name))
     nodes = len(cluster.objects.get("Node", {}))
-    return SimulationResult(results, nodes, seconds), sched, cluster
+    return SimulationResult(results, nodes, seconds, preemptions(cluster)), sched, cluster
+
+
+def preemptions(cluster: MemoryCluster) -> list[Preemption]:
+    """Who preempted whom, from the ``Preempted`` events (the victim's, naming its
+    preemptor as the related pod; a pod group's victims name one of its members)."""
+    out: dict[str, Preemption] = {}
+    for e in cluster.events:
+        victim = f"{e.namespace}/{e.name}"
+        if e.reason != "Preempted" or victim in out:
+            continue
+        by = f"pod {e.related}" if e.related else "?"
+        if e.message.startswith("Preempted by podgroup ") and e.related:
+            by = f"pod group {_gang_of(cluster, e.related)}"
+        out[victim] = Preemption(victim, by)
+    return list(out.values())
+
+
+def _gang_of(cluster: MemoryCluster, member: str) -> str:
+    raw = cluster.pod(member)
+    if raw is None:
+        return f"of {member}"
+    pod = Pod(raw)
+    ref = pod_ref(pod.namespace, pod.labels, pod.spec)
+    return f"{ref[1]}/{ref[2]}" if ref is not None else f"of {member}"
 
 
 async def run_until_settled(sched: Scheduler, cluster: MemoryCluster) -> None:
