@@ -5,21 +5,25 @@ Design note.
   dataclasses (exact ``Fraction`` quantities); malformed input raises ``ObjectError``
   naming the field. Duplicate device names are accepted here and make the pool invalid
   at allocation time, as upstream does.
-- ``cel``: selectors compiled once per expression string (``CelCache``) with
-  cel-expr-python, Google's C++ CEL runtime: about 17 us per evaluation where the pure
-  Python cel-python took 670 us (8000 devices: 0.14 s against 5.4 s), and it registers
-  Python extension functions (quantity, semver). It cannot return opaque values from
-  Python, so quantities and versions travel as tagged maps (see cel.py); what differs
-  from cel-go: a quantity/semver type mix is a runtime rather than a compile error,
+- ``cel``: selectors compiled once per expression string (``CelCache``, ~0.1-0.3 ms a
+  compile) with cel-expr-python, Google's C++ CEL runtime, chosen over the pure-Python
+  cel-python: one selector over 8000 devices took 0.14 s against 5.4 s (17 us against
+  670 us an evaluation), and both register Python extension functions (quantity,
+  semver). A selector's outcome is kept on the device object (a pure function of it), so
+  later pods pay a dict lookup (~0.4 us). The runtime cannot return opaque values from
+  Python, so quantities and versions travel as tagged maps (see cel.py). What differs
+  from cel-go: a quantity/semver mix is a runtime rather than a compile error,
   ``device`` is a dyn map (an unknown field is a runtime ``no such key``), no cost limit,
-  and of cel-go's extension libraries only strings, optional types and bindings
-  (not sets, lists, IP/CIDR, URL, regex, format).
+  and of cel-go's extension libraries only strings, optional types and bindings (not
+  sets, lists, IP/CIDR, URL, regex, format).
 - ``pools`` and ``allocator``: kube-scheduler 1.37's ``incubating`` structured allocator
   (the variant its default feature gates select), same search order, same messages.
   ``Allocator(classes, slices, AllocatedState, CelCache).allocate(node, claims)`` returns
   one AllocationResult per claim, ``None`` (Filter: ``cannot allocate all claims``), or
   raises ``NodeAllocationError`` (Unschedulable with its text) / ``AllocationError``
   (an Error status with its text: CEL compile/runtime errors, missing class...).
+- Cost (2 shared cores): 1 claim / 1 device on a node of 8 devices, ~50-70 us a node
+  with selector outcomes cached, ~65-180 us the first time.
 - Not here: the plugin, the cache of in-flight allocations, cluster watches. The caller
   builds ``AllocatedState`` from allocated claims plus in-flight (assumed) allocations.
 """
