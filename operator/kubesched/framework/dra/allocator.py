@@ -34,6 +34,8 @@ from kubesched.framework.dra.pools import (
     gather_pools,
     node_matches,
 )
+from kubesched.framework.dra.results import NodeSelectorError, node_selector_for
+from kubesched.framework.dra.state import AllocatedState, Constraint, DeviceID, taint_prevents
 from kubesched.framework.dra.types import (
     ALL,
     AllocationResult,
@@ -57,8 +59,6 @@ __all__ = [
 CANNOT_ALLOCATE = "cannot allocate all claims"
 ALLOCATION_RESULTS_MAX_SIZE = 32
 
-DeviceID = tuple[str, str, str]  # driver, pool, device
-
 
 class AllocationError(Exception):
     """The claims cannot be allocated anywhere (kube returns it as a Filter error)."""
@@ -73,45 +73,6 @@ class _MaxSizeExceeded(Exception):
 
 
 @dataclass(slots=True)
-class AllocatedState:
-    """Devices in use: by allocated claims and in-flight allocations."""
-
-    devices: set[DeviceID] = field(default_factory=set)
-    shared_ids: set[tuple[DeviceID, str]] = field(default_factory=set)
-    aggregated_capacity: dict[DeviceID, dict[str, Fraction]] = field(default_factory=dict)
-
-    def add_result(self, r: DeviceResult) -> None:
-        """One allocated device (admin access ones do not count, as in kube)."""
-        if r.admin_access:
-            return
-        did = (r.driver, r.pool, r.device)
-        if r.share_id is None:
-            self.devices.add(did)
-            return
-        self.shared_ids.add((did, r.share_id))
-        if r.consumed_capacity:
-            agg = self.aggregated_capacity.setdefault(did, {})
-            for k, v in r.consumed_capacity.items():
-                agg[k] = agg.get(k, Fraction(0)) + v
-
-    @classmethod
-    def from_claims(cls, claims: Sequence[ResourceClaim]) -> AllocatedState:
-        st = cls()
-        for c in claims:
-            if c.allocation is not None:
-                for r in c.allocation.devices:
-                    st.add_result(r)
-        return st
-
-    def is_allocated(self, did: DeviceID) -> bool:
-        return (
-            did in self.devices
-            or did in self.aggregated_capacity
-            or any(s[0] == did for s in self.shared_ids)
-        )
-
-
-@dataclass(slots=True)
 class _Req:
     request: ExactRequest
     parent: str | None
@@ -123,59 +84,6 @@ class _Req:
     @property
     def full_name(self) -> str:
         return f"{self.parent}/{self.request.name}" if self.parent else self.request.name
-
-
-class _Constraint:
-    __slots__ = ("attr", "distinct", "names", "values")
-
-    def __init__(self, names: tuple[str, ...], attr: str, distinct: bool) -> None:
-        self.names = frozenset(names)
-        self.attr = attr
-        self.distinct = distinct
-        self.values: list[tuple[str, Any]] = []
-
-    def applies(self, req: str, sub: str) -> bool:
-        if not self.names:
-            return True
-        return req in self.names or (bool(sub) and f"{req}/{sub}" in self.names)
-
-    def add(self, req: str, sub: str, dev: Device, did: DeviceID) -> bool:
-        if not self.applies(req, sub):
-            return True
-        a = _lookup_attribute(dev, did, self.attr)
-        if a is None:
-            return False
-        if self.distinct:
-            if a in self.values:
-                return False
-        elif self.values and self.values[0] != a:
-            return False
-        self.values.append(a)
-        return True
-
-    def remove(self, req: str, sub: str) -> None:
-        if self.applies(req, sub):
-            self.values.pop()
-
-
-def _lookup_attribute(dev: Device, did: DeviceID, name: str) -> tuple[str, Any] | None:
-    a = dev.attributes.get(name)
-    if a is None:
-        domain, sep, ident = name.partition("/")
-        if not sep or domain != did[0]:
-            return None
-        a = dev.attributes.get(ident)
-        if a is None:
-            return None
-    return (a.kind, a.value)
-
-
-def _taint_prevents(dev: Device, req: ExactRequest) -> bool:
-    return any(
-        t.effect in ("NoSchedule", "NoExecute")
-        and not any(tl.tolerates(t) for tl in req.tolerations)
-        for t in dev.taints
-    )
 
 
 class Allocator:
@@ -226,7 +134,7 @@ class _Run:
         self.claims = claims
         self.pools = gather_pools([*a._on_node.get(node.name, ()), *a._shared], node, a.all_slices)
         self.reqs: dict[tuple[int, int, int], _Req] = {}
-        self.constraints: list[list[_Constraint]] = []
+        self.constraints: list[list[Constraint]] = []
         self.matches: dict[tuple[DeviceID, int, int, int], bool] = {}
         self.allocating: dict[DeviceID, set[int]] = {}
         self.allocating_capacity: dict[DeviceID, dict[str, Fraction]] = {}
@@ -288,9 +196,9 @@ class _Run:
             cons = []
             for i, c in enumerate(claim.constraints):
                 if c.match_attribute:
-                    cons.append(_Constraint(c.requests, c.match_attribute, False))
+                    cons.append(Constraint(c.requests, c.match_attribute, False))
                 elif c.distinct_attribute:
-                    cons.append(_Constraint(c.requests, c.distinct_attribute, True))
+                    cons.append(Constraint(c.requests, c.distinct_attribute, True))
                 else:
                     raise AllocationError(
                         f"claim {claim.key}, constraint #{i}: empty constraint (unsupported constraint type?)"
@@ -475,7 +383,7 @@ class _Run:
                 return None
             reserved = True
         base, sub = (rd.parent, req.name) if rd.parent else (req.name, "")
-        added: list[_Constraint] = []
+        added: list[Constraint] = []
         marked = False
         cap_inserted: dict[str, Fraction] | None = None
         cap_existed = False
@@ -496,7 +404,7 @@ class _Run:
             if reserved:
                 self._give_counters(pool, dev)
 
-        if _taint_prevents(dev, req):
+        if taint_prevents(dev, req):
             undo()
             return None
         for c in self.constraints[ci]:
@@ -612,56 +520,10 @@ class _Run:
         return AllocationResult(devices, config, self._node_selector(ci))
 
     def _node_selector(self, ci: int) -> dict[str, Any] | None:
-        exprs: list[Any] = []
-        fields: list[Any] = []
-        for _, s, dev in self.results[ci]:
-            if s.per_device_node_selection:
-                node_name, sel = dev.node_name, dev.node_selector_raw
-            else:
-                node_name, sel = s.node_name, s.node_selector_raw
-            if node_name or dev.binds_to_node:
-                return {
-                    "nodeSelectorTerms": [
-                        {
-                            "matchFields": [
-                                {
-                                    "key": "metadata.name",
-                                    "operator": "In",
-                                    "values": [self.node.name],
-                                }
-                            ]
-                        }
-                    ]
-                }
-            terms = list((sel or {}).get("nodeSelectorTerms") or [])
-            if len(terms) > 1:
-                raise AllocationError(
-                    f"create NodeSelector for claim {self.claims[ci].name}: unsupported ResourceSlice.NodeSelector with {len(terms)} terms"
-                )
-            if terms:
-                for src, dst in (
-                    (terms[0].get("matchFields"), fields),
-                    (terms[0].get("matchExpressions"), exprs),
-                ):
-                    for req in src or []:
-                        if not any(_same_requirement(req, x) for x in dst):
-                            dst.append(req)
-        if not fields and not exprs:
-            return None
-        term: dict[str, Any] = {}
-        if exprs:
-            term["matchExpressions"] = exprs
-        if fields:
-            term["matchFields"] = fields
-        return {"nodeSelectorTerms": [term]}
-
-
-def _same_requirement(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    return (
-        a.get("key") == b.get("key")
-        and a.get("operator") == b.get("operator")
-        and set(a.get("values") or ()) == set(b.get("values") or ())
-    )
+        try:
+            return node_selector_for(self.results[ci], self.node.name, self.claims[ci].name)
+        except NodeSelectorError as e:
+            raise AllocationError(str(e)) from None
 
 
 def _device_config(c: Mapping[str, Any]) -> dict[str, Any]:

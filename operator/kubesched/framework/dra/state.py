@@ -1,0 +1,110 @@
+"""What allocation reads besides slices and claims: devices in use, claim constraints,
+device taints (structured allocator, incubating variant)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from kubesched.framework.dra.types import Device, DeviceResult, ExactRequest, ResourceClaim
+
+__all__ = ["AllocatedState", "Constraint", "DeviceID", "taint_prevents"]
+
+DeviceID = tuple[str, str, str]  # driver, pool, device
+
+
+@dataclass(slots=True)
+class AllocatedState:
+    """Devices in use: by allocated claims and in-flight allocations."""
+
+    devices: set[DeviceID] = field(default_factory=set)
+    shared_ids: set[tuple[DeviceID, str]] = field(default_factory=set)
+    aggregated_capacity: dict[DeviceID, dict[str, Fraction]] = field(default_factory=dict)
+
+    def add_result(self, r: DeviceResult) -> None:
+        """One allocated device (admin access ones do not count, as in kube)."""
+        if r.admin_access:
+            return
+        did = (r.driver, r.pool, r.device)
+        if r.share_id is None:
+            self.devices.add(did)
+            return
+        self.shared_ids.add((did, r.share_id))
+        if r.consumed_capacity:
+            agg = self.aggregated_capacity.setdefault(did, {})
+            for k, v in r.consumed_capacity.items():
+                agg[k] = agg.get(k, Fraction(0)) + v
+
+    @classmethod
+    def from_claims(cls, claims: Sequence[ResourceClaim]) -> AllocatedState:
+        st = cls()
+        for c in claims:
+            if c.allocation is not None:
+                for r in c.allocation.devices:
+                    st.add_result(r)
+        return st
+
+    def is_allocated(self, did: DeviceID) -> bool:
+        return (
+            did in self.devices
+            or did in self.aggregated_capacity
+            or any(s[0] == did for s in self.shared_ids)
+        )
+
+
+class Constraint:
+    """matchAttribute (one value for all) or distinctAttribute (no value twice),
+    over the devices of the requests it names (all when none are named)."""
+
+    __slots__ = ("attr", "distinct", "names", "values")
+
+    def __init__(self, names: tuple[str, ...], attr: str, distinct: bool) -> None:
+        self.names = frozenset(names)
+        self.attr = attr
+        self.distinct = distinct
+        self.values: list[tuple[str, Any]] = []
+
+    def applies(self, req: str, sub: str) -> bool:
+        if not self.names:
+            return True
+        return req in self.names or (bool(sub) and f"{req}/{sub}" in self.names)
+
+    def add(self, req: str, sub: str, dev: Device, did: DeviceID) -> bool:
+        if not self.applies(req, sub):
+            return True
+        a = lookup_attribute(dev, did, self.attr)
+        if a is None:
+            return False
+        if self.distinct:
+            if a in self.values:
+                return False
+        elif self.values and self.values[0] != a:
+            return False
+        self.values.append(a)
+        return True
+
+    def remove(self, req: str, sub: str) -> None:
+        if self.applies(req, sub):
+            self.values.pop()
+
+
+def lookup_attribute(dev: Device, did: DeviceID, name: str) -> tuple[str, Any] | None:
+    a = dev.attributes.get(name)
+    if a is None:
+        domain, sep, ident = name.partition("/")
+        if not sep or domain != did[0]:
+            return None
+        a = dev.attributes.get(ident)
+        if a is None:
+            return None
+    return (a.kind, a.value)
+
+
+def taint_prevents(dev: Device, req: ExactRequest) -> bool:
+    return any(
+        t.effect in ("NoSchedule", "NoExecute")
+        and not any(tl.tolerates(t) for tl in req.tolerations)
+        for t in dev.taints
+    )
