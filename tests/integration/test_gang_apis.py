@@ -94,7 +94,7 @@ async def test_each_api_binds_nothing_of_a_gang_that_does_not_fit(api: GangAPI) 
         await h.wait_for(lambda: all("FailedScheduling" in h.reasons(k) for k in keys))
     assert h.cluster.bindings == []
     report = plugin(h).report("default", "big", api)
-    want = f'pod group "{gang_key(api, "default", "big")}": 2/3 members fit; 1 pods: 0/2 nodes'
+    want = f'pod group "{gang_key(api, "default", "big")}": 2/3 members fit; 1 pod: 0/2 nodes'
     assert report is not None and report.blocked.startswith(want)
     obj = h.cluster.get(STORE_KINDS[api], "default", "big")
     assert obj is not None

@@ -73,7 +73,7 @@ async def test_a_gang_that_cannot_fit_binds_nothing_and_says_why() -> None:
         assert bound(h, keys) == 0
         assert h.cluster.bindings == []
     want = (
-        'pod group "default/big": 2/3 members fit; 1 pods: '
+        'pod group "default/big": 2/3 members fit; 1 pod: '
         "0/2 nodes are available: 2 Insufficient cpu."
     )
     for k in keys:
@@ -220,7 +220,7 @@ async def test_anti_affinity_among_members_is_honoured_or_nothing_binds() -> Non
         assert h.cluster.bindings == []
         assert h.sched.cache.pod_count() == 0
         msg = h.cluster.events_for("default/g-0")[-1].message
-        assert msg.startswith('pod group "default/g": 2/3 members fit; 1 pods: 0/2 nodes')
+        assert msg.startswith('pod group "default/g": 2/3 members fit; 1 pod: 0/2 nodes')
         h.apply(make_node("n3").alloc(cpu="4", memory="32Gi").obj())
         await h.wait_for(lambda: bound(h, keys) == 3, within=60)
     assert len({h.node_of(k) for k in keys}) == 3

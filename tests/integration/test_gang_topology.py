@@ -95,7 +95,7 @@ async def test_required_places_nothing_when_no_domain_holds_the_gang() -> None:
     assert 'Domains of "topology.kubernetes.io/zone" tried (Required; * chosen):' in table
     row_b = next(line for line in table.splitlines() if line.startswith("b "))
     assert row_b.split()[:4] == ["b", "3", "3", "no"]
-    assert "3/4 members fit; 1 pods: 0/5 nodes are available" in row_b
+    assert "3/4 members fit; 1 pod: 0/5 nodes are available" in row_b
     assert Explanation.from_dict(exp.to_dict()).gang == exp.gang
 
 

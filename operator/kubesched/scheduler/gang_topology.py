@@ -202,7 +202,8 @@ def _trial_message(
     reason = next((m.error for m in t.failed if m.error), "")
     if fit >= min_member:
         return f'pod group "{key}": {fit}/{min_member} members fit'
-    return f'pod group "{key}": {fit}/{min_member} members fit; {unplaced} pods: ' + (
+    pods = "1 pod" if unplaced == 1 else f"{unplaced} pods"
+    return f'pod group "{key}": {fit}/{min_member} members fit; {pods}: ' + (
         reason or "not tried: the minimum was out of reach"
     )
 

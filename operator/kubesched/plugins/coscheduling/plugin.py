@@ -564,7 +564,8 @@ class Coscheduling:
 
 def _gated_message(key: str, need: int) -> str:
     # No count: the message of a held pod is not refreshed as siblings arrive.
-    return f'pod group "{key}" needs {need} member pods; waiting for the rest to be created'
+    pods = "1 member pod" if need == 1 else f"{need} member pods"
+    return f'pod group "{key}" needs {pods}; waiting for the rest to be created'
 
 
 def members_message(key: str, exist: int, need: int) -> str:
