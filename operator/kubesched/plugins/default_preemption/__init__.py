@@ -58,7 +58,9 @@ Deliberate differences:
 - A victim waiting at Permit is rejected with an Unschedulable status (kube 1.37 fails
   it with an Error, "waiting on permit for pod: preempted"); a victim in PreBind is
   deleted through the API (kube cancels its binding cycle in memory).
-- Extenders and workload-aware (PodGroup) preemption are not supported.
+- Extenders are not supported. Workload-aware (PodGroup) preemption is not this
+  plugin's PostFilter: the whole-group cycle runs it for a gang (:mod:`.gang`,
+  ``kubesched.scheduler.gang_preemption``) when the profile enables this plugin.
 """
 
 from __future__ import annotations
