@@ -749,3 +749,34 @@ def test_pod_heap_survives_many_removals(by_less: bool) -> None:
         out.append(got)
     expected = sorted(qpis[1::2], key=SORT.sort_key)
     assert out == expected
+
+
+@pytest.mark.looptime
+async def test_take_gathers_a_pod_from_any_pool_in_flight_as_if_popped() -> None:
+    """A whole-group cycle takes a gang's other members out of the queue."""
+    q = queue(pre_enqueue=[SchedulingGates()])
+    active, backing_off, unsched = pod("a"), pod("b"), pod("c")
+    gated = make_pod("d").gate("example.com/wait").pod()
+    parked(q, unsched, "A")
+    parked(q, backing_off)  # no rejecting plugin (an error): backoffQ
+    q.add(active)
+    q.add(gated)
+    assert [where(q, p) for p in (active, backing_off, unsched, gated)] == [
+        "active",
+        "backoff",
+        "unschedulable",
+        "gated",
+    ]
+    taken = [q.take(p.uid) for p in (active, backing_off, unsched)]
+    assert all(t is not None for t in taken)
+    assert [t.attempts for t in taken if t is not None] == [1, 2, 2]
+    assert [where(q, p) for p in (active, backing_off, unsched)] == ["inFlight"] * 3
+    assert q.take(gated.uid) is None, "a gated pod is not taken"
+    assert q.take(active.uid) is None, "already in flight"
+    # Failed together, they are parked again like popped pods.
+    for t in taken:
+        assert t is not None
+        fail(q, t, "A")
+    assert [where(q, p) for p in (active, backing_off, unsched)] == ["unschedulable"] * 3
+    q.close()
+    assert q.take(active.uid) is None

@@ -469,3 +469,33 @@ def test_node_hint() -> None:
     assert node_hint(want, big, more_mem) is False, "grew in memory; the pod wants cpu"
     more_pods = make_node("n").alloc(cpu="4", memory="8Gi", pods="200").node()
     assert node_hint(want, big, more_pods) is True, "room for more pods"
+
+
+@pytest.mark.parametrize(
+    ("strategy", "expected"),
+    [
+        # Two nodes of 4 cpu / 8Gi; 3 cpu and 2Gi requested over both (a gang's members
+        # included): cpu 3/8 used, memory 2/16 used.
+        ("LeastAllocated", ((8 - 3) * 100 // 8 + (16 - 2) * 100 // 16) // 2),
+        ("MostAllocated", (3 * 100 // 8 + 2 * 100 // 16) // 2),
+    ],
+)
+def test_score_placement_applies_the_strategy_to_the_domain_summed(
+    strategy: str, expected: int
+) -> None:
+    """kube-scheduler 1.37's ScorePlacement: one score for a topology domain, from its
+    nodes' allocatable and requested resources added up."""
+    pl = plugin(scoringStrategy={"type": strategy})
+    a = (
+        make_node("a")
+        .alloc(cpu="4", memory="8Gi")
+        .info(make_pod("m0").req(cpu="2", memory="1Gi").node("a").pod())
+    )
+    b = (
+        make_node("b")
+        .alloc(cpu="4", memory="8Gi")
+        .info(make_pod("m1").req(cpu="1", memory="1Gi").node("b").pod())
+    )
+    assert pl.score_placement([a, b]) == expected
+    empty = make_node("c").alloc(cpu="4", memory="8Gi").info()
+    assert pl.score_placement([empty]) == (100 if strategy == "LeastAllocated" else 0)
