@@ -415,3 +415,52 @@ def test_all_mode_over_an_incomplete_pool_is_an_error() -> None:
         allocate(
             [slice_("s1", [device("gpu-0")], count=2)], [claim("c", exactly(allocationMode="All"))]
         )
+
+
+def test_result_of_node_selector_slices_merges_their_requirements() -> None:
+    rack = {"key": "rack", "operator": "In", "values": ["r1"]}
+    zone = {"key": "zone", "operator": "In", "values": ["z1"]}
+    sel_a = {"nodeSelectorTerms": [{"matchExpressions": [rack]}]}
+    sel_b = {"nodeSelectorTerms": [{"matchExpressions": [rack, zone]}]}
+    got = allocate(
+        [
+            slice_("a", [device("nic-0")], node=None, pool="a", nodeSelector=sel_a),
+            slice_("b", [device("nic-1")], node=None, pool="b", nodeSelector=sel_b),
+        ],
+        [claim("c", exactly(count=2))],
+        node=Node("node-1", {"rack": "r1", "zone": "z1"}),
+    )
+    assert got is not None
+    assert got[0].node_selector == {"nodeSelectorTerms": [{"matchExpressions": [rack, zone]}]}
+
+
+def test_allocated_state_from_claims() -> None:
+    raw = claim("c")
+    raw["status"] = {
+        "allocation": {
+            "devices": {
+                "results": [
+                    {"request": "req", "driver": DRIVER, "pool": "p", "device": "excl"},
+                    {
+                        "request": "req",
+                        "driver": DRIVER,
+                        "pool": "p",
+                        "device": "adm",
+                        "adminAccess": True,
+                    },
+                    {
+                        "request": "req",
+                        "driver": DRIVER,
+                        "pool": "p",
+                        "device": "shared",
+                        "shareID": "s1",
+                        "consumedCapacity": {"memory": "1Gi"},
+                    },
+                ]
+            }
+        }
+    }
+    st = AllocatedState.from_claims([ResourceClaim.from_dict(raw)])
+    assert st.devices == {(DRIVER, "p", "excl")}
+    assert st.is_allocated((DRIVER, "p", "shared")) and not st.is_allocated((DRIVER, "p", "adm"))
+    assert st.aggregated_capacity == {(DRIVER, "p", "shared"): {"memory": 2**30}}

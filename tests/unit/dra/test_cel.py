@@ -71,7 +71,11 @@ def test_selector_matches(expr: str) -> None:
         ('quantity("1.5").asInteger() == 1', "cannot convert value to integer"),
         ('semver("1.2") == semver("1.2.0")', "No Major.Minor.Patch elements found"),
         ("1 / 0 == 1", "division by zero"),
-        (f"{A}.model", "CEL result of type STRING could not be converted to bool"),
+        (
+            f"{A}.model",
+            "CEL result of type string could not be converted to bool: "
+            "type conversion error from 'string' to 'bool'",
+        ),
     ],
 )
 def test_runtime_errors(expr: str, message: str) -> None:
@@ -100,7 +104,8 @@ def test_invalid_quantity_is_a_runtime_error_with_kubes_text() -> None:
             'quantity("1") == 1',
             "compilation failed: ERROR: <input>:1:15: found no matching overload",
         ),
-        ("1 + 1", "must evaluate to bool"),
+        ("1 + 1", "must evaluate to bool or the unknown type, not int"),
+        ("[true]", "must evaluate to bool or the unknown type, not list(bool)"),
     ],
 )
 def test_compile_errors(expr: str, error: str) -> None:

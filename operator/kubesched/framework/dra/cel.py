@@ -225,6 +225,13 @@ _NO_KEY = re.compile(r'Key not found in map : "(.*)"')
 _DOMAIN_REF = re.compile(r"""\b(attributes|capacity)\s*\[\s*(?:"([^"\\]*)"|'([^'\\]*)')\s*\]""")
 
 
+def _go_type(t: Any) -> str:
+    """cel-go's spelling of a type name (cel-cpp says INT where cel-go says int)."""
+    name = str(t.name())
+    name = {"NULL": "null_type", "NULL_TYPE": "null_type"}.get(name, name.lower())
+    return name.replace("<", "(").replace(">", ")")
+
+
 def _strip_status(msg: str) -> str:
     return _STATUS_TAIL.sub("", _STATUS.sub("", msg.strip(), count=1))
 
@@ -264,11 +271,13 @@ class CompiledSelector:
             prog = _env().compile(expression)
         except RuntimeError as e:
             lines = [ln for ln in _strip_status(str(e)).splitlines() if "<input>:-1:-1" not in ln]
-            self.error = "compilation failed: " + "\n".join(lines).rstrip()
+            # cel-cpp escapes '?' in the parser's expected-token list, cel-go does not.
+            text = "\n".join(lines).rstrip().replace("'\\u003F'", "'?'")
+            self.error = "compilation failed: " + text
             return
         rt = prog.return_type()
         if rt != cel.Type.BOOL and rt != cel.Type.DYN:
-            self.error = f"must evaluate to bool or the unknown type, not {rt.name()}"
+            self.error = f"must evaluate to bool or the unknown type, not {_go_type(rt)}"
             return
         self._program = prog
         refs = _DOMAIN_REF.findall(expression)
@@ -308,8 +317,10 @@ class CompiledSelector:
         t = r.type()
         if t == cel.Type.ERROR:
             raise CelRuntimeError(_runtime_message(str(v)))
+        name = _go_type(t)
         raise CelRuntimeError(
-            f"CEL result of type {t.name()} could not be converted to bool: type conversion error"
+            f"CEL result of type {name} could not be converted to bool: "
+            f"type conversion error from '{name}' to 'bool'"
         )
 
 
