@@ -171,6 +171,41 @@ async def test_single_disruption_never_leaves_a_gang_below_its_minimum(
         cache_matches_cluster(h)
 
 
+async def test_required_topology_gang_evicts_in_one_domain_only() -> None:
+    # Zones a and b of two full 2-cpu nodes each; the gang (2 x 2 cpu, Required zone)
+    # needs one whole zone: the pods of the other zone stay.
+    h = Harness()
+    zone = "topology.kubernetes.io/zone"
+    ns = [
+        make_node(f"{z}-{i}").alloc(cpu="2", memory="32Gi").label(zone, z).obj()
+        for z in "ab"
+        for i in range(2)
+    ]
+    low = [
+        make_pod(f"low-{n['metadata']['name']}")
+        .req(cpu="2")
+        .priority(1)
+        .node(n["metadata"]["name"])
+        .obj()
+        for n in ns
+    ]
+    group = pod_group("high", 2, schedulingConstraints={"topology": [{"key": zone}]})
+    h.apply(*ns, *low)
+    high = ["default/high-0", "default/high-1"]
+    async with running(h):
+        await h.wait_for(lambda: h.sched.cache.pod_count() == 4)
+        h.apply(group, *(member(f"high-{i}", "high", 100) for i in range(2)))
+        await h.wait_for(lambda: bound(h, high) == 2)
+        evicted = {
+            k for k in (f"default/{p['metadata']['name']}" for p in low) if not h.cluster.pod(k)
+        }
+        zones = {(h.node_of(k) or "?")[0] for k in high}
+        assert len(zones) == 1
+        (z,) = zones
+        assert evicted == {f"default/low-{z}-0", f"default/low-{z}-1"}
+        cache_matches_cluster(h)
+
+
 # -- kubesched simulate: what a gang would evict -----------------------------------------------------
 SCENARIO = """
 apiVersion: scheduling.k8s.io/v1
