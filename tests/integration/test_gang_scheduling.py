@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -306,3 +307,26 @@ async def test_scheduler_plugins_label_is_honoured() -> None:
     async with running(h):
         await h.wait_for(lambda: "FailedScheduling" in h.reasons("default/sp-0"))
         assert h.cluster.bindings == []
+
+
+async def test_a_failing_gang_backs_off_as_a_group_doubling_to_the_cap() -> None:
+    FailWhileBroken.broken = True
+    h = harness_with_slow_members()
+    slow = make_pod("g-2").req(cpu="1").label(LABEL, "g").label("slow", "yes").obj()
+    h.apply(*nodes(1), pod_group("g", 3), *members("g", 2), slow)
+    keys = ["default/g-0", "default/g-1", "default/g-2"]
+
+    def failures(k: str) -> int:
+        return h.reasons(k).count("FailedScheduling")
+
+    def failed_together(n: int) -> Callable[[], bool]:
+        return lambda: all(failures(k) == n for k in keys)
+
+    times = []
+    async with running(h):
+        for n in range(1, 7):
+            times.append(await h.wait_for(failed_together(n)))
+        FailWhileBroken.broken = False
+    gaps = [round(b - a) for a, b in itertools.pairwise(times)]
+    # Each attempt tries the three together: 1 s doubling, capped at 10 s.
+    assert gaps == [1, 2, 4, 8, 10]
