@@ -464,3 +464,17 @@ def test_allocated_state_from_claims() -> None:
     assert st.devices == {(DRIVER, "p", "excl")}
     assert st.is_allocated((DRIVER, "p", "shared")) and not st.is_allocated((DRIVER, "p", "adm"))
     assert st.aggregated_capacity == {(DRIVER, "p", "shared"): {"memory": 2**30}}
+
+
+def test_slices_using_compatibility_groups_leave_their_pool_incomplete() -> None:
+    """DRADeviceCompatibilityGroups is alpha (off) in 1.37: such a slice is ignored."""
+    d = device("gpu-0")
+    d["consumesCounters"] = [
+        {"counterSet": "cs", "counters": {"c": {"value": "1"}}, "compatibilityGroups": ["g"]}
+    ]
+    counters = [{"name": "cs", "counters": {"c": {"value": "1"}}}]
+    slices = [slice_("c", [], count=2, sharedCounters=counters), slice_("d", [d], count=2)]
+    assert allocate(slices, [claim()]) is None
+    d.pop("consumesCounters")
+    d["consumesCounters"] = [{"counterSet": "cs", "counters": {"c": {"value": "1"}}}]
+    assert picked(allocate(slices, [claim()])) == [["req=gpu-0"]]

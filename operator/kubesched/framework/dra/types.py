@@ -331,8 +331,11 @@ class ResourceSlice:
             devices=[_device(d, f"spec.devices[{i}]") for i, d in enumerate(raw_devices)],
             shared_counters=shared,
             node_selector_raw=spec.get("nodeSelector"),
+            # DRADeviceCompatibilityGroups (alpha, off): such slices are left out.
             uses_compatibility_groups=any(
-                isinstance(d, Mapping) and d.get("compatibilityGroups") for d in raw_devices
+                isinstance(cc, Mapping) and cc.get("compatibilityGroups")
+                for d in raw_devices
+                for cc in (d.get("consumesCounters") or [] if isinstance(d, Mapping) else [])
             ),
         )
 
