@@ -75,7 +75,9 @@ async def test_a_gang_that_cannot_fit_binds_nothing_and_says_why() -> None:
         assert h.cluster.bindings == []
     want = (
         'pod group "default/big": 2/3 members fit; 1 pod: '
-        "0/2 nodes are available: 2 Insufficient cpu."
+        "0/2 nodes are available: 2 Insufficient cpu., "
+        # Gang preemption's outcome, appended as kube-scheduler 1.37 appends it.
+        "pod group preemption: No preemption victims found for incoming preemptor"
     )
     for k in keys:
         # Every member says the gang's reason, the fitting ones too (cluster-autoscaler).

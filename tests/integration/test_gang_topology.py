@@ -90,7 +90,10 @@ async def test_required_places_nothing_when_no_domain_holds_the_gang() -> None:
     exp = explain_pod(h.sched, pod)
     # Every node is judged on the member's own fit (none rejected by Coscheduling).
     assert not [n for n in exp.nodes if n.plugin == "Coscheduling"]
-    assert exp.gang is not None and exp.gang["message"] == msg
+    # The members' message adds gang preemption's outcome to the attempt's.
+    assert exp.gang is not None and msg == exp.gang["message"] + (
+        ", pod group preemption: No preemption victims found for incoming preemptor"
+    )
     table = exp.table()
     assert 'Domains of "topology.kubernetes.io/zone" tried (Required; * chosen):' in table
     row_b = next(line for line in table.splitlines() if line.startswith("b "))
@@ -156,7 +159,8 @@ async def test_a_topology_key_no_node_carries_is_reported() -> None:
         await h.wait_for(lambda: "FailedScheduling" in h.reasons("default/g-0"))
     assert h.cluster.bindings == []
     assert h.cluster.events_for("default/g-0")[-1].message == (
-        'pod group "default/g": no node has the topology label "example.com/rack"'
+        'pod group "default/g": no node has the topology label "example.com/rack", '
+        "pod group preemption: No preemption victims found for incoming preemptor"
     )
 
 
