@@ -118,3 +118,33 @@ def test_compile_errors(expr: str, error: str) -> None:
 def test_each_expression_is_compiled_once() -> None:
     cache = CelCache()
     assert cache.get("device.driver == 'x'") is cache.get("device.driver == 'x'")
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "[1, 2, 3].isSorted() && ![2, 1].isSorted()",
+        "[3, 1].min() == 1 && [3, 1].max() == 3",
+        "[1.5, 2.5].sum() == 4.0 && [1, 2].sum() == 3",
+        "sets.contains([1, 2], [1]) && sets.equivalent([1, 2], [2, 1]) && !sets.intersects([1], [2])",
+        '"abc123".find("[0-9]+") == "123" && "a1b2".findAll("[0-9]") == ["1", "2"]',
+        '"a1b2c3".findAll("[0-9]", 2) == ["1", "2"]',
+    ],
+)
+def test_kubernetes_list_sets_and_regex_libraries(expr: str) -> None:
+    c = CelCache().get(expr)
+    assert c.error is None
+    assert c.matches(DEVICE, DRIVER) is True
+
+
+@pytest.mark.parametrize(
+    ("expr", "message"),
+    [
+        ("[].min() == 1", "min called on empty list"),
+        ('"a".find("(") == ""', "Illegal regex: "),
+    ],
+)
+def test_library_errors(expr: str, message: str) -> None:
+    with pytest.raises(CelRuntimeError) as e:
+        CelCache().get(expr).matches(DEVICE, DRIVER)
+    assert str(e.value).startswith(message)

@@ -14,8 +14,9 @@ Design note.
   Python, so quantities and versions travel as tagged maps (see cel.py). What differs
   from cel-go: a quantity/semver mix is a runtime rather than a compile error,
   ``device`` is a dyn map (an unknown field is a runtime ``no such key``), no cost limit,
-  and of cel-go's extension libraries only strings, optional types and bindings (not
-  sets, lists, IP/CIDR, URL, regex, format).
+  and of the libraries in kube's environment only: strings, optional types, bindings,
+  quantity, semver, lists (not list indexOf/lastIndexOf/includes), sets, regex
+  find/findAll (Python ``re``); not IP/CIDR, URL, format, two-variable comprehensions.
 - ``pools`` and ``allocator``: kube-scheduler 1.37's ``incubating`` structured allocator
   (the variant its default feature gates select), same search order, same messages.
   ``Allocator(classes, slices, AllocatedState, CelCache).allocate(node, claims)`` returns

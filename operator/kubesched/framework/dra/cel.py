@@ -26,7 +26,7 @@ from typing import Any
 from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
 
-from kubesched.framework.dra import semver
+from kubesched.framework.dra import cel_libs, semver
 from kubesched.framework.dra.types import Device
 from kubesched.framework.quantity import QuantityError, parse_quantity
 
@@ -210,7 +210,7 @@ def _decls() -> list[Any]:
 def _env() -> Any:
     return cel.NewEnv(
         variables={"device": cel.Type.Map(cel.Type.STRING, cel.Type.DYN)},
-        functions=_decls(),
+        functions=_decls() + cel_libs.declarations(),
         extensions=[
             ext_strings.ExtStrings(),
             ext_optional.ExtOptional(),
