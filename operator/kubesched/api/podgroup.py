@@ -128,9 +128,8 @@ class PodGroupSpec(_Model):
     """Resources the gang needs in total (informational: shown in status, not enforced;
     the scheduler places the members' own requests, all together, instead)."""
     schedule_timeout_seconds: int | None = Field(default=None, gt=0, alias="scheduleTimeoutSeconds")
-    """How long a member reserved with its gang waits at Permit when another Permit
-    plugin holds it; unset: the Coscheduling plugin's permitWaitingTimeSeconds. No upper
-    cap. (Members are placed together in one cycle: none waits for its siblings.)"""
+    """Accepted (scheduler-plugins has it), unused: members are placed together in one
+    cycle, so none waits at Permit for its siblings."""
 
     scheduling_constraints: SchedulingConstraints | None = Field(
         default=None, alias="schedulingConstraints"

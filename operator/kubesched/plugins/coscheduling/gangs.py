@@ -93,30 +93,17 @@ class Gang:
     """QueueSort's time: when the gang was first seen, or its last failure."""
     candidates: dict[str, None] = field(default_factory=dict)
     """Uids of member pods seen by PreEnqueue (checked against the scheduler on use)."""
-    waiting: dict[str, None] = field(default_factory=dict)
-    """Uids of members this plugin holds at Permit."""
-    wait_deadline: float | None = None
-    """When the first waiting member times out (the gang's Permit deadline)."""
-    backoff_until: float = 0.0
     released: bool = False
     """PreEnqueue saw minMember members and activated the gated ones."""
-    siblings_activated: bool = False
     blocked: str = ""
     """Why the gang does not fit (the last group cycle), for status and messages."""
-    timed_out: bool = False
     schedule_start: float | None = None
     not_found_reported: set[str] = field(default_factory=set)
-    reactivate_at: float = 0.0
-    """When the members parked during a backoff are activated (0: not scheduled)."""
 
-    def fail(self, now: float, message: str, *, backoff: float, timed_out: bool) -> None:
-        """A member failed: the gang goes behind pods queued since, and backs off."""
+    def fail(self, now: float, message: str) -> None:
+        """A group cycle failed: the gang goes behind the pods queued since."""
         self.sort_time = now
-        self.wait_deadline = None
-        self.siblings_activated = False
         self.released = False
-        self.backoff_until = now + backoff
-        self.timed_out = timed_out
         if message:
             self.blocked = message
 

@@ -21,17 +21,14 @@ the cost of three dict lookups.
   :class:`GroupMark`, so PreFilter passes (narrowed to the topology domain being tried)
   and Permit allows at once: no member waits at Permit holding a node while its
   siblings are placed. Outside such a cycle, PreFilter passes spare members of a gang
-  that holds its minimum and rejects the others.
-- **Permit** also allows a member when the gang holds ``minMember`` with it (spares).
-  Its waiting machinery (``scheduleTimeoutSeconds``, else ``permitWaitingTimeSeconds``)
-  remains for members another Permit plugin makes wait.
-- **PostFilter / Unreserve**: a member that finds no node, or is unreserved (bind
-  failure, rejection, deletion while waiting), rejects its waiting siblings, so their
-  reservations are freed at once.
+  that holds its minimum (narrowed to the gang's Required topology domain) and rejects
+  the others.
+- **Permit** allows a group-cycle member, and a spare member of a gang that holds
+  ``minMember`` with it; it never holds a member (nothing waits at Permit for its
+  siblings, so ``scheduleTimeoutSeconds`` and the plugin's timeouts no longer apply).
 - **PodGroup deleted** (:meth:`Coscheduling.pod_group_deleted`, from the scheduler's
-  event handlers): the members waiting at Permit are rejected (``pod group "ns/name"
-  was deleted``: a FailedScheduling event each), unreserved and requeued; PreEnqueue
-  holds them until the group is created again.
+  event handlers): the parsed spec is forgotten and PreEnqueue holds the members until
+  the group is created again (no member holds a node meanwhile).
 """
 
 from __future__ import annotations
@@ -94,12 +91,11 @@ class Args(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, use_attribute_docstrings=True)
 
     permit_waiting_time_seconds: float = Field(default=60.0, gt=0, alias="permitWaitingTimeSeconds")
-    """How long reserved members wait at Permit for the rest of a gang whose PodGroup
-    sets no scheduleTimeoutSeconds (scheduler-plugins' default: 60 s)."""
+    """Accepted for scheduler-plugins' configurations, unused: members are placed
+    together by the whole-group cycle and never wait at Permit for their siblings."""
     pod_group_backoff_seconds: float = Field(default=10.0, ge=0, alias="podGroupBackoffSeconds")
-    """After a gang times out or a member fails, its members are not tried for this long,
-    so other gangs and pods get the freed room first (scheduler-plugins: 0, disabled;
-    kubesched: 10 s, kube-scheduler's maximum pod backoff)."""
+    """Accepted for scheduler-plugins' configurations, unused: a gang that does not fit
+    backs off as a group with the profile's pod backoff (1 s doubling to 10 s)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,16 +170,9 @@ class Coscheduling:
         out.sort(key=lambda p: p.name)
         return out
 
-    def _waiting(self, g: Gang) -> set[str]:
-        get = self._handle.get_waiting_pod
-        for uid in list(g.waiting):
-            if get(uid) is None:
-                del g.waiting[uid]
-        return set(g.waiting)
-
     def _progress(self, g: Gang) -> set[str]:
-        """Uids of members bound, assumed or waiting at Permit."""
-        return self._index.members(self._handle.snapshot, g.key) | self._waiting(g)
+        """Uids of members bound or assumed."""
+        return set(self._index.members(self._handle.snapshot, g.key))
 
     def gang_key(self, pod: Pod) -> str | None:
         """The key of the pod's gang (``kubesched.api.gangs``), or None."""
@@ -196,7 +185,7 @@ class Coscheduling:
         g = self._gangs.get(gang_key(api, namespace, name))
         if g is None:
             return None
-        return GangReport(frozenset(self._waiting(g)), g.blocked, g.timed_out, g.schedule_start)
+        return GangReport(frozenset(), g.blocked, False, g.schedule_start)
 
     # -- QueueSort --------------------------------------------------------------------------
     def sort_key(self, qpi: QueuedPodInfo) -> tuple[int, float, str, str, int]:
@@ -305,14 +294,12 @@ class Coscheduling:
         """A group cycle placed the gang's minimum: nothing blocks it any more."""
         g = self._gang(key)
         g.blocked = ""
-        g.timed_out = False
-        g.backoff_until = 0.0
         g.released = False  # members arriving later are counted again by PreEnqueue
 
     def group_failed(self, key: str, message: str) -> None:
         """A group cycle could not place the gang: say why (status, messages), and let
         the gang queue behind the pods that arrived since (QueueSort)."""
-        self._gang(key).fail(self._now(), message, backoff=0.0, timed_out=False)
+        self._gang(key).fail(self._now(), message)
 
     # -- PreFilter ---------------------------------------------------------------------------
     def pre_filter(
@@ -339,10 +326,7 @@ class Coscheduling:
             # The gang holds minMember: a spare member, in its gang's Required domain.
             return self._held_domain(spec, progress), None
         # Members of a gang below its minimum are placed by the whole-group cycle only.
-        return None, Status.unschedulable(
-            f'pod group "{key}": {len(progress)}/{spec.min_member} members placed; '
-            "the others are scheduled together, as a group"
-        )
+        return None, Status.unschedulable(_below_message(key, len(progress), spec.min_member))
 
     def _held_domain(self, spec: GangSpec, placed: set[str]) -> PreFilterResult | None:
         """The nodes of the Required topology domain(s) the placed members are in."""
@@ -367,77 +351,28 @@ class Coscheduling:
     def pre_filter_extensions(self) -> None:
         return None
 
-    def _timeout(self, spec: GangSpec) -> float:
-        t = spec.schedule_timeout_seconds
-        return float(t) if t is not None else self.args.permit_waiting_time_seconds
-
-    def _activate_later(self, g: Gang, delay: float) -> None:
-        """Bring the gang's parked members back when its backoff ends (once per deadline)."""
-        when = self._now() + delay
-        if g.reactivate_at >= when:
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        g.reactivate_at = when
-        loop.call_later(delay, lambda: self._handle.activate(self._members(g)))
-
     # -- PostFilter --------------------------------------------------------------------------
     def post_filter(
         self, state: CycleState, pod: Pod, statuses: dict[str, Status]
     ) -> tuple[PostFilterResult | None, Status | None]:
-        key = self._key(pod)
-        if key is None:
-            return None, Status.unschedulable()
-        g = self._gangs.get(key)
-        spec = self._spec(key)
-        if g is None or not isinstance(spec, GangSpec):
-            return None, Status.unschedulable()
-        if len(self._progress(g)) >= spec.min_member:
-            return None, Status.unschedulable()
-        rejected = self._reject_waiting(
-            g, f'pod group "{key}": member {pod.name} found no node', exclude=pod.uid
-        )
-        if rejected:
-            g.fail(self._now(), "", backoff=0.0, timed_out=False)
-            self._activate_later(g, max(1.0, self.args.pod_group_backoff_seconds))
-        if rejected:
-            return None, Status.unschedulable(
-                f"coscheduling: released {rejected} waiting member(s) of pod group {key}."
-            )
+        # Nothing to release: no member ever waits at Permit for its siblings.
         return None, Status.unschedulable()
-
-    def _reject_waiting(self, g: Gang, message: str, exclude: str = "") -> int:
-        n = 0
-        for uid in list(g.waiting):
-            if uid == exclude:
-                continue
-            wp = self._handle.get_waiting_pod(uid)
-            del g.waiting[uid]
-            if wp is not None:
-                wp.reject(NAME, message)
-                n += 1
-        return n
 
     def pod_group_deleted(self, namespace: str, name: str, kind: str = "PodGroup") -> int:
         """The PodGroup (of store kind ``kind``) is gone (called by the scheduler's event
-        handlers): its members waiting at Permit are rejected, so they are unreserved,
-        reported and requeued, and PreEnqueue holds them until the group exists again;
-        nothing of the gang binds. Returns how many were rejected."""
+        handlers): its parsed spec is forgotten, PreEnqueue holds its members until the
+        group exists again, and gangs with nothing left are forgotten. No member holds a
+        node meanwhile (none waits at Permit), so none is rejected: returns 0."""
         api = api_of(kind)
         if api is None:
             return 0
         key = gang_key(api, namespace, name)
         self._keys.forget(key)
         g = self._gangs.get(key)
-        rejected = 0
         if g is not None:
             g.released = False
-            g.wait_deadline = None
-            rejected = self._reject_waiting(g, f'pod group "{key}" was deleted')
         self._prune()
-        return rejected
+        return 0
 
     def _prune(self) -> None:
         """Forget the gangs whose PodGroup is gone and whose member pods are all gone
@@ -445,7 +380,7 @@ class Coscheduling:
         (pending, held by PreEnqueue until the group is back, or bound) keeps its state;
         it goes at a later PodGroup deletion once they are gone."""
         for key, g in list(self._gangs.items()):
-            if g.waiting or self._spec(key) is not None or self._members(g):
+            if self._spec(key) is not None or self._members(g):
                 continue
             del self._gangs[key]
             self._keys.forget(key)
@@ -455,28 +390,7 @@ class Coscheduling:
         return None
 
     def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
-        key = self._key(pod)
-        if key is None:
-            return
-        g = self._gangs.get(key)
-        if g is None:
-            return
-        was_waiting = g.waiting.pop(pod.uid, None) is not None or bool(g.waiting)
-        if not was_waiting:
-            return
-        now = self._now()
-        timed_out = g.wait_deadline is not None and now >= g.wait_deadline
-        why = "timed out waiting at Permit" if timed_out else f"member {pod.name} was unreserved"
-        msg = f'pod group "{key}" {why}'
-        self._reject_waiting(g, f"rejected: {msg}")
-        g.fail(
-            now,
-            msg if timed_out else "",
-            backoff=self.args.pod_group_backoff_seconds if timed_out else 0.0,
-            timed_out=timed_out,
-        )
-        if timed_out and self.args.pod_group_backoff_seconds > 0:
-            self._activate_later(g, self.args.pod_group_backoff_seconds)
+        return None
 
     def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status | None, float]:
         key = self._key(pod)
@@ -487,34 +401,17 @@ class Coscheduling:
             # Gone (or made invalid) since PreFilter: never bind a member alone
             # (scheduler-plugins' Permit denies a pod whose PodGroup is not found).
             msg = f'pod group "{key}" does not exist' if spec is None else spec
-            g = self._gangs.get(key)
-            if g is not None:
-                self._reject_waiting(g, msg, exclude=pod.uid)
             return Status.unschedulable(msg, plugin=NAME), 0.0
-        g = self._gang(key)
         if isinstance(state.get(GROUP_CYCLE_KEY), GroupMark):
             return None, 0.0  # a whole-group cycle reserved the gang's minimum already
-        progress = self._progress(g)
+        progress = self._progress(self._gang(key))
         progress.add(pod.uid)
         if len(progress) >= spec.min_member:
-            for uid in list(g.waiting):
-                wp = self._handle.get_waiting_pod(uid)
-                if wp is not None:
-                    wp.allow(NAME)
-            g.waiting.clear()
-            g.wait_deadline = None
-            g.blocked = ""
-            g.timed_out = False
-            return None, 0.0
-        now = self._now()
-        if g.wait_deadline is None or not g.waiting:
-            g.wait_deadline = now + self._timeout(spec)
-        g.waiting[pod.uid] = None
-        if not g.siblings_activated:
-            g.siblings_activated = True
-            self._handle.activate([p for p in self._members(g) if p.uid not in progress])
-        msg = f"{len(progress)}/{spec.min_member} members of pod group {key} reserved"
-        return Status.wait(msg, plugin=NAME), max(0.0, g.wait_deadline - now)
+            return None, 0.0  # a spare member of a gang that holds its minimum
+        # Never held at Permit: members below the minimum are placed by the group cycle.
+        return Status.unschedulable(
+            _below_message(key, len(progress), spec.min_member), plugin=NAME
+        ), 0.0
 
     # -- events ------------------------------------------------------------------------------
     def events_to_register(self) -> list[ClusterEventWithHint]:
@@ -566,6 +463,13 @@ def _gated_message(key: str, need: int) -> str:
     # No count: the message of a held pod is not refreshed as siblings arrive.
     pods = "1 member pod" if need == 1 else f"{need} member pods"
     return f'pod group "{key}" needs {pods}; waiting for the rest to be created'
+
+
+def _below_message(key: str, placed: int, need: int) -> str:
+    return (
+        f'pod group "{key}": {placed}/{need} members placed; '
+        "the others are scheduled together, as a group"
+    )
 
 
 def members_message(key: str, exist: int, need: int) -> str:
