@@ -120,6 +120,7 @@ def post_filter(
         place=place,
         gang_of=find,
         pdbs=pdbs,
+        own=view.key,
         use=lambda work: _pointed_at(fwk, work),
     )
     if isinstance(out, Status):

@@ -295,6 +295,28 @@ def test_gang_with_a_member_above_the_preemptor_is_never_a_victim() -> None:
     assert victim_names(p) == ["x"]
 
 
+def test_the_preempting_gangs_own_members_are_never_victims() -> None:
+    # A member of the gang already bound at a lower priority (1) than its pending
+    # siblings (10) stays; x goes, though x (5) is the more important of the two.
+    snap = Snapshot([node("n1", pod("own-0", 1, "n1", g="all"), pod("x", 5, "n1"))])
+    fwk, _ = framework(snap)
+
+    def victims(own: str) -> list[str]:
+        out = gp.find_gang_victims(
+            fwk,
+            snap,
+            priority=10,
+            place=first_fit(fwk, members(1), 1),
+            gang_of=gang_of,
+            own=own,
+        )
+        assert isinstance(out, gp.GangPlan)
+        return victim_names(out)
+
+    assert victims("default/all") == ["x"]
+    assert victims("") == ["own-0"]  # another gang's pod would be the one to go
+
+
 # -- PDBs -------------------------------------------------------------------------------------------
 def test_pdb_protected_pod_is_kept_when_another_will_do() -> None:
     # One of p and q must go. q started earlier (more important), so without a PDB p

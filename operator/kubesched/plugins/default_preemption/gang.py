@@ -243,11 +243,13 @@ def find_gang_victims(
     place: Place,
     gang_of: GangOf,
     pdbs: Sequence[PdbInfo] = (),
+    own: str = "",
     use: Callable[[Snapshot], AbstractContextManager[object]] = lambda s: nullcontext(),
 ) -> GangPlan | Status:
     """The fewest (most-important-kept) lower-priority units whose eviction lets the gang
     fit, or the status saying why none does (nothing is to be evicted then).
 
+    ``own`` is the preempting gang's key: its members already placed are never victims.
     ``snapshot`` is not changed: each round works on a copy, inside ``use(copy)`` (the
     caller points its plugins' ``handle.snapshot`` at it)."""
     whole: frozenset[str] = frozenset()
@@ -255,7 +257,7 @@ def find_gang_victims(
         work = copy_snapshot(snapshot)
         with use(work):
             try:
-                result = _round(handle, work, priority, place, gang_of, pdbs, whole)
+                result = _round(handle, work, priority, place, gang_of, pdbs, whole, own)
             except _ExtensionError as e:
                 return Status.as_error(e.status.message())
         if isinstance(result, Status):
@@ -275,9 +277,10 @@ def _round(
     gang_of: GangOf,
     pdbs: Sequence[PdbInfo],
     whole: frozenset[str],
+    own: str,
 ) -> GangPlan | Status:
     units = build_units(work.node_infos, gang_of, whole)
-    potential = [u for u in units if u.priority < priority]
+    potential = [u for u in units if u.priority < priority and not (own and u.group == own)]
     if not potential:
         return Status.unresolvable(ERR_NO_VICTIMS)
     for u in potential:
