@@ -82,7 +82,8 @@ def test_demo_respects_cordon_taint_and_priority(capsys: pytest.CaptureFixture[s
 
 def test_json_has_exactly_the_documented_shape(capsys: pytest.CaptureFixture[str]) -> None:
     data = run_json(capsys)
-    assert set(data) == {"pods", "summary"}
+    assert set(data) == {"pods", "summary", "preempted", "preemptedBy"}
+    assert (data["preempted"], data["preemptedBy"]) == ([], {})
     for p in data["pods"]:
         assert set(p) == {"namespace", "name", "node", "status", "message"}
         assert p["status"] in ("Scheduled", "Unschedulable", "Waiting")

@@ -92,7 +92,7 @@ def table(pods: Sequence[Any], s: dict[str, Any], preempted: Sequence[Any] = ())
         lines.extend(f"{p.victim.ljust(width)}   {p.by}" for p in preempted)
     lines.append("")
     lines.append(
-        f"{s['scheduled']}/{_plural(s['pods'], 'pod')} scheduled, "
+        f"{s['scheduled']}/{s['pods']} pods scheduled, "
         f"{s['unschedulable']} unschedulable, {s['waiting']} waiting; "
         f"{_plural(s['nodes'], 'node')}; {_duration(s['seconds'])} "
         f"({s['pods_per_second']:.0f} pods/s)"

@@ -35,7 +35,6 @@ class; namespaces need not be declared.
 from __future__ import annotations
 
 import re
-import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -49,7 +48,7 @@ from kubesched.api import gangs, podgroup
 from kubesched.framework.types import DEFAULT_SCHEDULER_NAME, Node, ObjectError, Pod
 from kubesched.profile_status import validate_spec
 from kubesched.profiles import ProfileError
-from kubesched.simulator import apiserver, storage_kinds
+from kubesched.simulator import apiserver, controllers, pod_checks, storage_kinds
 
 __all__ = [
     "BUILTIN_PRIORITY_CLASSES",
@@ -77,7 +76,6 @@ BUILTIN_PRIORITY_CLASSES: dict[str, int] = {
 
 PREEMPTION_POLICIES = ("PreemptLowerPriority", "Never")
 
-_UID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_DNS, "simulate.kubesched.dev")
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _PERCENT = re.compile(r"^[0-9]+%$")
@@ -98,10 +96,13 @@ class Document:
     obj: Any
     item: int | None = None
     """The position in ``items`` when the document was a ``kind: List``."""
+    created_by: str = ""
+    """For an object a controller of the scenario creates (e.g. ``ReplicaSet team/web``)."""
 
     def where(self) -> str:
         w = f"{self.source} document {self.index}"
-        return w if self.item is None else f"{w} items[{self.item}]"
+        w = w if self.item is None else f"{w} items[{self.item}]"
+        return f"{w}, created by {self.created_by}" if self.created_by else w
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,15 +137,7 @@ def _validate_pod(obj: dict[str, Any]) -> None:
     if spec.get("resourceClaims"):
         # Refused rather than ignored: the placement would silently differ from a cluster's.
         raise ObjectError("spec.resourceClaims: DynamicResources (DRA) is not supported yet")
-    containers = spec.get("containers")
-    if not isinstance(containers, list) or not containers:
-        raise ObjectError("spec.containers: required (at least one container)")
-    for i, c in enumerate(containers):
-        if not isinstance(c, Mapping):
-            raise ObjectError(f"spec.containers[{i}]: expected an object")
-        for field in ("name", "image"):
-            if not isinstance(c.get(field), str) or not c.get(field):
-                raise ObjectError(f"spec.containers[{i}].{field}: required")
+    pod_checks.check_pod_spec(spec)
     Pod(obj)
 
 
@@ -178,32 +171,6 @@ def _int_or_percent(v: Any, field: str) -> None:
         raise ObjectError(f"{field}: must be a non-negative integer or a percentage, got {v!r}")
 
 
-def _validate_label_selector(sel: Any, field: str) -> None:
-    if sel is None:
-        return
-    if not isinstance(sel, Mapping):
-        raise ObjectError(f"{field}: expected an object")
-    ml = sel.get("matchLabels") or {}
-    if not isinstance(ml, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in ml.items()
-    ):
-        raise ObjectError(f"{field}.matchLabels: keys and values must be strings")
-    for i, e in enumerate(sel.get("matchExpressions") or ()):
-        f = f"{field}.matchExpressions[{i}]"
-        if not isinstance(e, Mapping) or not isinstance(e.get("key"), str):
-            raise ObjectError(f"{f}.key: required")
-        op = e.get("operator")
-        if op not in ("In", "NotIn", "Exists", "DoesNotExist"):
-            raise ObjectError(f"{f}.operator: must be one of In, NotIn, Exists, DoesNotExist")
-        values = e.get("values") or []
-        if not isinstance(values, list) or not all(isinstance(x, str) for x in values):
-            raise ObjectError(f"{f}.values: must be a list of strings")
-        if op in ("In", "NotIn") and not values:
-            raise ObjectError(f"{f}.values: must be non-empty for operator {op}")
-        if op in ("Exists", "DoesNotExist") and values:
-            raise ObjectError(f"{f}.values: must be empty for operator {op}")
-
-
 def _validate_pdb(obj: dict[str, Any]) -> None:
     spec = obj.get("spec")
     if spec is None:
@@ -215,7 +182,7 @@ def _validate_pdb(obj: dict[str, Any]) -> None:
     for field in ("minAvailable", "maxUnavailable"):
         if field in spec:
             _int_or_percent(spec[field], f"spec.{field}")
-    _validate_label_selector(spec.get("selector"), "spec.selector")
+    pod_checks.check_label_selector(spec.get("selector"), "spec.selector")
 
 
 def _validate_map_selector(obj: dict[str, Any]) -> None:
@@ -231,7 +198,7 @@ def _validate_workload(obj: dict[str, Any]) -> None:
     spec = obj.get("spec")
     if not isinstance(spec, Mapping):
         raise ObjectError("spec: required")
-    _validate_label_selector(spec.get("selector"), "spec.selector")
+    pod_checks.check_label_selector(spec.get("selector"), "spec.selector")
 
 
 def _validate_pod_group(obj: dict[str, Any]) -> None:
@@ -276,8 +243,11 @@ SUPPORTED_KINDS: dict[str, KindSpec] = {
     # and controller); the scheduler never schedules their pods itself.
     "Service": KindSpec(("v1",), namespaced=True, validate=_validate_map_selector),
     "ReplicationController": KindSpec(("v1",), namespaced=True, validate=_validate_map_selector),
+    # ... and create their pods (kubesched.simulator.controllers), as on a cluster.
     "ReplicaSet": KindSpec(("apps/v1",), namespaced=True, validate=_validate_workload),
     "StatefulSet": KindSpec(("apps/v1",), namespaced=True, validate=_validate_workload),
+    "Deployment": KindSpec(("apps/v1",), namespaced=True, validate=_validate_workload),
+    "Job": KindSpec(("batch/v1",), namespaced=True, validate=_validate_workload),
     # Read by the volume plugins (see kubesched.simulator.storage_kinds).
     "PersistentVolumeClaim": KindSpec(
         ("v1",), namespaced=True, validate=storage_kinds.validate_pvc
@@ -494,6 +464,18 @@ def _default_node(c: _Checked) -> None:
         labels.setdefault("kubernetes.io/hostname", c.name)
 
 
+def _created_by(doc: Document, obj: dict[str, Any]) -> Document:
+    meta = doc.obj["metadata"]
+    ref = _ref(doc.obj["kind"], meta.get("namespace") or "default", meta["name"])
+    return Document(doc.source, doc.index, obj, doc.item, created_by=ref)
+
+
+def _controller_error(doc: Document, message: str) -> ScenarioError:
+    meta = doc.obj["metadata"]
+    ref = _ref(doc.obj["kind"], meta.get("namespace") or "default", meta["name"])
+    return ScenarioError(f"{doc.where()} ({ref}): {message}")
+
+
 def prepare(documents: Sequence[Document], *, now: datetime | None = None) -> list[dict[str, Any]]:
     """Validate and default every document; return the objects in document order.
 
@@ -501,6 +483,7 @@ def prepare(documents: Sequence[Document], *, now: datetime | None = None) -> li
     (and nothing was applied anywhere) unless every object is valid. Objects are
     defaulted in place.
     """
+    documents = list(controllers.expand(documents, _created_by, _controller_error))
     checked: list[_Checked] = []
     seen: dict[tuple[str, str | None, str], Document] = {}
     classes = {
@@ -556,7 +539,7 @@ def prepare(documents: Sequence[Document], *, now: datetime | None = None) -> li
     for seq, c in enumerate(checked):
         meta = c.obj["metadata"]
         kind = gangs.store_kind(str(c.obj["apiVersion"]), c.kind)  # same name, other API
-        meta.setdefault("uid", str(uuid.uuid5(_UID_NAMESPACE, f"{kind}/{c.namespace}/{c.name}")))
+        meta.setdefault("uid", controllers.uid_for(kind, c.namespace, c.name))
         meta["creationTimestamp"] = (base + timedelta(seconds=seq)).strftime("%Y-%m-%dT%H:%M:%SZ")
         meta["resourceVersion"] = str(seq + 1)
         if c.kind == "Pod":

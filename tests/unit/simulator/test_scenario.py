@@ -102,11 +102,12 @@ ERRORS = [
         id="invalid-node-quantity",
     ),
     pytest.param(
-        ["apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n"],
-        "scenario.yaml document 0 (Deployment web): kind: unsupported kind 'Deployment' "
+        ["apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: web}\n"],
+        "scenario.yaml document 0 (DaemonSet web): kind: unsupported kind 'DaemonSet' "
         "(supported: Namespace, Node, Pod, PriorityClass, PodDisruptionBudget, Service, "
-        "ReplicationController, ReplicaSet, StatefulSet, PersistentVolumeClaim, "
-        "PersistentVolume, StorageClass, CSINode, SchedulingProfile, PodGroup, Workload)",
+        "ReplicationController, ReplicaSet, StatefulSet, Deployment, Job, "
+        "PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, SchedulingProfile, "
+        "PodGroup, Workload)",
         id="unknown-kind",
     ),
     pytest.param(
@@ -351,6 +352,8 @@ def test_supported_kinds_table() -> None:
         "ReplicationController": ("v1",),
         "ReplicaSet": ("apps/v1",),
         "StatefulSet": ("apps/v1",),
+        "Deployment": ("apps/v1",),
+        "Job": ("batch/v1",),
         "PersistentVolumeClaim": ("v1",),
         "PersistentVolume": ("v1",),
         "StorageClass": ("storage.k8s.io/v1",),
