@@ -127,6 +127,22 @@ async def test_gang_that_cannot_fit_even_after_evicting_everything_evicts_nothin
     assert "found a placement" not in msg
 
 
+async def test_a_gang_that_never_preempts_evicts_nothing_and_says_why() -> None:
+    h = Harness()
+    low = [member("a-0", "a", 1, node="n1"), member("a-1", "a", 1, node="n1")]
+    h.apply(*nodes(1), pod_group("a", 2), *low)
+    gang = high_gang(2)
+    for p in gang[1:]:
+        p["spec"]["preemptionPolicy"] = "Never"
+    async with running(h):
+        await h.wait_for(lambda: h.sched.cache.pod_count() == 2)
+        h.apply(*gang)
+        await attempts(h, "default/high-0", 3)
+        assert bound(h, ["default/a-0", "default/a-1"]) == 2
+    msg = h.cluster.events_for("default/high-0")[-1].message
+    assert msg.endswith(", pod group preemption: not eligible due to preemptionPolicy=Never.")
+
+
 async def test_pdb_protected_victim_is_kept_when_another_will_do() -> None:
     # p (app=db, its PDB allows no disruption) and q (higher priority) fill the node;
     # the gang needs half of it. Without the PDB, q (more important) would be kept.
