@@ -254,7 +254,7 @@ async def test_a_gang_that_cannot_fit_binds_nothing_and_its_status_says_why(
 
     cond = await eventually(unschedulable, what="PodGroupScheduled=False, Unschedulable")
     assert cond["status"] == "False"
-    assert cond["message"].startswith(f'pod group "{namespace}/gpu": 2/3 members fit; 1 pods: ')
+    assert cond["message"].startswith(f'pod group "{namespace}/gpu": 2/3 members fit; 1 pod: ')
     assert "Insufficient nvidia.com/gpu" in cond["message"]
     # Every member, the two that fit too, says the gang's reason (cluster-autoscaler).
     for name in ("gpu-0", "gpu-1", "gpu-2"):
