@@ -233,7 +233,7 @@ def test_explain_of_a_pod_without_nodes_ends(
     out = capsys.readouterr().out
     assert code == 0
     assert out.startswith("Pod default/p (profile kubesched): Unschedulable\n")
-    assert "no nodes available to schedule pods" in out
+    assert out.splitlines()[1] == "no nodes available to schedule pods"
 
 
 def test_version_flag(capsys: pytest.CaptureFixture[str]) -> None:

@@ -270,7 +270,7 @@ def explain(fwk: Framework, pod: Pod, snapshot: Snapshot) -> Explanation:
     elif infos:
         message = str(FitError(pod, len(infos), diagnosis))
     else:
-        message = "0/0 nodes are available: no nodes available to schedule pods."
+        message = "no nodes available to schedule pods"  # kube's ErrNoNodesAvailable
     ordered = sorted(
         verdicts.values(), key=lambda v: (not v.feasible, -v.total if v.feasible else 0, v.node)
     )

@@ -394,7 +394,10 @@ class Scheduler:
             if diag.pending_plugins and not diag.unschedulable_plugins
             else Code.UNSCHEDULABLE
         )
-        self._fail(fwk, qpi, Status(code, str(err)), cycle, nominated_node=nominated)
+        # No node at all is kube-scheduler's ErrNoNodesAvailable, said as is (not a
+        # FitError's "0/0 nodes are available: ...").
+        message = diag.pre_filter_msg if err.num_all_nodes == 0 else str(err)
+        self._fail(fwk, qpi, Status(code, message), cycle, nominated_node=nominated)
 
     def _fail(
         self,
