@@ -193,6 +193,18 @@ BAD_INPUTS = [
         "Nope",
         id="bench-unknown-workload",
     ),
+    pytest.param(
+        ["validate", "{tmp}/missing.yaml"],
+        {},
+        "{tmp}/missing.yaml: no such file or directory",
+        id="validate-missing-file",
+    ),
+    pytest.param(
+        ["validate", "{tmp}/nothing-here"],
+        {},
+        "{tmp}/nothing-here: no such file or directory",
+        id="validate-missing-directory",
+    ),
     pytest.param(["frobnicate"], {}, "invalid choice: 'frobnicate'", id="unknown-command"),
 ]
 
