@@ -23,8 +23,8 @@ def _swap_remove(pods: list[Pod], uid: str) -> Pod | None:
     return None
 
 
-JournalEntry = tuple["NodeInfo", Pod, "Node | None", int]
-"""(node info, pod, the node object when it happened, +1 added / -1 removed)."""
+JournalEntry = tuple["NodeInfo", Pod, int]
+"""(node info, pod, +1 added / -1 removed)."""
 
 
 class PodJournal:
@@ -51,7 +51,7 @@ class PodJournal:
 
     def append(self, ni: NodeInfo, pod: Pod, sign: int) -> None:
         e = self.entries
-        e.append((ni, pod, ni.node, sign))
+        e.append((ni, pod, sign))
         if len(e) > self.CAP:
             drop = len(e) // 2
             del e[:drop]

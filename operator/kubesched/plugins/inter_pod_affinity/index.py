@@ -130,11 +130,14 @@ class AffinityIndex:
         else:
             infos = snap.node_infos
             n = len(infos)
-            for ni, pod, node, sign in entries:
+            for ni, pod, sign in entries:
                 i = ni.index
+                node = ni.node
                 if node is None or not 0 <= i < n or infos[i] is not ni:
                     continue
                 if sign > 0:
+                    # The node's labels now, as a recount would read them (an entry's
+                    # pod may have come while the node had labels it no longer has).
                     self.add(ni.name, node.labels, pod)
                 else:
                     self.remove(ni.name, pod.uid)
