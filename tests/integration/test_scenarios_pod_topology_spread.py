@@ -54,8 +54,11 @@ def test_without_a_service_there_is_no_default_spreading() -> None:
         for o in load_scenarios([str(SCENARIOS / "system-defaults-service.yaml")])
         if o.get("kind") != "Service"
     ]
+    # Without the Service the two nodes tie; kube-scheduler 1.37 breaks a tie by its heap
+    # over the feasible order (no randomness without extenders), so node-1, the first
+    # node scanned, whatever the seed (with the Service: node-2, the test above).
     nodes = {p.node for seed in range(8) for p in simulate(objects, seed=seed).pods}
-    assert nodes == {"node-1", "node-2"}, "the two nodes tie without the Service"
+    assert nodes == {"node-1"}
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

@@ -189,6 +189,6 @@ def add(sub: Any) -> None:
         metavar="DURATION",
         help="give up on a phase after this long (default: 600s)",
     )
-    p.add_argument("--seed", type=int, metavar="S", help="simulate: seed the tie-breaking")
+    p.add_argument("--seed", type=int, metavar="S", help="simulate: seed the random choices")
     p.add_argument("--output", choices=("table", "json"), default="table")
     p.set_defaults(handler=_bench)

@@ -168,7 +168,7 @@ def add(sub: Any) -> None:
     )
     flag(
         "--seed",
-        "seed the tie-breaking among equal scores (default: random): placements as "
+        "seed the random choices (preemption's offset, tied gang placements; default: random): placements as "
         "`kubesched simulate --seed S` makes for the same objects",
         type=int,
         metavar="S",

@@ -166,6 +166,9 @@ def add(sub: Any) -> None:
     )
     p.add_argument("--output", choices=("table", "json"), default="table", help="default: table")
     p.add_argument(
-        "--seed", type=int, metavar="S", help="seed the random tie-breaking among equal scores"
+        "--seed",
+        type=int,
+        metavar="S",
+        help="seed the random choices (preemption's offset, tied gang placements)",
     )
     p.set_defaults(handler=_simulate)

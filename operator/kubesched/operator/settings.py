@@ -118,7 +118,9 @@ class Settings(BaseModel):
     the SchedulingProfile/PodGroup handlers. Neither engine writes anything to pods."""
 
     seed: int | None = None
-    """Seeds the generator that breaks score ties (and picks preemption's dry-run offset).
+    """Seeds the generator of kube-scheduler's random choices: preemption's dry-run
+    offset and ties between equally scored gang placements (ties between nodes are not
+    random: kube-scheduler 1.37 takes its heap's root, see scheduler/select_host.py).
     Unset, as kube-scheduler: random. Set, a run is repeatable, and places pods as
     ``kubesched simulate --seed`` with the same value does for the same objects (the
     differential test checks that)."""

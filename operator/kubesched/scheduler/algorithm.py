@@ -25,6 +25,7 @@ from kubesched.framework.runtime import Framework, go_list
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import Pod
+from kubesched.scheduler.select_host import heap_winner
 
 if TYPE_CHECKING:
     from kubesched.scheduler.batch import OpportunisticBatch
@@ -143,9 +144,7 @@ class Algorithm:
             observe("Score", s, fwk.profile_name, time.perf_counter() - t1)
         if s is not None:
             raise _StatusError(s)
-        best = int(total.max())
-        ties = np.flatnonzero(total == best)
-        pick = int(ties[0]) if len(ties) == 1 else int(ties[self.rng.randrange(len(ties))])
+        pick = heap_winner(total)
         return ScheduleResult(feasible[pick].name, evaluated, len(rows))
 
     # -- Filter ------------------------------------------------------------------------------------

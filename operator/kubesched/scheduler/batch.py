@@ -37,6 +37,7 @@ from kubesched.framework.runtime import Framework
 from kubesched.framework.signature import PodSigner, signing_plugins
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.types import Node, Pod
+from kubesched.scheduler.select_host import heap_winner
 from kubesched.scheduler.signers import plugin_signer
 
 __all__ = ["MAX_BATCH_AGE", "BatchMetrics", "OpportunisticBatch"]
@@ -256,9 +257,9 @@ class OpportunisticBatch:
         if s is not None:
             self._flush(NORMALIZE_ERROR)
             return None
-        ties = np.flatnonzero(total == total.max())
-        pick = int(ties[0]) if len(ties) == 1 else int(ties[fwk.rng.randrange(len(ties))])
-        return int(rows[pick])
+        # the candidates keep the full cycle's feasible order: ties go as kube-scheduler's
+        # heap would send them (select_host)
+        return int(rows[heap_winner(total)])
 
     def _refresh(
         self,
