@@ -134,6 +134,12 @@ BAD_INPUTS = [
         id="explain-no-simulate-without-scenario",
     ),
     pytest.param(
+        ["explain", "ns/pod", "--profile-selector", "a=b=c"],
+        {},
+        "--profile-selector: label selector 'a=b=c': cannot parse at 'a=b=c'",
+        id="explain-bad-profile-selector",
+    ),
+    pytest.param(
         ["run", "--kubeconfig", "/nonexistent"],
         {},
         "kubeconfig /nonexistent (--kubeconfig): no such file",

@@ -282,3 +282,19 @@ async def test_explain_reads_every_kind_and_the_profiles_of_a_cluster(
         for w in warnings
     ), err
     assert any("SchedulingProfile 'broken' is invalid and serves nothing" in w for w in warnings)
+
+    # a selector that leaves the profile out: as an instance applying other profiles sees it
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", port)
+    await site.start()
+    try:
+        code = await asyncio.to_thread(main, [*argv, "--profile-selector", "team=a"])
+    finally:
+        await runner.cleanup()
+    assert code == 2
+    assert capsys.readouterr().err.endswith(
+        "kubesched: error: pod team/p: no profile serves schedulerName 'pack'\n"
+    )

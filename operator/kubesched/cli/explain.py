@@ -31,16 +31,29 @@ def _pod_key(text: str) -> tuple[str, str]:
     return ns, name
 
 
-def _usable_profiles(objects: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
-    """A cluster's SchedulingProfiles as the operator would serve them: an invalid one
-    serves nothing, and of two claiming one schedulerName the older serves."""
+def _usable_profiles(
+    objects: list[dict[str, Any]], selector: str = ""
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """A cluster's SchedulingProfiles as an operator with this ``--profile-selector``
+    would serve them: an invalid one serves nothing, and of two claiming one
+    schedulerName the older serves."""
+    from kubesched.framework.labels import parse_label_selector
     from kubesched.profile_status import validate_spec
     from kubesched.profiles import ProfileError
 
     kept: list[dict[str, Any]] = []
     warnings: list[str] = []
     serving: dict[str, str] = {}
-    profiles = [o for o in objects if o.get("kind") == "SchedulingProfile"]
+    try:
+        chosen = parse_label_selector(selector)
+    except ValueError as e:
+        raise BadInput(f"--profile-selector: {e}") from None
+    profiles = [
+        o
+        for o in objects
+        if o.get("kind") == "SchedulingProfile"
+        and chosen.matches((o.get("metadata") or {}).get("labels") or {})
+    ]
     profiles.sort(key=lambda o: str((o.get("metadata") or {}).get("creationTimestamp") or ""))
     for obj in profiles:
         name = str((obj.get("metadata") or {}).get("name") or "")
@@ -90,14 +103,15 @@ async def _explain_objects(
         raise BadInput(f"pod {ns}/{name}: {e}") from None
 
 
-async def _from_cluster(kubeconfig: str | None, ns: str, name: str) -> Any:
+async def _from_cluster(args: argparse.Namespace, ns: str, name: str) -> Any:
     from kubesched.cluster.reading import ClusterReadError, read_cluster
 
+    _usable_profiles([], args.profile_selector)  # a bad selector before any request
     try:
-        read = await read_cluster(kubeconfig)
+        read = await read_cluster(args.kubeconfig)
     except ClusterReadError as e:
         raise BadInput(str(e)) from None
-    objects, warnings = _usable_profiles(read.objects)
+    objects, warnings = _usable_profiles(read.objects, args.profile_selector)
     for w in read.warnings + warnings:
         print(f"kubesched: warning: {w}", file=sys.stderr)
     return await _explain_objects(objects, ns, name, schedule=False)
@@ -138,6 +152,10 @@ def _explain(args: argparse.Namespace) -> int:
         raise BadInput("--scenario explains a scenario, --kubeconfig a cluster: give one")
     if args.no_simulate and not args.scenario:
         raise BadInput("--no-simulate goes with --scenario")
+    if args.profile_selector and (args.scenario or args.server):
+        raise BadInput(
+            "--profile-selector chooses a cluster's profiles: not with --scenario or --server"
+        )
     if args.server:
         exp = Explanation.from_dict(run_async(_from_server(args.server, ns, name)))
     elif args.scenario:
@@ -148,7 +166,7 @@ def _explain(args: argparse.Namespace) -> int:
         with asyncio.Runner(loop_factory=VirtualTimeLoop) as runner:
             exp = runner.run(_explain_objects(objects, ns, name, schedule=not args.no_simulate))
     else:
-        exp = run_async(_from_cluster(args.kubeconfig, ns, name))
+        exp = run_async(_from_cluster(args, ns, name))
     if args.output == "json":
         sys.stdout.write(orjson.dumps(exp.to_dict()).decode() + "\n")
     else:
@@ -172,6 +190,13 @@ def add(sub: Any) -> None:
     p.add_argument("pod", type=_pod_key, metavar="NAMESPACE/NAME")
     p.add_argument(
         "--kubeconfig", metavar="FILE", help="default: KUBECONFIG, ~/.kube/config, in-cluster"
+    )
+    p.add_argument(
+        "--profile-selector",
+        metavar="SELECTOR",
+        default="",
+        help="with a cluster: the SchedulingProfiles the running kubesched applies, as its "
+        "own --profile-selector (default: every SchedulingProfile)",
     )
     p.add_argument(
         "--scenario",
