@@ -194,7 +194,9 @@ class _Stall:
 
 def _stall(sched: Scheduler, cluster: MemoryCluster) -> _Stall | None:
     """What a stall would look like now; None if the scheduler is visibly busy (a pod
-    active or in flight) or nothing is backing off."""
+    active, in flight or waiting at Permit) or nothing is backing off."""
+    if any(p.framework.iterate_waiting_pods() for p in sched.profiles.values()):
+        return None  # a pod waits at Permit: its timeout is progress to come
     attempts: dict[str, int] = {}
     for q in sched.queues.queues().values():
         if q.has_active() or q.in_flight():
