@@ -97,6 +97,11 @@ LIST_PATHS = {
     "PodDisruptionBudget": ("/apis/policy/v1", "poddisruptionbudgets"),
     "PriorityClass": ("/apis/scheduling.k8s.io/v1", "priorityclasses"),
     "PodGroup": ("/apis/kubesched.dev/v1alpha1", "podgroups"),
+    # Dynamic Resource Allocation (framework.cluster_port.DRA_KINDS)
+    "DeviceClass": ("/apis/resource.k8s.io/v1", "deviceclasses"),
+    "ResourceSlice": ("/apis/resource.k8s.io/v1", "resourceslices"),
+    "ResourceClaim": ("/apis/resource.k8s.io/v1", "resourceclaims"),
+    "ResourceClaimTemplate": ("/apis/resource.k8s.io/v1", "resourceclaimtemplates"),
     # the foreign gang APIs (kubesched.api.gangs), watched while served (gang_sources)
     "PodGroup.scheduling.k8s.io": ("/apis/scheduling.k8s.io/v1beta1", "podgroups"),
     "Workload.scheduling.k8s.io": ("/apis/scheduling.k8s.io/v1beta1", "workloads"),
@@ -573,6 +578,59 @@ class KubeCluster:
             await self.request(
                 "PUT", f"/api/v1/namespaces/{ns}/persistentvolumeclaims/{name}", new_pvc
             )
+
+    # -- DynamicResources' claim writes (see ClusterPort) -------------------------------------------
+    async def update_claim_status(
+        self,
+        claim: Mapping[str, Any],
+        allocation: Mapping[str, Any] | None,
+        reserved_for: Mapping[str, Any],
+    ) -> Mapping[str, Any]:
+        """As kube-scheduler's bindClaim: a fresh GET, the finalizer by a normal update
+        when an allocation is stored, then an update of the status subresource."""
+        meta = claim.get("metadata") or {}
+        ns, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
+        path = f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{name}"
+        current = dict(await self.request("GET", path))
+        if (current.get("metadata") or {}).get("deletionTimestamp"):
+            raise Conflict(f"claim {ns}/{name} got deleted in the meantime")
+        status = current.setdefault("status", {})
+        if allocation is not None:
+            if status.get("allocation"):
+                raise Conflict(f"claim {ns}/{name} got allocated elsewhere in the meantime")
+            finalizers = current.setdefault("metadata", {}).setdefault("finalizers", [])
+            if "resource.kubernetes.io/delete-protection" not in finalizers:
+                finalizers.append("resource.kubernetes.io/delete-protection")
+                current = dict(await self.request("PUT", path, current))
+                status = current.setdefault("status", {})
+            status["allocation"] = dict(allocation)
+        status.setdefault("reservedFor", []).append(dict(reserved_for))
+        return dict(await self.request("PUT", f"{path}/status", current))
+
+    async def unreserve_claim(self, claim: Mapping[str, Any], pod_uid: str) -> None:
+        meta = claim.get("metadata") or {}
+        ns, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
+        patch = {
+            "metadata": {"uid": meta.get("uid")},
+            "status": {"reservedFor": [{"$patch": "delete", "uid": pod_uid}]},
+        }
+        await self.request(
+            "PATCH",
+            f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{name}/status",
+            patch,
+            content_type=STRATEGIC_MERGE,
+        )
+
+    async def deallocate_claim(self, claim: Mapping[str, Any]) -> None:
+        meta = claim.get("metadata") or {}
+        ns, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
+        new = copy.deepcopy(dict(claim))
+        status = new.setdefault("status", {})
+        for field_name in ("allocation", "reservedFor", "devices"):
+            status.pop(field_name, None)
+        await self.request(
+            "PUT", f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{name}/status", new
+        )
 
     # -- reads (list for reconciliation) ----------------------------------------------------------
     async def list_pages(

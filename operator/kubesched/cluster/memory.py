@@ -33,8 +33,13 @@ CLUSTER_SCOPED = {
     "CSINode",
     "CSIDriver",
     "SchedulingProfile",
+    "DeviceClass",
+    "ResourceSlice",
 }
 
+
+DRA_FINALIZER = "resource.kubernetes.io/delete-protection"
+"""The finalizer kube-scheduler puts on a ResourceClaim before it stores an allocation."""
 
 #: Node labels a binding copies onto the pod (kube-apiserver's PodTopologyLabels).
 TOPOLOGY_LABELS = ("topology.kubernetes.io/zone", "topology.kubernetes.io/region")
@@ -333,6 +338,73 @@ class MemoryCluster:
         self._stamp(new_pvc)
         claims[f"{ns}/{name}"] = new_pvc
         self._notify("PersistentVolumeClaim", "MODIFIED", new_pvc, old_pvc)
+
+    # -- DynamicResources' claim writes (see ClusterPort) -------------------------------------------
+    def _claim_copy(self, claim: Mapping[str, Any]) -> tuple[str, dict[str, Any], dict[str, Any]]:
+        meta = claim.get("metadata") or {}
+        ns, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
+        old = self.objects.get("ResourceClaim", {}).get(f"{ns}/{name}")
+        if old is None:
+            raise NotFound(f'resourceclaims.resource.k8s.io "{name}" not found')
+        new = copy.deepcopy(old)
+        new.setdefault("status", {})
+        return f"{ns}/{name}", old, new
+
+    def _store_claim(self, key: str, new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
+        self._stamp(new)
+        self.objects.setdefault("ResourceClaim", {})[key] = new
+        self._notify("ResourceClaim", "MODIFIED", new, old)
+        return new
+
+    async def update_claim_status(
+        self,
+        claim: Mapping[str, Any],
+        allocation: Mapping[str, Any] | None,
+        reserved_for: Mapping[str, Any],
+    ) -> Mapping[str, Any]:
+        self._maybe_fail("update_claim_status")
+        key, old, new = self._claim_copy(claim)
+        if (new.get("metadata") or {}).get("deletionTimestamp"):
+            raise Conflict(f"claim {key} got deleted in the meantime")
+        if allocation is not None:
+            if new["status"].get("allocation"):
+                raise Conflict(f"claim {key} got allocated elsewhere in the meantime")
+            finalizers = new["metadata"].setdefault("finalizers", [])
+            if DRA_FINALIZER not in finalizers:
+                finalizers.append(DRA_FINALIZER)
+            new["status"]["allocation"] = copy.deepcopy(dict(allocation))
+        elif not new["status"].get("allocation"):
+            raise Conflict(f"claim {key} got deallocated elsewhere in the meantime")
+        reserved = new["status"].setdefault("reservedFor", [])
+        if not any(r.get("uid") == reserved_for.get("uid") for r in reserved):
+            reserved.append(dict(reserved_for))
+        return self._store_claim(key, new, old)
+
+    async def unreserve_claim(self, claim: Mapping[str, Any], pod_uid: str) -> None:
+        self._maybe_fail("unreserve_claim")
+        key, old, new = self._claim_copy(claim)
+        reserved = new["status"].get("reservedFor") or []
+        kept = [r for r in reserved if r.get("uid") != pod_uid]
+        if len(kept) == len(reserved):
+            return
+        new["status"]["reservedFor"] = kept
+        if not kept:
+            del new["status"]["reservedFor"]
+        self._store_claim(key, new, old)
+
+    async def deallocate_claim(self, claim: Mapping[str, Any]) -> None:
+        self._maybe_fail("deallocate_claim")
+        key, old, new = self._claim_copy(claim)
+        seen = str((claim.get("metadata") or {}).get("resourceVersion") or "")
+        if seen and seen != str(old["metadata"].get("resourceVersion") or ""):
+            raise Conflict(
+                f'Operation cannot be fulfilled on resourceclaims.resource.k8s.io "{key}": '
+                "the object has been modified; please apply your changes to the latest "
+                "version and try again"
+            )
+        for field_name in ("allocation", "reservedFor", "devices"):
+            new["status"].pop(field_name, None)
+        self._store_claim(key, new, old)
 
     # -- reads for tests and the simulator --------------------------------------------------------------
     def events_for(self, key: str) -> builtins.list[RecordedEvent]:

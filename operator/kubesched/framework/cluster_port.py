@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from kubesched.framework.types import Pod
 
 __all__ = [
+    "DRA_KINDS",
     "ClusterError",
     "ClusterPort",
     "Conflict",
@@ -102,6 +103,46 @@ class ClusterPort(Protocol):
         ``Conflict`` when the PV is already bound to another claim.
         """
         ...
+
+    async def update_claim_status(
+        self,
+        claim: Mapping[str, Any],
+        allocation: Mapping[str, Any] | None,
+        reserved_for: Mapping[str, Any],
+    ) -> Mapping[str, Any]:
+        """DynamicResources' PreBind write for one ResourceClaim (``claim`` as the store
+        holds it); returns the claim as stored afterwards.
+
+        Reads the current claim, then: ``allocation`` (a ``status.allocation`` dict, or
+        None when the claim is already allocated) is stored after the finalizer
+        ``resource.kubernetes.io/delete-protection`` is on the claim (a normal update, as
+        kube-scheduler adds it); ``reserved_for`` (``{"resource": "pods", "name": ...,
+        "uid": ...}``) is appended to ``status.reservedFor``. Raises ``NotFound`` when the
+        claim is gone, ``Conflict`` with ``claim <ns>/<name> got allocated elsewhere in
+        the meantime`` when ``allocation`` is given and the stored claim already has one,
+        or ``claim <ns>/<name> got deleted in the meantime`` when it is being deleted.
+        """
+        ...
+
+    async def unreserve_claim(self, claim: Mapping[str, Any], pod_uid: str) -> None:
+        """DynamicResources' Unreserve: remove the entry of ``pod_uid`` from the claim's
+        ``status.reservedFor`` (kube-scheduler sends a strategic merge patch with
+        ``$patch: delete`` on the uid, so it needs no fresh copy). ``NotFound`` when the
+        claim is gone."""
+        ...
+
+    async def deallocate_claim(self, claim: Mapping[str, Any]) -> None:
+        """DynamicResources' PostFilter: clear ``status.allocation``, ``status.reservedFor``
+        and ``status.devices`` of a claim reserved for nobody (or only the pod being
+        scheduled), so the pod can be tried with a fresh allocation. ``Conflict`` when the
+        stored claim changed since ``claim`` (its resourceVersion), ``NotFound`` when
+        gone."""
+        ...
+
+
+DRA_KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate")
+"""The store kinds of resource.k8s.io/v1 (``handle.store.get/list`` use these names);
+DeviceClass and ResourceSlice are cluster-scoped."""
 
 
 class ObjectStore(Protocol):
