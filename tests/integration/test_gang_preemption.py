@@ -143,6 +143,25 @@ async def test_a_gang_that_never_preempts_evicts_nothing_and_says_why() -> None:
     assert msg.endswith(", pod group preemption: not eligible due to preemptionPolicy=Never.")
 
 
+async def test_members_already_nominated_do_not_count_twice_in_the_dry_run() -> None:
+    # Both members carry status.nominatedNodeName n1 (an earlier preemption) while n1 is
+    # still full: placed on n1 in the dry run, a member must not also count as nominated
+    # there, or the gang would never fit and nothing be evicted.
+    h = Harness()
+    low = [member("x", "", 1, node="n1"), member("y", "", 1, node="n1")]
+    for p in low:
+        del p["metadata"]["labels"][LABEL]
+    gang = high_gang(2)
+    for p in gang[1:]:
+        p["status"]["nominatedNodeName"] = "n1"
+    h.apply(*nodes(1), *low)
+    async with running(h):
+        await h.wait_for(lambda: h.sched.cache.pod_count() == 2)
+        h.apply(*gang)
+        await h.wait_for(lambda: bound(h, ["default/high-0", "default/high-1"]) == 2)
+        assert gone(h, ["default/x", "default/y"])
+
+
 async def test_pdb_protected_victim_is_kept_when_another_will_do() -> None:
     # p (app=db, its PDB allows no disruption) and q (higher priority) fill the node;
     # the gang needs half of it. Without the PDB, q (more important) would be kept.

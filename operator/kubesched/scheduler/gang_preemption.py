@@ -113,16 +113,28 @@ def post_filter(
     def place(work: Snapshot) -> list[gp.Assignment] | Status:
         return _place(sched, fwk, view, members, need, work)
 
-    out = gp.find_gang_victims(
-        fwk,
-        snap,
-        priority=priority,
-        place=place,
-        gang_of=find,
-        pdbs=pdbs,
-        own=view.key,
-        use=lambda work: _pointed_at(fwk, work),
-    )
+    # The dry run places the members themselves: their earlier nominations must not
+    # count as well (kube's assume drops a pod's nomination). Restored if no plan.
+    nominated = {p.uid: sched.nominator.nominated_node(p.uid) for p in pods}
+    for p in pods:
+        sched.nominator.delete(p)
+    out: gp.GangPlan | Status = Status.as_error("gang preemption did not finish")
+    try:
+        out = gp.find_gang_victims(
+            fwk,
+            snap,
+            priority=priority,
+            place=place,
+            gang_of=find,
+            pdbs=pdbs,
+            own=view.key,
+            use=lambda work: _pointed_at(fwk, work),
+        )
+    finally:
+        if isinstance(out, Status):
+            for p in pods:
+                if nominated[p.uid]:
+                    sched.nominator.add(p, nominated[p.uid])
     if isinstance(out, Status):
         if out.code == Code.ERROR:
             log.warning("gang preemption for %s failed: %s", view.key, out.message())
