@@ -30,6 +30,7 @@ FLAGS: dict[str, str] = {
     "--leader-elect-lease-duration": "lease_duration",
     "--leader-elect-renew-deadline": "renew_deadline",
     "--leader-elect-retry-period": "retry_period",
+    "--delegate-auth": "delegate_auth",
     "--bind-address": "bind_address",
     "--port": "port",
     "--kube-api-qps": "client_qps",
@@ -99,15 +100,20 @@ def _run(args: argparse.Namespace) -> int:
     from kubesched.cluster.kubeconfig import load_client_configuration
 
     # A bad kubeconfig is the user's to fix: say so before anything starts.
-    run_async(load_client_configuration(settings.kubeconfig))
+    host = run_async(load_client_configuration(settings.kubeconfig)).host
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    from kubesched.framework.cluster_port import ClusterError
+
     try:
         run_async(run(settings=settings, tune_gc=True))
     except LeadershipLost as e:
         print(f"kubesched run: {e}", file=sys.stderr)
         return 1
+    except ClusterError as e:
+        # the first LIST failed: the wrong server, a server down, an identity refused
+        raise BadInput(f"the API server at {host}: {e}") from None
     return EXIT_OK
 
 
@@ -151,8 +157,22 @@ def add(sub: Any) -> None:
         ("--leader-elect-retry-period", "2s"),
     ):
         flag(name, f"kube-scheduler's (default: {default})", type=seconds, metavar="DURATION")
-    flag("--bind-address", "health/metrics address (default: 0.0.0.0)", metavar="ADDR")
-    flag("--port", "health/metrics port (default: 10251)", type=int, metavar="PORT")
+    flag(
+        "--delegate-auth",
+        "serve /metrics, /debug, /explain and /ui only to bearer tokens the API server "
+        "authenticates (TokenReview) and authorizes to get the path (SubjectAccessReview, "
+        "nonResourceURLs RBAC), as kube-scheduler does; /healthz, /readyz, /livez stay open "
+        "(default: off, and the server listens on 127.0.0.1 only)",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+    )
+    flag(
+        "--bind-address",
+        "the address of every endpoint (default: 0.0.0.0 with --delegate-auth, else "
+        "127.0.0.1; another address needs --delegate-auth)",
+        metavar="ADDR",
+    )
+    flag("--port", "the port of every endpoint (default: 10251)", type=int, metavar="PORT")
     flag("--kube-api-qps", "default: 50; <= 0 lifts it", type=float, metavar="QPS")
     flag("--kube-api-burst", "default: 100", type=int, metavar="N")
     flag(

@@ -15,6 +15,12 @@
   with their pool and last failure reason (:mod:`kubesched.scheduler.cachedump`), as
   JSON; kube-scheduler's cache dumper, over HTTP.
 
+Who may read them: with ``auth`` (``--delegate-auth``), every path but /healthz, /readyz
+and /livez needs a bearer token the API server accepts for a user RBAC lets ``get`` that
+path (:mod:`kubesched.operator.delegated_auth`, one middleware for every handler, /ui/
+included); without it, ``kubesched run`` listens on localhost only (see
+:attr:`kubesched.operator.settings.Settings.bind_address`).
+
 Nothing here returns credentials: responses are built from pod and node names, plugin
 names and scheduling messages only. Explaining runs on the event loop (it reads and
 briefly adjusts the scheduler's cache) and costs one full Filter pass over all nodes.
@@ -32,6 +38,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from kubesched.framework.types import ObjectError, Pod
+from kubesched.operator.delegated_auth import DelegatedAuth, auth_middleware
 from kubesched.scheduler.cachedump import cache_dump
 from kubesched.scheduler.explain import explain_pod
 from kubesched.scheduler.scheduler import Scheduler
@@ -46,8 +53,10 @@ def make_app(
     scheduler: Scheduler,
     ready: Callable[[], bool],
     leading: Callable[[], bool],
+    auth: DelegatedAuth | None = None,
 ) -> web.Application:
-    """The aiohttp application (``serve`` runs it; tests use it with a test client)."""
+    """The aiohttp application (``serve`` runs it; tests use it with a test client).
+    ``auth``: every path but the health endpoints is authenticated and authorized."""
 
     async def healthz(request: web.Request) -> web.Response:
         return web.Response(text="ok")
@@ -103,7 +112,7 @@ def make_app(
     async def debug_cache(request: web.Request) -> web.Response:
         return _json(cache_dump(scheduler), 200)
 
-    app = web.Application()
+    app = web.Application(middlewares=[auth_middleware(auth)] if auth is not None else [])
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/livez", healthz)
     app.router.add_get("/readyz", readyz)
@@ -138,10 +147,11 @@ async def serve(
     ready: Callable[[], bool],
     leading: Callable[[], bool],
     started: Callable[[int], None] | None = None,
+    auth: DelegatedAuth | None = None,
 ) -> None:
     """Serve until cancelled. ``started(port)`` (a test hook) gets the bound port, which
     is the one the OS picked when ``port`` is 0."""
-    app = make_app(scheduler=scheduler, ready=ready, leading=leading)
+    app = make_app(scheduler=scheduler, ready=ready, leading=leading, auth=auth)
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
     try:
@@ -152,7 +162,12 @@ async def serve(
         sockets = getattr(server, "sockets", None) or []
         if sockets:
             bound = int(sockets[0].getsockname()[1])
-        log.info("serving /healthz /readyz /metrics /explain /debug/cache on %s:%d", host, bound)
+        log.info(
+            "serving /healthz /readyz /metrics /explain /debug/cache on %s:%d (%s)",
+            host,
+            bound,
+            "authenticated and authorized by the API server" if auth else "no authentication",
+        )
         if started is not None:
             started(bound)
         await asyncio.Event().wait()

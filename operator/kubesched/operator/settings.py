@@ -7,6 +7,7 @@ Each field's docstring gives the reason for its default. Precedence: an explicit
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
 import uuid
@@ -35,6 +36,15 @@ def default_namespace(sa_file: Path = SERVICE_ACCOUNT_NAMESPACE) -> str:
     except OSError:
         ns = ""
     return ns or "default"
+
+
+def _loopback(address: str) -> bool:
+    if address == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
 
 
 def _default_identity() -> str:
@@ -78,9 +88,20 @@ class Settings(BaseModel):
     identity: str = Field(default_factory=_default_identity)
     """This replica's name in the Lease; see ``_default_identity``."""
 
-    bind_address: str = "0.0.0.0"
-    """Where /healthz, /readyz, /metrics and /explain listen: every interface, so the
-    kubelet's probes and Prometheus reach the pod."""
+    delegate_auth: bool = False
+    """Authenticate and authorize every request but the health endpoints (/metrics,
+    /debug/..., /explain/..., /ui/...) through the API server, as kube-scheduler does: a
+    TokenReview of the bearer token, then a SubjectAccessReview of ``get`` on the path
+    (``nonResourceURLs`` RBAC rules; :mod:`kubesched.operator.delegated_auth`). Our own
+    identity needs ``system:auth-delegator`` (the chart binds it). Off by default because
+    it needs that binding; off, the server listens on localhost only, so a fresh
+    ``kubesched run`` never shows the cluster's pods to whoever reaches the machine."""
+
+    bind_address: str | None = None
+    """Where every endpoint listens (one port). Unset: ``0.0.0.0`` with
+    ``delegate_auth`` (the kubelet's probes and Prometheus reach the pod), else
+    ``127.0.0.1``. A non-loopback address without ``delegate_auth`` is refused: it would
+    serve every pod's explanation to anyone on the network."""
 
     port: int = Field(default=10251, ge=0, le=65535)
     """Plain HTTP (kube-scheduler's former insecure port). 0 picks a free port (tests)."""
@@ -164,7 +185,20 @@ class Settings(BaseModel):
             raise ValueError("renew_deadline must be greater than 1.2 * retry_period")
         if self.leader_elect and self.retry_period < 1:
             raise ValueError("retry_period must be at least 1 s")
+        if not self.delegate_auth and not _loopback(self.listen_address):
+            raise ValueError(
+                f"bind_address {self.listen_address} without delegate_auth would serve "
+                "/metrics, /debug and /explain (every pod) to anyone who reaches it: "
+                "turn on delegate_auth or bind to 127.0.0.1"
+            )
         return self
+
+    @property
+    def listen_address(self) -> str:
+        """``bind_address``, or its default for ``delegate_auth`` (see there)."""
+        if self.bind_address:
+            return self.bind_address
+        return "0.0.0.0" if self.delegate_auth else "127.0.0.1"
 
     @classmethod
     def load(
