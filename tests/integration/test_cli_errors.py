@@ -334,3 +334,21 @@ def test_ctrl_c_stops_a_wait_for_a_server(listening: int) -> None:
         assert (code, out) == (130, "")
         assert "Traceback" not in err
         assert took < 15
+
+
+@pytest.mark.timeout(90)
+def test_run_against_an_unreachable_api_server_is_one_line(files: Path, closed_port: int) -> None:
+    # a subprocess: `run` tunes the process's garbage collector and starts Kopf
+    argv = ["run", "--kubeconfig", str(files / "unreachable.yaml"), "--no-leader-elect"]
+    done = subprocess.run(
+        [sys.executable, "-m", "kubesched", *argv, "--port", "0", "--log-level", "error"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[-1].startswith(
+        f"kubesched: error: the API server at http://127.0.0.1:{closed_port}: GET /api/v1/"
+    )
