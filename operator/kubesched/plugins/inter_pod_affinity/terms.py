@@ -140,27 +140,42 @@ def _merged_selector(owner: Pod, term: Mapping[str, Any]) -> Any:
     return {**sel, "matchExpressions": exprs}
 
 
+_Entry = tuple[Mapping[str, Any], Pod, PodTerms, ObjectError | None]
+
+
 class TermCache:
-    """Compiled terms per pod object (validated by identity of the pod's raw dict) and
-    interned by content, so equal terms of many pods are one object."""
+    """Compiled terms per pod (by uid; reused while the pod's raw dict is the same object,
+    or its affinity, namespace and labels are equal: a pod's bound copy from the watch
+    needs no new parse) and interned by content, so equal terms of many pods are one
+    object."""
 
     MAX_PODS = 200_000
 
     def __init__(self) -> None:
-        self._pods: dict[str, tuple[Mapping[str, Any], PodTerms, ObjectError | None]] = {}
+        self._pods: dict[str, _Entry] = {}
         self._interned: dict[Hashable, AffinityTerm] = {}
 
-    def _entry(self, pod: Pod) -> tuple[Mapping[str, Any], PodTerms, ObjectError | None]:
+    def _entry(self, pod: Pod) -> _Entry:
         hit = self._pods.get(pod.uid)
-        if hit is None or hit[0] is not pod.raw:
-            if len(self._pods) >= self.MAX_PODS:
-                self._pods.clear()
-                self._interned.clear()
-            try:
-                hit = (pod.raw, self._parse(pod, strict=True), None)
-            except ObjectError as e:
-                hit = (pod.raw, self._parse(pod, strict=False), e)
-            self._pods[pod.uid] = hit
+        if hit is not None and hit[0] is pod.raw:
+            return hit
+        if hit is not None:
+            was = hit[1]
+            if (
+                was.affinity == pod.affinity
+                and was.namespace == pod.namespace
+                and was.labels == pod.labels
+            ):
+                hit = self._pods[pod.uid] = (pod.raw, pod, hit[2], hit[3])
+                return hit
+        if len(self._pods) >= self.MAX_PODS:
+            self._pods.clear()
+            self._interned.clear()
+        try:
+            hit = (pod.raw, pod, self._parse(pod, strict=True), None)
+        except ObjectError as e:
+            hit = (pod.raw, pod, self._parse(pod, strict=False), e)
+        self._pods[pod.uid] = hit
         return hit
 
     def get(self, pod: Pod) -> PodTerms:
@@ -168,7 +183,7 @@ class TermCache:
         a = pod.affinity
         if not a or not (a.get("podAffinity") or a.get("podAntiAffinity")):
             return EMPTY_TERMS
-        _, terms, err = self._entry(pod)
+        _, _, terms, err = self._entry(pod)
         if err is not None:
             raise err
         return terms
@@ -179,7 +194,7 @@ class TermCache:
         a = pod.affinity
         if not a or not (a.get("podAffinity") or a.get("podAntiAffinity")):
             return EMPTY_TERMS
-        return self._entry(pod)[1]
+        return self._entry(pod)[2]
 
     def _parse(self, pod: Pod, *, strict: bool) -> PodTerms:
         a = pod.affinity
