@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -332,3 +333,23 @@ async def test_a_failing_gang_backs_off_as_a_group_doubling_to_the_cap() -> None
     gaps = [round(b - a) for a, b in itertools.pairwise(times)]
     # Each attempt tries the three together: 1 s doubling, capped at 10 s.
     assert gaps == [1, 2, 4, 8, 10]
+
+
+async def test_a_gang_that_does_not_fit_waits_for_the_cluster_to_change() -> None:
+    # Each failed group cycle writes PodScheduled=False on the members; that status update
+    # comes back as a pod update, which must not re-release the gang (PreEnqueue
+    # activating every member at once would retry it at the same instant forever). An
+    # unschedulable gang waits, as an unschedulable pod does, for an event that may help.
+    h = Harness()
+    h.apply(*nodes(1, cpu="2"), pod_group("g", 3), *members("g", 3))
+    keys = ["default/g-0", "default/g-1", "default/g-2"]
+    loop = asyncio.get_running_loop()
+    async with running(h):
+        await h.wait_for(lambda: all("FailedScheduling" in h.reasons(k) for k in keys))
+        start = loop.time()
+        await asyncio.sleep(40)
+        assert loop.time() - start >= 40, "virtual time stood still: something spins"
+        assert [h.reasons(k).count("FailedScheduling") for k in keys] == [1, 1, 1]
+        assert h.cluster.bindings == []
+        h.apply(make_node("node-big").alloc(cpu="8", memory="32Gi").obj())
+        await h.wait_for(lambda: bound(h, keys) == 3)
