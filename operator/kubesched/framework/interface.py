@@ -76,6 +76,9 @@ class EventResource(enum.StrEnum):
     CSI_DRIVER = "CSIDriver"
     VOLUME_ATTACHMENT = "VolumeAttachment"
     POD_GROUP = "PodGroup"
+    RESOURCE_CLAIM = "ResourceClaim"
+    RESOURCE_SLICE = "ResourceSlice"
+    DEVICE_CLASS = "DeviceClass"
     WILDCARD = "*"
 
 

@@ -61,15 +61,21 @@ WATCHED: tuple[Watched, ...] = (
     Watched("CSIDriver", "storage.k8s.io/v1", "csidrivers"),
     Watched("PodDisruptionBudget", "policy/v1", "poddisruptionbudgets"),
     Watched("PriorityClass", "scheduling.k8s.io/v1", "priorityclasses"),
+    Watched("DeviceClass", "resource.k8s.io/v1", "deviceclasses"),
+    Watched("ResourceSlice", "resource.k8s.io/v1", "resourceslices"),
+    Watched("ResourceClaim", "resource.k8s.io/v1", "resourceclaims"),
     Watched("PodGroup", "kubesched.dev/v1alpha1", "podgroups"),
 )
 """Pods and nodes, and what the plugins read from the store or requeue on. PodGroups
 (Coscheduling's gangs) need their CRD: without it Kopf skips the watch and the initial
-sync lists none (Kopf's CRD scanning is off, so a CRD installed later needs a restart)."""
+sync lists none (Kopf's CRD scanning is off, so a CRD installed later needs a restart).
+DeviceClasses, ResourceSlices and ResourceClaims (resource.k8s.io/v1, served since
+Kubernetes 1.34) feed DynamicResources."""
 
 
-OPTIONAL_KINDS = frozenset({"PodGroup"})
-"""Custom resources: a missing CRD means none exist, not an error."""
+OPTIONAL_KINDS = frozenset({"PodGroup", "DeviceClass", "ResourceSlice", "ResourceClaim"})
+"""A missing CRD means none exist, not an error; so does an API server that does not serve
+resource.k8s.io/v1 (before 1.34, or with the API turned off): no pod can have a claim."""
 
 
 def _rv(obj: Obj) -> int | None:

@@ -36,6 +36,9 @@ OTHER_KINDS = {
     "CSINode": EventResource.CSI_NODE,
     "CSIDriver": EventResource.CSI_DRIVER,
     "VolumeAttachment": EventResource.VOLUME_ATTACHMENT,
+    "ResourceClaim": EventResource.RESOURCE_CLAIM,
+    "ResourceSlice": EventResource.RESOURCE_SLICE,
+    "DeviceClass": EventResource.DEVICE_CLASS,
     **dict.fromkeys(GANG_STORE_KINDS, EventResource.POD_GROUP),
     WORKLOAD_STORE_KIND: EventResource.POD_GROUP,  # an upstream PodGroup's template
 }

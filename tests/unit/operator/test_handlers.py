@@ -166,3 +166,63 @@ def test_registry_leaves_pods_and_nodes_to_the_direct_informers() -> None:
     assert len(handlers) == len(WATCHED) - 2
     assert not plurals & {"pods", "nodes"}
     assert {"persistentvolumeclaims", "poddisruptionbudgets", "podgroups"} <= plurals
+
+
+def _dra(kind: str, name: str, rv: str, namespace: str | None = None) -> JSON:
+    meta: JSON = {"name": name, "uid": f"{kind}-{name}", "resourceVersion": rv}
+    if namespace:
+        meta["namespace"] = namespace
+    return {"apiVersion": "resource.k8s.io/v1", "kind": kind, "metadata": meta, "spec": {}}
+
+
+def test_dra_objects_are_stored_and_become_cluster_events() -> None:
+    """DeviceClasses and ResourceSlices are cluster-scoped, claims namespaced; each change
+    is a cluster event of its own kind (what DynamicResources' queueing hints register)."""
+    from kubesched.framework.interface import ActionType, ClusterEvent, EventResource
+    from kubesched.scheduler.scheduler import Scheduler
+
+    cluster = FakeCluster()
+    router = WatchRouter(cluster, scheduler_names=["kubesched"], reporting_controller="kubesched")
+    sched = Scheduler(cluster, cluster)
+    seen: list[tuple[ClusterEvent, str | None, str | None]] = []
+
+    def rv(obj: Any) -> str | None:
+        return None if obj is None else str(obj["metadata"]["resourceVersion"])
+
+    def spy(event: ClusterEvent, old: Any, new: Any, *a: Any, **kw: Any) -> None:
+        seen.append((event, rv(old), rv(new)))
+
+    sched.queues.move_all_to_active_or_backoff = spy  # type: ignore[method-assign,assignment]
+    router.attach(EventHandlers(sched, on_bad_object=router.on_bad_object))
+    router.dispatch("DeviceClass", None, _dra("DeviceClass", "gpu", "1"))
+    router.dispatch("ResourceSlice", "ADDED", _dra("ResourceSlice", "node-1-gpu", "2"))
+    router.dispatch("ResourceClaim", "ADDED", _dra("ResourceClaim", "c", "3", "ns"))
+    router.dispatch("ResourceClaim", "MODIFIED", _dra("ResourceClaim", "c", "4", "ns"))
+    router.dispatch("ResourceSlice", "DELETED", _dra("ResourceSlice", "node-1-gpu", "5"))
+    assert cluster.get("DeviceClass", "", "gpu") is not None
+    assert cluster.get("ResourceClaim", "ns", "c")["metadata"]["resourceVersion"] == "4"  # type: ignore[index]
+    assert cluster.get("ResourceSlice", "", "node-1-gpu") is None
+    assert seen == [
+        (ClusterEvent(EventResource.DEVICE_CLASS, ActionType.ADD), None, "1"),
+        (ClusterEvent(EventResource.RESOURCE_SLICE, ActionType.ADD), None, "2"),
+        (ClusterEvent(EventResource.RESOURCE_CLAIM, ActionType.ADD), None, "3"),
+        (ClusterEvent(EventResource.RESOURCE_CLAIM, ActionType.UPDATE_OTHER), "3", "4"),
+        (ClusterEvent(EventResource.RESOURCE_SLICE, ActionType.DELETE), None, "5"),
+    ]
+
+
+async def test_reconcile_without_the_resource_api_lists_no_dra_objects(
+    setup: tuple[WatchRouter, FakeCluster, Recorder],
+) -> None:
+    """An API server that does not serve resource.k8s.io/v1 (404): none exist, no error."""
+    from kubesched.framework.cluster_port import NotFound
+
+    router, cluster, rec = setup
+
+    async def not_served(kind: str, page_size: int = 500) -> AsyncIterator[tuple[list[JSON], str]]:
+        raise NotFound(f"GET {kind}: 404 the server could not find the requested resource")
+        yield [], ""
+
+    cluster.list_pages = not_served  # type: ignore[method-assign]
+    assert await router.reconcile(["DeviceClass", "ResourceSlice", "ResourceClaim"]) == 0
+    assert rec.calls == []
