@@ -97,15 +97,13 @@ def _run(args: argparse.Namespace) -> int:
         settings = Settings.load(given)
     except pydantic.ValidationError as e:
         raise BadInput(_settings_message(e, given, os.environ)) from None
-    from kubesched.cluster.kubeconfig import load_client_configuration
-
-    # A bad kubeconfig is the user's to fix: say so before anything starts.
-    host = run_async(load_client_configuration(settings.kubeconfig)).host
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    from kubesched.cluster.kubeconfig import load_client_configuration
     from kubesched.framework.cluster_port import ClusterError
 
+    # A bad kubeconfig (KubeconfigError) ends run() before anything starts: one line.
     try:
         run_async(run(settings=settings, tune_gc=True))
     except LeadershipLost as e:
@@ -113,6 +111,7 @@ def _run(args: argparse.Namespace) -> int:
         return 1
     except ClusterError as e:
         # the first LIST failed: the wrong server, a server down, an identity refused
+        host = run_async(load_client_configuration(settings.kubeconfig)).host
         raise BadInput(f"the API server at {host}: {e}") from None
     return EXIT_OK
 
