@@ -38,7 +38,9 @@ class PodJournal:
 
     __slots__ = ("base", "entries")
 
-    CAP = 1 << 15
+    CAP = 4096
+    """Entries kept: readers catch up every cycle (a few entries), and the entries hold
+    deleted pods alive until dropped; a burst beyond this costs a reader one recount."""
 
     def __init__(self) -> None:
         self.base = 0

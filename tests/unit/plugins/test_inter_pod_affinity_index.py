@@ -366,3 +366,46 @@ def test_journal_keeps_positions_when_trimmed(monkeypatch: pytest.MonkeyPatch) -
     ni.remove_pod(pods[0])
     assert j.since(5) == [(ni, pods[0], -1)]
     assert ni.clone().journal is None  # a copy's changes are not the snapshot's
+
+
+def test_cycles_catch_up_on_changed_pods_without_recounting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Between cycles only the pods that changed are counted again: a cycle's cost does
+    not grow with every pod on every node (a recount happens on node label changes)."""
+    recounts: list[int] = []
+    fill = AffinityIndex._fill
+
+    def counting_fill(self: AffinityIndex, nodes: Any) -> None:
+        recounts.append(1)
+        fill(self, nodes)
+
+    monkeypatch.setattr(AffinityIndex, "_fill", counting_fill)
+    cache = Cache()
+    for i in range(4):
+        cache.add_node(make_node(f"n{i}").label(ZONE, f"z{i % 2}").node())
+    pl = plugin(cache.snapshot, STORE)
+    anti = affinity(anti=[term({"app": "web"}, key=HOST)])
+    web = [make_pod(f"web{i}").labels(app="web").affinity(anti).pod() for i in range(4)]
+    incoming = make_pod("next").labels(app="web").affinity(anti).pod()
+
+    def cycle() -> dict[str, Status | None]:
+        snap = cache.update_snapshot()
+        state = CycleState()
+        assert pl.pre_filter(state, incoming, snap.node_infos)[1] is None
+        return {ni.name: pl.filter(state, incoming, ni) for ni in snap.node_infos}
+
+    assert set(cycle().values()) == {None}
+    for i, p in enumerate(web[:3]):
+        cache.assume_pod(p.assigned_to(f"n{i}"))
+        cycle()
+    cache.add_pod(web[0].assigned_to("n0"))  # confirmed by the watch
+    cache.forget_pod(web[2].assigned_to("n2"))  # its binding failed
+    cache.remove_pod(web[1].assigned_to("n1"))  # deleted
+    assert cycle() == {"n0": ANTI, "n1": None, "n2": None, "n3": None}
+    assert len(recounts) == 1  # the first cycle only
+    old = cache.node_info("n3")
+    assert old is not None and old.node is not None
+    cache.update_node(old.node, make_node("n3").label(ZONE, "z9").node())
+    cycle()
+    assert len(recounts) == 2  # node labels changed: recount once
