@@ -46,6 +46,8 @@ def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, closed_port: int) -> 
     for var in list(os.environ):
         if var.startswith(ENV_PREFIX):
             monkeypatch.delenv(var)
+    # `run` tunes the garbage collector of its process: not of the test runner's
+    monkeypatch.setattr("kubesched.operator.run.tune_garbage_collector", lambda: None)
     (tmp_path / "garbled.yaml").write_text(GARBLED)
     (tmp_path / "no-context.yaml").write_text(NO_CONTEXT)
     (tmp_path / "empty.yaml").write_text("# to do\n")
