@@ -122,6 +122,7 @@ ORDER = (
     "ReplicationController",
     "ReplicaSet",
     "StatefulSet",
+    "Workload",
     "PodGroup",
     "Pod",
 )
@@ -580,9 +581,25 @@ def install_crds(api: RestClient) -> None:
         wait_for(served, timeout=30, what=f"the {kind} CRD")
 
 
+#: The API of Kubernetes' own gangs (Workload, PodGroup), served only with the
+#: GenericWorkload gate: scenarios using it run in test_gang_differential, on a control
+#: plane with the gates on, against kube-scheduler's own gang scheduling.
+UPSTREAM_GANGS = "scheduling.k8s.io/v1beta1"
+
+
+def uses_upstream_gangs(path: pathlib.Path) -> bool:
+    """Whether a scenario file holds Workload or PodGroup objects of the upstream API."""
+    return any(
+        doc and doc.get("apiVersion") == UPSTREAM_GANGS and doc.get("kind") != "PriorityClass"
+        for doc in yaml.safe_load_all(path.read_text())
+    )
+
+
 def _ids() -> list[Any]:
     params = []
     for path in FILES:
+        if uses_upstream_gangs(path):
+            continue
         params.append(pytest.param(path, id=str(path.relative_to(CORPUS))))
     return params
 

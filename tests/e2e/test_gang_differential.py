@@ -1,0 +1,151 @@
+"""Differential gang test: the upstream gang scenarios (``scheduling.k8s.io/v1beta1``
+Workload + PodGroup, pods joined by ``spec.schedulingGroup.podGroupName``) on a real
+kube-apiserver 1.37, scheduled once by kube-scheduler 1.37 with its own gang scheduling
+on and once by ``kubesched run``.
+
+The control plane runs with the feature gates kube-scheduler's gang plugins need:
+``GenericWorkload`` (beta in 1.37, off by default) serves the API on kube-apiserver,
+keeps ``spec.schedulingGroup`` on pods and enables the GangScheduling plugin (and the
+pod-group queue) in kube-scheduler's default profile; ``TopologyAwareWorkloadScheduling``
+(alpha) adds the TopologyPlacementGenerator plugin that honours
+``schedulingConstraints.topology``. ``scheduling.k8s.io/v1beta1`` is turned on with
+``--runtime-config`` (beta APIs are not served by default). The control plane hands the
+same gates to kube-apiserver and to kube-scheduler.
+
+Each scenario is the file's ``# expect:`` line (see test_differential): kube-scheduler's
+outcome must satisfy it (this validates the corpus), kubesched's too; both leave the
+same gangs bound or pending (pod by pod: bound, Unschedulable or Waiting) and, where the
+expectation names one node, put the member there. Nothing is ever bound partially: a
+gang's members are all bound or none.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from kubesched.simulator.scenario import load_scenarios
+from tests.controlplane import ApiError, Binaries, ControlPlane, RestClient, wait_for
+from tests.e2e.test_differential import (
+    CORPUS,
+    KUBE_SCHEDULER,
+    KUBESCHED,
+    Controllers,
+    Run,
+    expectations,
+    install_crds,
+    run_scenario,
+    uses_upstream_gangs,
+)
+
+pytestmark = pytest.mark.timeout(180)
+
+UPSTREAM = "scheduling.k8s.io/v1beta1"
+GATES = {"GenericWorkload": True, "TopologyAwareWorkloadScheduling": True}
+RUNTIME_CONFIG = {UPSTREAM: True}
+#: The upstream kinds a scenario creates, removed before each run.
+UPSTREAM_KINDS = ("PodGroup", "Workload")
+
+
+FILES = [p for p in sorted((CORPUS / "gang").glob("*.yaml")) if uses_upstream_gangs(p)]
+
+
+def wipe_upstream(api: RestClient) -> None:
+    """Remove the upstream gang objects of the last run. A PodGroup carries a finalizer
+    while pods use it (no controller here removes it): it is dropped, and the objects
+    waited for, so the next scenario can create the same names."""
+    for kind in UPSTREAM_KINDS:
+        for obj in api.list(UPSTREAM, kind):
+            meta = obj["metadata"]
+            try:
+                if meta.get("finalizers"):
+                    api.patch(
+                        api.path(UPSTREAM, kind, meta["name"], meta["namespace"]),
+                        {"metadata": {"finalizers": None}},
+                    )
+                api.remove(UPSTREAM, kind, meta["name"], meta["namespace"])
+            except ApiError as err:
+                if err.status != 404:
+                    raise
+    wait_for(
+        lambda: not any(api.list(UPSTREAM, kind) for kind in UPSTREAM_KINDS),
+        timeout=30,
+        what="the upstream gang objects removed",
+    )
+
+
+@pytest.fixture(scope="module")
+def gang_cluster(controlplane_binaries: Binaries) -> Iterator[ControlPlane]:
+    with (
+        ControlPlane(
+            controlplane_binaries, feature_gates=GATES, runtime_config=RUNTIME_CONFIG
+        ) as cp,
+        Controllers(cp.api) as ctl,
+    ):
+        install_crds(cp.api)
+        yield cp
+        assert not ctl.errors, ctl.errors
+
+
+def gangs_of(objects: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Each upstream PodGroup (``ns/name``) -> the keys of its member pods."""
+    out: dict[str, list[str]] = {}
+    for obj in objects:
+        if obj["kind"] != "Pod":
+            continue
+        group = ((obj.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
+        if group:
+            ns = obj["metadata"].get("namespace") or "default"
+            out.setdefault(f"{ns}/{group}", []).append(f"{ns}/{obj['metadata']['name']}")
+    return out
+
+
+def _fmt(run: Run) -> str:
+    return "; ".join(
+        f"{k}={v[0]}" + (f" ({v[1]})" if v[1] else "") for k, v in run.outcomes.items()
+    )
+
+
+def _run(cp: ControlPlane, path: pathlib.Path, scheduler: str) -> Run:
+    wipe_upstream(cp.api)
+    objects = load_scenarios([str(path)])
+    return run_scenario(cp, objects, expectations(path), scheduler)
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, id=p.name) for p in FILES])
+def test_kube_scheduler_gangs_and_kubesched_agree(
+    gang_cluster: ControlPlane, path: pathlib.Path
+) -> None:
+    expected = expectations(path)
+    gangs = gangs_of(load_scenarios([str(path)]))
+    theirs = _run(gang_cluster, path, KUBE_SCHEDULER)
+    ours = _run(gang_cluster, path, KUBESCHED)
+    report = (
+        f"\nkube-scheduler ({theirs.seconds:.1f} s): {_fmt(theirs)}"
+        f"\nkubesched      ({ours.seconds:.1f} s): {_fmt(ours)}"
+    )
+    for key, allowed in expected.items():
+        assert theirs.outcomes[key][0] in allowed, (
+            f"the corpus is wrong: kube-scheduler put {key} on {theirs.outcomes[key][0]}, "
+            f"expected {sorted(allowed)}{report}"
+        )
+        assert ours.outcomes[key][0] in allowed, (
+            f"kubesched put {key} on {ours.outcomes[key][0]}, expected {sorted(allowed)}{report}"
+        )
+    for key, (where, _) in theirs.outcomes.items():
+        mine = ours.outcomes[key][0]
+        if len(expected.get(key, ())) == 1 or where in ("Unschedulable", "Waiting"):
+            assert mine == where, f"{key}: kube-scheduler {where}, kubesched {mine}{report}"
+    for run in (theirs, ours):
+        for group, members in gangs.items():
+            bound = [m for m in members if run.outcomes[m][0] not in ("Unschedulable", "Waiting")]
+            assert len(bound) in (0, len(members)), (
+                f"{run.scheduler} bound {group} partially: {bound}{report}"
+            )
+    assert ours.victims == theirs.victims, (
+        f"victims differ: kube-scheduler {sorted(theirs.victims)}, "
+        f"kubesched {sorted(ours.victims)}{report}"
+    )
