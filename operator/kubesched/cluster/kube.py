@@ -50,6 +50,7 @@ import aiohttp
 import orjson
 from kubernetes_asyncio import client as k8s_client
 
+from kubesched.cluster import kube_claims
 from kubesched.cluster.kubeconfig import KubeconfigError, load_client_configuration
 from kubesched.cluster.memory import CLUSTER_SCOPED
 from kubesched.framework.cluster_port import ClusterError, Conflict, NotFound, PodCondition
@@ -579,58 +580,20 @@ class KubeCluster:
                 "PUT", f"/api/v1/namespaces/{ns}/persistentvolumeclaims/{name}", new_pvc
             )
 
-    # -- DynamicResources' claim writes (see ClusterPort) -------------------------------------------
+    # -- DynamicResources' claim writes (see ClusterPort; kube_claims says how) ------------------
     async def update_claim_status(
         self,
         claim: Mapping[str, Any],
         allocation: Mapping[str, Any] | None,
         reserved_for: Mapping[str, Any],
     ) -> Mapping[str, Any]:
-        """As kube-scheduler's bindClaim: a fresh GET, the finalizer by a normal update
-        when an allocation is stored, then an update of the status subresource."""
-        meta = claim.get("metadata") or {}
-        ns, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
-        path = f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{name}"
-        current = dict(await self.request("GET", path))
-        if (current.get("metadata") or {}).get("deletionTimestamp"):
-            raise Conflict(f"claim {ns}/{name} got deleted in the meantime")
-        status = current.setdefault("status", {})
-        if allocation is not None:
-            if status.get("allocation"):
-                raise Conflict(f"claim {ns}/{name} got allocated elsewhere in the meantime")
-            finalizers = current.setdefault("metadata", {}).setdefault("finalizers", [])
-            if "resource.kubernetes.io/delete-protection" not in finalizers:
-                finalizers.append("resource.kubernetes.io/delete-protection")
-                current = dict(await self.request("PUT", path, current))
-                status = current.setdefault("status", {})
-            status["allocation"] = dict(allocation)
-        status.setdefault("reservedFor", []).append(dict(reserved_for))
-        return dict(await self.request("PUT", f"{path}/status", current))
+        return await kube_claims.bind_claim(self, claim, allocation, reserved_for, now=self._now)
 
     async def unreserve_claim(self, claim: Mapping[str, Any], pod_uid: str) -> None:
-        meta = claim.get("metadata") or {}
-        ns, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
-        patch = {
-            "metadata": {"uid": meta.get("uid")},
-            "status": {"reservedFor": [{"$patch": "delete", "uid": pod_uid}]},
-        }
-        await self.request(
-            "PATCH",
-            f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{name}/status",
-            patch,
-            content_type=STRATEGIC_MERGE,
-        )
+        await kube_claims.unreserve_claim(self, claim, pod_uid)
 
     async def deallocate_claim(self, claim: Mapping[str, Any]) -> None:
-        meta = claim.get("metadata") or {}
-        ns, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
-        new = copy.deepcopy(dict(claim))
-        status = new.setdefault("status", {})
-        for field_name in ("allocation", "reservedFor", "devices"):
-            status.pop(field_name, None)
-        await self.request(
-            "PUT", f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{name}/status", new
-        )
+        await kube_claims.deallocate_claim(self, claim)
 
     # -- reads (list for reconciliation) ----------------------------------------------------------
     async def list_pages(
