@@ -28,7 +28,7 @@ from kubesched.api.podgroup import POD_GROUP_LABEL
 from kubesched.operator.run import run
 from kubesched.operator.settings import Settings
 from tests.controlplane import ApiError, ControlPlane
-from tests.helm.chart import Helm, one
+from tests.helm.chart import Helm, one, scheduler_role
 
 JSON = dict[str, Any]
 POOL = "e2e.kubesched.dev/helm-pool"
@@ -91,7 +91,7 @@ class Release:
 
     @property
     def cluster_role(self) -> JSON:
-        return one(self.objects, "ClusterRole")
+        return scheduler_role(self.objects)
 
     @property
     def role(self) -> JSON:

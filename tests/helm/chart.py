@@ -136,3 +136,46 @@ def one(objects: Iterable[JSON], kind: str) -> JSON:
     found = of_kind(objects, kind)
     assert len(found) == 1, f"expected one {kind}, got {len(found)}"
     return found[0]
+
+
+AUTH_DELEGATOR = "system:auth-delegator"
+
+
+def scheduler_binding(objects: Iterable[JSON]) -> JSON:
+    """The ClusterRoleBinding of the scheduler's own ClusterRole (the other one binds
+    system:auth-delegator, for its TokenReviews and SubjectAccessReviews)."""
+    found = [
+        b for b in of_kind(objects, "ClusterRoleBinding") if b["roleRef"]["name"] != AUTH_DELEGATOR
+    ]
+    assert len(found) == 1, f"expected one binding of the scheduler's role, got {len(found)}"
+    return found[0]
+
+
+def scheduler_role(objects: Iterable[JSON]) -> JSON:
+    """The scheduler's own ClusterRole (not the readers' or the aggregated ones)."""
+    objects = list(objects)
+    name = scheduler_binding(objects)["roleRef"]["name"]
+    (role,) = [r for r in of_kind(objects, "ClusterRole") if r["metadata"]["name"] == name]
+    return role
+
+
+OLD_HELM_VERSION = "v3.17.4"
+OLD_HELM_ENV = "KUBESCHED_HELM_OLD"
+
+
+def find_old_helm() -> Helm:
+    """The oldest helm 3 the chart supports (``KUBESCHED_HELM_OLD``, else the cache
+    ``tests/helm/build`` fills), or skip saying how to build it."""
+    binary = os.environ.get(OLD_HELM_ENV) or str(
+        Path.home() / ".cache" / "kubesched" / "helm" / OLD_HELM_VERSION / "helm"
+    )
+    path = Path(binary)
+    if path.is_dir():
+        path = path / "helm"
+    if not os.access(path, os.X_OK):
+        pytest.skip(
+            f"no helm {OLD_HELM_VERSION} at {path}: build it with "
+            f"KUBESCHED_HELM_VERSION={OLD_HELM_VERSION} tests/helm/build and set "
+            f"{OLD_HELM_ENV}=<dir>/helm (the directory is the last line it prints)"
+        )
+    return Helm(path)

@@ -24,7 +24,17 @@ from kubesched.framework.labels import parse_label_selector
 from kubesched.operator import run as run_module
 from kubesched.operator.handlers import WATCHED
 from kubesched.operator.settings import Settings
-from tests.helm.chart import CHART, JSON, REPO, Helm, HelmError, of_kind, one
+from tests.helm.chart import (
+    CHART,
+    JSON,
+    REPO,
+    Helm,
+    HelmError,
+    of_kind,
+    one,
+    scheduler_binding,
+    scheduler_role,
+)
 
 STANDARD_LABELS = (
     "app.kubernetes.io/name",
@@ -257,10 +267,10 @@ def test_long_names_are_cut_without_colliding(helm: Helm) -> None:
     for objects in (first, second):
         for obj in objects:
             assert len(obj["metadata"]["name"]) <= 63, obj["metadata"]["name"]
-    assert (
-        one(first, "ClusterRole")["metadata"]["name"]
-        != one(second, "ClusterRole")["metadata"]["name"]
-    )
+    assert scheduler_role(first)["metadata"]["name"] != scheduler_role(second)["metadata"]["name"]
+    for kind in ("ClusterRole", "ClusterRoleBinding"):
+        names = [o["metadata"]["name"] for o in of_kind(first + second, kind)]
+        assert len(set(names)) == len(names), names
     assert lease_name(first) != lease_name(second)
 
 
@@ -417,7 +427,14 @@ def test_service_monitor_only_when_enabled_and_served(
     assert len(monitors) == expected
     if monitors:
         (endpoint,) = monitors[0]["spec"]["endpoints"]
-        assert endpoint == {"port": "http-metrics", "path": "/metrics", "interval": "15s"}
+        assert endpoint == {
+            "port": "http-metrics",
+            "path": "/metrics",
+            "interval": "15s",
+            "scheme": "http",
+            # the scheduler refuses unauthenticated scrapes: Prometheus' own token
+            "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+        }
         service = one(objects, "Service")
         assert service["spec"]["ports"][0]["name"] == "http-metrics"
 
@@ -489,28 +506,27 @@ def test_the_profile_selector_value_reaches_the_operator(
 
 def test_cluster_role_is_exactly_the_least_privilege(helm: Helm) -> None:
     objects = helm.template()
-    assert rules_of(one(objects, "ClusterRole")) == EXPECTED_CLUSTER_RULES
-    binding = one(objects, "ClusterRoleBinding")
-    assert binding["roleRef"]["name"] == one(objects, "ClusterRole")["metadata"]["name"]
+    assert rules_of(scheduler_role(objects)) == EXPECTED_CLUSTER_RULES
+    binding = scheduler_binding(objects)
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "ks-kubesched", "namespace": "kubesched"}
     ]
 
 
 def test_nothing_is_granted_on_everything(helm: Helm) -> None:
-    objects = helm.template(values={"replicaCount": 2})
+    objects = helm.template(values={"replicaCount": 2, "rbac": {"debugReader": True}})
     for role in of_kind(objects, "ClusterRole") + of_kind(objects, "Role"):
         for rule in role["rules"]:
-            for field in ("apiGroups", "resources", "verbs"):
+            for field in ("apiGroups", "resources", "verbs", "nonResourceURLs"):
                 assert "*" not in rule.get(field, ()), rule
-            assert not {"secrets", "configmaps"} & set(rule["resources"]), rule
+            assert not {"secrets", "configmaps"} & set(rule.get("resources", ())), rule
             assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"]), rule
 
 
 def test_every_kind_the_operator_reads_is_listable_and_watchable(helm: Helm) -> None:
     """The watches (handlers.WATCHED) and the initial sync (kube.LIST_PATHS): a kind added
     there without a rule here would fail with 403 in a real cluster."""
-    rules = one(helm.template(), "ClusterRole")["rules"]
+    rules = scheduler_role(helm.template())["rules"]
     for w in WATCHED:
         group = w.group_version.rpartition("/")[0]
         for verb in ("list", "watch"):
@@ -532,9 +548,7 @@ template); ``kubesched run`` never lists them, as kube-scheduler never reads tem
 
 def test_extra_cluster_rules_are_appended(helm: Helm) -> None:
     extra = {"apiGroups": ["example.com"], "resources": ["widgets"], "verbs": ["list", "watch"]}
-    rules = one(helm.template(values={"rbac": {"extraClusterRules": [extra]}}), "ClusterRole")[
-        "rules"
-    ]
+    rules = scheduler_role(helm.template(values={"rbac": {"extraClusterRules": [extra]}}))["rules"]
     assert rules[:-1] == [
         {"apiGroups": g, "resources": r, "verbs": v} for g, r, v in EXPECTED_CLUSTER_RULES
     ]
@@ -563,6 +577,14 @@ BAD_VALUES: dict[str, Mapping[str, Any]] = {
     "service-monitor-interval": {"metrics": {"serviceMonitor": {"interval": "30 seconds"}}},
     "port-out-of-range": {"port": 70000},
     "resource-quantity": {"resources": {"requests": {"cpu": "a lot"}}},
+    "digest-not-sha256": {"image": {"digest": "latest"}},
+    "extra-arg-not-a-flag": {"extraArgs": ["run"]},
+    "extra-env-without-name": {"extraEnv": [{"value": "1"}]},
+    "service-account-create-string": {"serviceAccount": {"create": "yes"}},
+    "common-label-not-string": {"commonLabels": {"team": 7}},
+    "revision-history-negative": {"revisionHistoryLimit": -1},
+    "scrape-scheme": {"metrics": {"serviceMonitor": {"scheme": "ftp"}}},
+    "scrape-timeout": {"metrics": {"serviceMonitor": {"scrapeTimeout": "soon"}}},
 }
 
 

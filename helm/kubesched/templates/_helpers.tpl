@@ -34,6 +34,17 @@ full name's hash, so truncation cannot make two releases collide either.
 {{- end }}
 {{- end }}
 
+{{/* scopedName plus a suffix (list . "metrics-reader"), cut the same way. */}}
+{{- define "kubesched.scopedSuffixed" -}}
+{{- $ctx := index . 0 }}
+{{- $full := printf "%s-%s-%s" (include "kubesched.fullname" $ctx) $ctx.Release.Namespace (index . 1) }}
+{{- if gt (len $full) 63 }}
+{{- printf "%s-%s" ($full | trunc 54 | trimSuffix "-") ($full | sha256sum | trunc 8) }}
+{{- else }}
+{{- $full }}
+{{- end }}
+{{- end }}
+
 {{- define "kubesched.chart" -}}
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{- end }}
@@ -50,10 +61,20 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/component: scheduler
 app.kubernetes.io/part-of: kubesched
 app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
 
+{{/* serviceAccount.name, else (creating it) the fullname, else "default" as Kubernetes does. */}}
 {{- define "kubesched.serviceAccountName" -}}
+{{- if .Values.serviceAccount.name }}
+{{- .Values.serviceAccount.name }}
+{{- else if .Values.serviceAccount.create }}
 {{- include "kubesched.fullname" . }}
+{{- else }}
+{{- "default" }}
+{{- end }}
 {{- end }}
 
 {{- define "kubesched.leaseName" -}}
@@ -86,8 +107,13 @@ unless profileSelector says otherwise ("" selects every profile).
 {{- end }}
 {{- end }}
 
+{{/* repository@digest when a digest is set (the tag is then ignored), else repository:tag. */}}
 {{- define "kubesched.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
 {{- end }}
 
 {{/* fullname plus a suffix, still at most 63 characters (Service names are DNS labels). */}}
