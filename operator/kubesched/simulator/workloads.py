@@ -44,6 +44,11 @@ SchedulingWhileGated        M pods with a scheduling gate created first (stay pe
                             M pod-default pods measured.
 Gang                        PodGroups of many small (4-8 members) and a few large (50-100,
                             at most M/2) gangs, about 40% of the pods in large gangs.
+SchedulingWithResourceClaim scheduler_perf's SchedulingWithResourceClaimTemplate: a
+Template                    DeviceClass, a ResourceClaimTemplate of one device, one
+                            ResourceSlice of 8 devices per node (its own pool); each pod
+                            claims one device from the template (M <= 8N). On a cluster
+                            the resourceclaim controller makes the claims.
 ==========================  ==========================================================
 
 Where this departs from scheduler_perf, on purpose: its ``initPods`` of pod-default for
@@ -60,6 +65,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from kubesched.simulator.dra_templates import (
+    claim_template,
+    device_class,
+    pod_with_claim,
+    resource_slice,
+)
 from kubesched.simulator.templates import (
     GANG_LABEL,
     HOSTNAME_LABEL,
@@ -371,6 +382,24 @@ def _gang(n: int, m: int) -> Plan:
     return Plan("Gang", _nodes(n), members, setup=setup, gangs=gangs)
 
 
+#: Devices per node of the DRA workload (each node's ResourceSlice).
+DEVICES_PER_NODE = 8
+
+
+def _dra_claim_template(n: int, m: int) -> Plan:
+    nodes = _nodes(n)
+    setup = [
+        device_class(),
+        claim_template(),
+        *(
+            resource_slice(i, node["metadata"]["name"], DEVICES_PER_NODE)
+            for i, node in enumerate(nodes)
+        ),
+    ]
+    pods = [pod_with_claim(f"test-dra-{i}", MEASURED) for i in range(m)]
+    return Plan("SchedulingWithResourceClaimTemplate", nodes, pods, setup=setup)
+
+
 @dataclass(frozen=True, slots=True)
 class Workload:
     """A workload's plan builder, its default size and a one-line description."""
@@ -420,6 +449,12 @@ WORKLOADS: dict[str, Workload] = {
     ),
     "SchedulingWhileGated": Workload(_gated, "as many gated pods (stay pending) as measured"),
     "Gang": Workload(_gang, "PodGroups: many small (4-8), few large (50-100) gangs"),
+    "SchedulingWithResourceClaimTemplate": Workload(
+        _dra_claim_template,
+        f"one device per pod from a ResourceClaimTemplate, {DEVICES_PER_NODE} per node (DRA)",
+        1000,
+        2000,
+    ),
 }
 
 #: Earlier names, kept working.
@@ -456,6 +491,11 @@ def check_fits(p: Plan) -> None:
     n, m = len(p.nodes), len(p.measured)
     if p.workload == "PodAntiAffinity" and m > n:
         raise ValueError(f"PodAntiAffinity places one pod per node: --pods {m} > --nodes {n}")
+    if p.workload == "SchedulingWithResourceClaimTemplate" and m > DEVICES_PER_NODE * n:
+        raise ValueError(
+            f"{p.workload} gives each pod one of {DEVICES_PER_NODE} devices per node: "
+            f"--pods {m} > {DEVICES_PER_NODE} x --nodes {n}"
+        )
     if p.workload in ("PodAntiAffinitySymmetric", "MixedAffinitySpread"):
         per_group = math.ceil(m / AFFINITY_GROUPS)
         if per_group > n:

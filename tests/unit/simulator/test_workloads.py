@@ -127,3 +127,28 @@ def test_ten_group_workloads_refuse_more_pods_than_ten_per_node(name: str) -> No
     check_fits(plan(name, 3, 30))
     with pytest.raises(ValueError, match="--pods 31 needs 4 nodes, got --nodes 3"):
         check_fits(plan(name, 3, 31))
+
+
+def test_dra_workload_is_scheduler_perfs_claim_template_case() -> None:
+    """One ResourceSlice of 8 devices per node (a pool each, on that node), the class's
+    CEL selector on the driver, and every pod claiming one device from the template."""
+    from kubesched.simulator.workloads import DEVICES_PER_NODE, check_fits
+
+    p = plan("SchedulingWithResourceClaimTemplate", 3, 24)
+    by_kind = Counter(o["kind"] for o in p.setup)
+    assert by_kind == {"DeviceClass": 1, "ResourceClaimTemplate": 1, "ResourceSlice": 3}
+    slices = [o for o in p.setup if o["kind"] == "ResourceSlice"]
+    assert [s["spec"]["nodeName"] for s in slices] == [n["metadata"]["name"] for n in p.nodes]
+    assert len({s["spec"]["pool"]["name"] for s in slices}) == 3
+    assert all(len(s["spec"]["devices"]) == DEVICES_PER_NODE == 8 for s in slices)
+    (cls,) = [o for o in p.setup if o["kind"] == "DeviceClass"]
+    driver = slices[0]["spec"]["driver"]
+    assert cls["spec"]["selectors"] == [{"cel": {"expression": f'device.driver == "{driver}"'}}]
+    for pod in p.measured:
+        assert pod["spec"]["resourceClaims"] == [
+            {"name": "resource", "resourceClaimTemplateName": "test-claim-template"}
+        ]
+        assert pod["spec"]["containers"][0]["resources"]["claims"] == [{"name": "resource"}]
+    check_fits(p)
+    with pytest.raises(ValueError, match=r"--pods 25 > 8 x --nodes 3"):
+        check_fits(plan("SchedulingWithResourceClaimTemplate", 3, 25))
