@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubesched.api.gangs import store_kind
+from kubesched.cluster.claim_controller import claims_for_pod, released_claims
 from kubesched.framework.cluster_port import ClusterError, Conflict, NotFound, PodCondition
 from kubesched.framework.types import Pod
 
@@ -109,21 +110,56 @@ class MemoryCluster:
         meta["resourceVersion"] = str(next(self._rv))  # type: ignore[call-overload]
 
     def apply(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        """Create or replace an object (like ``kubectl apply``)."""
+        """Create or replace an object (like ``kubectl apply``). A pod's claims from
+        ResourceClaimTemplates are created first (see :mod:`.claim_controller`)."""
         new = dict(obj)
         kind, key = self.key_of(new)
+        if kind == "Pod" and (new.get("spec") or {}).get("resourceClaims"):
+            new["status"] = dict(new.get("status") or {})
+            for claim in claims_for_pod(new, self.objects.get("ResourceClaimTemplate", {})):
+                self.apply(claim)
         self._stamp(new)
         store = self.objects.setdefault(kind, {})
         old = store.get(key)
         store[key] = new
         self._notify(kind, "MODIFIED" if old is not None else "ADDED", new, old)
+        if kind == "ResourceClaimTemplate":
+            self._claims_from_template(key.partition("/")[0])
         return new
+
+    def _claims_from_template(self, namespace: str) -> None:
+        """The resourceclaim controller's answer to a new template: pods of the namespace
+        still waiting for a claim get it."""
+        templates = self.objects.get("ResourceClaimTemplate", {})
+        for key, pod in list(self.objects.get("Pod", {}).items()):
+            if not key.startswith(f"{namespace}/"):
+                continue
+            probe = {**pod, "status": dict(pod.get("status") or {})}
+            created = claims_for_pod(probe, templates)
+            if not created:
+                continue
+            for claim in created:
+                self.apply(claim)
+            statuses = probe["status"]["resourceClaimStatuses"]
+
+            def record(p: dict[str, Any], statuses: Any = statuses) -> None:
+                p["status"]["resourceClaimStatuses"] = statuses
+
+            self._replace_pod(key, record)
 
     def delete(self, kind: str, key: str) -> None:
         old = self.objects.get(kind, {}).pop(key, None)
         if old is None:
             raise NotFound(f"{kind} {key} not found")
         self._notify(kind, "DELETED", old, None)
+        if kind == "Pod":
+            uid = str((old.get("metadata") or {}).get("uid") or "")
+            claims = self.objects.get("ResourceClaim", {})
+            for claim_key, changed in released_claims(uid, list(claims.values())):
+                if changed is None:
+                    self.delete("ResourceClaim", claim_key)
+                else:
+                    self._store_claim(claim_key, changed, claims[claim_key])
 
     def get(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
         key = name if kind in CLUSTER_SCOPED else f"{namespace or 'default'}/{name}"

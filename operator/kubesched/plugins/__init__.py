@@ -21,7 +21,7 @@ exist here, in kube-scheduler's order, with its score weights:
     VolumeZone
     PodTopologySpread                weight 2
     InterPodAffinity                 weight 2
-    DynamicResources                 weight 2  (not registered yet: issue 15 brings it)
+    DynamicResources                 weight 2
     DefaultPreemption
     NodeResourcesBalancedAllocation  weight 1
     ImageLocality                    weight 1
@@ -49,6 +49,7 @@ from kubesched.plugins import (
     coscheduling,
     default_binder,
     default_preemption,
+    dynamic_resources,
     image_locality,
     inter_pod_affinity,
     node_affinity,
@@ -92,6 +93,7 @@ IN_TREE_MODULES: tuple[ModuleType, ...] = (
     volume_zone,
     pod_topology_spread,
     inter_pod_affinity,
+    dynamic_resources,
     default_preemption,
     node_resources_balanced_allocation,
     image_locality,

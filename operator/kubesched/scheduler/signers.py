@@ -114,8 +114,8 @@ IN_TREE_SIGNERS: dict[str, Signer] = {
     "Coscheduling": _coscheduling,
     "NodeDeclaredFeatures": _declared_features,
 }
-"""Plugin name -> signer. DynamicResources has none: kubesched refuses every pod with
-``spec.resourceClaims`` before asking any plugin."""
+"""Plugin name -> signer. DynamicResources signs through its own ``sign_pod`` (pods with
+``spec.resourceClaims`` are unbatchable, as in kube-scheduler)."""
 
 
 def plugin_signer(plugin: Any) -> Callable[[Pod], Signed] | None:

@@ -17,7 +17,7 @@ from kubesched.api import gangs, podgroup
 from kubesched.framework.types import Node, ObjectError, Pod
 from kubesched.profile_status import validate_spec
 from kubesched.profiles import ProfileError
-from kubesched.simulator import pod_checks, storage_kinds
+from kubesched.simulator import dra_kinds, pod_checks, storage_kinds
 
 __all__ = [
     "BUILTIN_PRIORITY_CLASSES",
@@ -72,9 +72,7 @@ def _validate_pod(obj: dict[str, Any]) -> None:
     spec = obj.get("spec")
     if not isinstance(spec, Mapping):
         raise ObjectError("spec: required")
-    if spec.get("resourceClaims"):
-        # Refused rather than ignored: the placement would silently differ from a cluster's.
-        raise ObjectError("spec.resourceClaims: DynamicResources (DRA) is not supported yet")
+    dra_kinds.check_pod_claims(spec)
     pod_checks.check_pod_spec(spec)
     Pod(obj)
 
@@ -196,6 +194,19 @@ SUPPORTED_KINDS: dict[str, KindSpec] = {
     ),
     "CSINode": KindSpec(
         ("storage.k8s.io/v1",), namespaced=False, validate=storage_kinds.validate_csi_node
+    ),
+    # Devices for DynamicResources (see kubesched.simulator.dra_kinds).
+    "DeviceClass": KindSpec(
+        (dra_kinds.API_VERSION,), namespaced=False, validate=dra_kinds.validate_device_class
+    ),
+    "ResourceSlice": KindSpec(
+        (dra_kinds.API_VERSION,), namespaced=False, validate=dra_kinds.validate_slice
+    ),
+    "ResourceClaim": KindSpec(
+        (dra_kinds.API_VERSION,), namespaced=True, validate=dra_kinds.validate_claim
+    ),
+    "ResourceClaimTemplate": KindSpec(
+        (dra_kinds.API_VERSION,), namespaced=True, validate=dra_kinds.validate_claim_template
     ),
     # Profiles serve their spec.schedulerName; one named kubesched replaces the default.
     "SchedulingProfile": KindSpec(

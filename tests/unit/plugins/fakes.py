@@ -60,6 +60,20 @@ class FakeCluster:
         key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
         self.volume_binds.append((key, pv_name, selected_node))
 
+    async def update_claim_status(
+        self,
+        claim: Mapping[str, Any],
+        allocation: Mapping[str, Any] | None,
+        reserved_for: Mapping[str, Any],
+    ) -> Mapping[str, Any]:
+        raise NotImplementedError
+
+    async def unreserve_claim(self, claim: Mapping[str, Any], pod_uid: str) -> None:
+        raise NotImplementedError
+
+    async def deallocate_claim(self, claim: Mapping[str, Any]) -> None:
+        raise NotImplementedError
+
 
 class EmptyStore:
     def get(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:

@@ -106,7 +106,8 @@ ERRORS = [
         "scenario.yaml document 0 (DaemonSet web): kind: unsupported kind 'DaemonSet' "
         "(supported: Namespace, Node, Pod, PriorityClass, PodDisruptionBudget, Service, "
         "ReplicationController, ReplicaSet, StatefulSet, Deployment, Job, "
-        "PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, SchedulingProfile, "
+        "PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, DeviceClass, "
+        "ResourceSlice, ResourceClaim, ResourceClaimTemplate, SchedulingProfile, "
         "PodGroup, Workload)",
         id="unknown-kind",
     ),
@@ -214,10 +215,31 @@ ERRORS = [
         id="container-without-image",
     ),
     pytest.param(
-        [POD.replace("spec:\n", "spec:\n  resourceClaims: [{name: gpu, resourceClaimName: g}]\n")],
-        "scenario.yaml document 0 (Pod default/web-1): spec.resourceClaims: DynamicResources "
-        "(DRA) is not supported yet",
-        id="dra-claims-refused",
+        [POD.replace("spec:\n", "spec:\n  resourceClaims: [{name: gpu}]\n")],
+        "scenario.yaml document 0 (Pod default/web-1): spec.resourceClaims[0]: Invalid value: "
+        "must specify one of: `resourceClaimName`, `resourceClaimTemplateName`",
+        id="dra-claim-without-source",
+    ),
+    pytest.param(
+        [
+            "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: gpu}\n"
+            "spec: {selectors: [{cel: {expression: 'device.driver =='}}]}\n"
+        ],
+        "scenario.yaml document 0 (DeviceClass gpu): spec.selectors[0].cel.expression: "
+        "compilation failed: ERROR: <input>:1:17: Syntax error: mismatched input '<EOF>' "
+        "expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, "
+        "NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}\n | device.driver ==\n"
+        " | ................^",
+        id="dra-selector-does-not-compile",
+    ),
+    pytest.param(
+        [
+            "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: s}\n"
+            "spec: {driver: d, nodeName: n, pool: {name: n, generation: 1, "
+            "resourceSliceCount: 1}, devices: [{name: gpu-0}, {name: gpu-0}]}\n"
+        ],
+        'scenario.yaml document 0 (ResourceSlice s): spec.devices[1].name: Duplicate value: "gpu-0"',
+        id="dra-duplicate-device",
     ),
     pytest.param(
         [
@@ -358,6 +380,10 @@ def test_supported_kinds_table() -> None:
         "PersistentVolume": ("v1",),
         "StorageClass": ("storage.k8s.io/v1",),
         "CSINode": ("storage.k8s.io/v1",),
+        "DeviceClass": ("resource.k8s.io/v1",),
+        "ResourceSlice": ("resource.k8s.io/v1",),
+        "ResourceClaim": ("resource.k8s.io/v1",),
+        "ResourceClaimTemplate": ("resource.k8s.io/v1",),
         "SchedulingProfile": ("kubesched.dev/v1alpha1",),
         "PodGroup": (
             "kubesched.dev/v1alpha1",

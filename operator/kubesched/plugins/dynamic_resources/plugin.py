@@ -1,0 +1,506 @@
+"""DynamicResources: devices for pods through ResourceClaims (resource.k8s.io/v1), as
+kube-scheduler v1.37.2's plugin of that name with its default feature gates.
+
+Reasons are kube's; every rejection below is UnschedulableAndUnresolvable (kube's
+``statusUnschedulable``) unless it says Error.
+
+- PreEnqueue: every claim of ``spec.resourceClaims`` must exist. A template's claim
+  not yet named in ``status.resourceClaimStatuses``: ``pod "<ns>/<pod>": ResourceClaim
+  not created yet``; a named claim missing: ``could not find ResourceClaim
+  "<ns>/<claim>"``; being deleted: ``resourceclaim "<claim>" is being deleted``; a
+  template's claim not controlled by the pod: ``ResourceClaim ... (Pod is not owner)``.
+- PreFilter: the same checks; pods without claims Skip. An unallocated claim whose
+  request names a missing class: ``request <req>: device class <class> does not
+  exist``; one being allocated for another pod: ``resource claim <ns>/<claim> is in the
+  process of being allocated``. Builds the allocator over the slices, classes and the
+  devices in use (allocated claims plus in-flight allocations).
+- Filter: allocated claims must be available on the node (their allocation's node
+  selector): ``resourceclaim not available on the node``; the others are allocated by
+  the structured allocator: ``cannot allocate all claims``, its node errors
+  (``invalid resource pools were encountered``) or an Error with its message (a CEL
+  compile or runtime error, a missing class).
+- PostFilter: a claim that was not available on some node and is reserved for nobody
+  (or only this pod) is deallocated (``deallocation of ResourceClaim completed``), so a
+  later attempt may allocate it elsewhere; pods without claims: nothing.
+- Score (DRAPrioritizedList, GA): ``firstAvailable`` subrequests score ``8 - index``;
+  scores are normalised to 0..100 (pods without such requests score 0 everywhere,
+  in one vector).
+- Reserve: the node's allocations become in-flight (no other pod gets those devices);
+  Unreserve drops them and removes the pod from claims' ``reservedFor``.
+- PreBind: ``status.allocation`` and ``status.reservedFor`` are written through
+  ``ClusterPort.update_claim_status``.
+
+Deliberate differences: PreBind does not wait for device binding conditions
+(``bindingTimeout``); PostFilter picks the first unavailable claim in claim order
+(kube: a random one); PodGroup-level claims (DRAWorkloadResourceClaims, off by default)
+and extended resources backed by DRA are not modelled. Like kube's, the plugin has no
+PreFilterExtensions: preemption does not free a victim's devices (a node whose claims
+cannot be allocated is unresolvable there, so preemption never evaluates it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kubesched.framework.cluster_port import ClusterError
+from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.dra import (
+    CANNOT_ALLOCATE,
+    AllocationError,
+    AllocationResult,
+    Allocator,
+    NodeAllocationError,
+    ResourceClaim,
+)
+from kubesched.framework.helpers import default_normalize_score
+from kubesched.framework.interface import (
+    MAX_NODE_SCORE,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    EventResource,
+    Handle,
+    PostFilterResult,
+    PreFilterExtensions,
+    PreFilterResult,
+)
+from kubesched.framework.labels import NodeSelector, compile_node_selector
+from kubesched.framework.nodeinfo import NodeInfo
+from kubesched.framework.signature import SignFragment, unsignable
+from kubesched.framework.status import Status
+from kubesched.framework.types import ObjectError, Pod
+from kubesched.plugins.dynamic_resources.claims import (
+    ClaimNameError,
+    allocation_dict,
+    is_for_pod,
+    is_reserved_for,
+    pod_claim_names,
+)
+from kubesched.plugins.dynamic_resources.tracker import ClaimTracker, Obj, Pending, tracker_for
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from kubesched.framework.snapshot import Snapshot
+
+__all__ = [
+    "ERR_NOT_AVAILABLE",
+    "NAME",
+    "Args",
+    "DynamicResources",
+    "new",
+]
+
+log = logging.getLogger("kubesched.plugins.dynamic_resources")
+
+NAME = "DynamicResources"
+STATE_KEY = NAME
+ERR_NOT_AVAILABLE = "resourceclaim not available on the node"
+DEALLOCATED = "deallocation of ResourceClaim completed"
+FIRST_AVAILABLE_MAX = 8
+"""resource.k8s.io/v1 FirstAvailableDeviceRequestMaxSize: Score's base."""
+
+
+class Args(BaseModel):
+    """kube-scheduler's DynamicResourcesArgs."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    filter_timeout: str | None = Field(None, alias="filterTimeout")
+    """kube's per-node allocation time limit (default 10s). Accepted for compatibility;
+    kubesched's allocator is not interrupted."""
+    binding_timeout: str | None = Field(None, alias="bindingTimeout")
+    """How long kube's PreBind waits for device binding conditions (default 10m).
+    Accepted for compatibility; kubesched's PreBind does not wait."""
+
+
+@dataclass(slots=True)
+class ClaimInfo:
+    raw: Obj
+    claim: ResourceClaim
+    available_on: NodeSelector | None = None
+
+
+@dataclass(slots=True)
+class StateData:
+    claims: list[ClaimInfo] = field(default_factory=list)
+    to_allocate: list[int] = field(default_factory=list)
+    """Indexes of the claims without an allocation."""
+    allocator: Allocator | None = None
+    by_node: dict[str, list[AllocationResult]] = field(default_factory=dict)
+    unavailable: set[int] = field(default_factory=set)
+    reserved: dict[int, AllocationResult] = field(default_factory=dict)
+    """The allocations Reserve made in-flight, by claim index."""
+
+
+class DynamicResources:
+    name = NAME
+
+    def __init__(self, args: Args, handle: Handle) -> None:
+        self.args = args
+        self._handle = handle
+        self._tracker: ClaimTracker | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def tracker(self) -> ClaimTracker:
+        if self._tracker is None:
+            self._tracker = tracker_for(self._handle.store)
+        return self._tracker
+
+    # -- events ------------------------------------------------------------------------------
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return [
+            ClusterEventWithHint(
+                ClusterEvent(
+                    EventResource.NODE,
+                    ActionType.ADD
+                    | ActionType.UPDATE_NODE_LABEL
+                    | ActionType.UPDATE_NODE_ALLOCATABLE,
+                )
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(
+                    EventResource.RESOURCE_CLAIM,
+                    ActionType.ADD | ActionType.UPDATE | ActionType.DELETE,
+                ),
+                self._claim_changed,
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.DEVICE_CLASS, ActionType.ADD | ActionType.UPDATE)
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.RESOURCE_SLICE, ActionType.ADD | ActionType.UPDATE)
+            ),
+        ]
+
+    def _claim_changed(self, pod: Pod, old: Obj | None, new: Obj | None) -> bool:
+        """kube's isSchedulableAfterClaimChange."""
+        if new is None:
+            return bool(old is not None and (old.get("status") or {}).get("allocation"))
+        uid = (new.get("metadata") or {}).get("uid")
+        uses = False
+        try:
+            for _, raw in self._pod_claims(pod):
+                if (raw.get("metadata") or {}).get("uid") == uid:
+                    uses = True
+        except ClaimNameError:
+            return False
+        if (
+            old is not None
+            and (old.get("status") or {}).get("allocation")
+            and not (new.get("status") or {}).get("allocation")
+        ):
+            return True  # deallocated: devices were freed
+        if not uses:
+            return False
+        if old is None:
+            return True
+        return (old.get("status") or {}) != (new.get("status") or {})
+
+    def sign_pod(self, pod: Pod) -> tuple[list[SignFragment], Status | None]:
+        if pod.spec.get("resourceClaims"):
+            return unsignable("pods with dra resource claims are not signable")
+        return [], None
+
+    # -- claims of a pod ---------------------------------------------------------------------
+    def _pod_claims(self, pod: Pod) -> list[tuple[str, Obj]]:
+        """kube's foreachPodResourceClaim; ``ClaimNameError`` says why one is missing."""
+        out: list[tuple[str, Obj]] = []
+        for pod_claim, name, check_owner in pod_claim_names(pod):
+            raw = self.tracker.get_claim(pod.namespace, name)
+            if raw is None:
+                raise ClaimNameError(f'could not find ResourceClaim "{pod.namespace}/{name}"')
+            if (raw.get("metadata") or {}).get("deletionTimestamp"):
+                raise ClaimNameError(f'resourceclaim "{name}" is being deleted')
+            if check_owner and (err := is_for_pod(pod, raw)) is not None:
+                raise ClaimNameError(err)
+            out.append((pod_claim, raw))
+        return out
+
+    def pre_enqueue(self, pod: Pod) -> Status | None:
+        if not pod.spec.get("resourceClaims"):
+            return None
+        try:
+            self._pod_claims(pod)
+        except ClaimNameError as e:
+            return Status.unresolvable(str(e), plugin=NAME)
+        return None
+
+    # -- PreFilter ---------------------------------------------------------------------------
+    def pre_filter(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        data = StateData()
+        state.write(STATE_KEY, data)
+        if not pod.spec.get("resourceClaims"):
+            return None, Status.skip()
+        try:
+            found = self._pod_claims(pod)
+        except ClaimNameError as e:
+            return None, Status.unresolvable(str(e), plugin=NAME)
+        if not found:
+            return None, Status.skip()
+        tracker = self.tracker
+        for index, (_, raw) in enumerate(found):
+            try:
+                claim = tracker.parse_claim(raw)
+                info = ClaimInfo(raw, claim)
+                if claim.allocation is not None:
+                    if claim.allocation.node_selector is not None:
+                        info.available_on = compile_node_selector(
+                            claim.allocation.node_selector, "status.allocation.nodeSelector"
+                        )
+                    data.claims.append(info)
+                    continue
+            except ObjectError as e:
+                return None, Status.as_error(f"resourceclaim {_key(raw)}: {e}", plugin=NAME)
+            data.claims.append(info)
+            data.to_allocate.append(index)
+            if claim.uid and claim.uid in tracker.pending:
+                return None, Status.unresolvable(
+                    f"resource claim {claim.key} is in the process of being allocated",
+                    plugin=NAME,
+                )
+            for req in claim.requests:
+                subs = (
+                    [(req.name, req.exactly)]
+                    if req.exactly is not None
+                    else [(f"{req.name}/{s.name}", s) for s in req.first_available]
+                )
+                for qual, ex in subs:
+                    status = self._validate_class(qual, ex.device_class_name)
+                    if status is not None:
+                        return None, status
+        if data.to_allocate:
+            try:
+                data.allocator = Allocator(
+                    tracker.classes(), tracker.slices(), tracker.allocated_state(), tracker.cel
+                )
+            except ObjectError as e:
+                return None, Status.as_error(str(e), plugin=NAME)
+        return None, None
+
+    def _validate_class(self, request: str, class_name: str) -> Status | None:
+        if not class_name:
+            return Status.as_error(f"request {request}: unsupported request type", plugin=NAME)
+        try:
+            cls = self.tracker.device_class(class_name)
+        except ObjectError as e:
+            return Status.as_error(f"deviceclass {class_name}: {e}", plugin=NAME)
+        if cls is None:
+            return Status.unresolvable(
+                f"request {request}: device class {class_name} does not exist", plugin=NAME
+            )
+        return None
+
+    def pre_filter_extensions(self) -> PreFilterExtensions | None:
+        return None
+
+    # -- Filter ------------------------------------------------------------------------------
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+        data: StateData | None = state.get(STATE_KEY)
+        if data is None:
+            return Status.as_error(f"cannot read {STATE_KEY!r} from cycleState", plugin=NAME)
+        if not data.claims:
+            return None
+        node = node_info.node
+        if node is None:
+            return Status.as_error("node not found", plugin=NAME)
+        unavailable = [
+            i
+            for i, info in enumerate(data.claims)
+            if info.available_on is not None
+            and not info.available_on.matches(node.labels, node.name)
+        ]
+        results: list[AllocationResult] = []
+        if data.allocator is not None:
+            claims = [data.claims[i].claim for i in data.to_allocate]
+            try:
+                got = data.allocator.allocate(node, claims)
+            except NodeAllocationError as e:
+                return Status.unresolvable(str(e), plugin=NAME)
+            except AllocationError as e:
+                return Status.as_error(str(e), plugin=NAME)
+            if got is None or len(got) != len(claims):
+                return Status.unresolvable(CANNOT_ALLOCATE, plugin=NAME)
+            results = got
+        if unavailable:
+            data.unavailable.update(unavailable)
+            return Status.unresolvable(ERR_NOT_AVAILABLE, plugin=NAME)
+        if data.allocator is not None:
+            data.by_node[node.name] = results
+        return None
+
+    # -- PostFilter --------------------------------------------------------------------------
+    def post_filter(
+        self, state: CycleState, pod: Pod, statuses: dict[str, Status]
+    ) -> tuple[PostFilterResult | None, Status | None]:
+        data: StateData | None = state.get(STATE_KEY)
+        if data is None or not data.claims:
+            return None, Status.unschedulable()
+        for index in sorted(data.unavailable):
+            raw = data.claims[index].raw
+            reserved = (raw.get("status") or {}).get("reservedFor") or []
+            if not reserved or (len(reserved) == 1 and reserved[0].get("uid") == pod.uid):
+                self._spawn(self._deallocate(raw))
+                return None, Status.unschedulable(DEALLOCATED, plugin=NAME)
+        return None, Status.unschedulable()
+
+    async def _deallocate(self, raw: Obj) -> None:
+        try:
+            await self._handle.cluster.deallocate_claim(raw)
+        except ClusterError as e:
+            log.warning("deallocating ResourceClaim %s failed: %s", _key(raw), e)
+
+    def _spawn(self, coro: Any) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            coro.close()
+            log.warning("no running event loop: ResourceClaim write skipped")
+            return
+        task = loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- Score -------------------------------------------------------------------------------
+    def score_vector(
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, rows: npt.NDArray[np.intp]
+    ) -> npt.NDArray[np.int64] | None:
+        """Zeros at once unless a claim has a ``firstAvailable`` request (the only thing
+        Score counts); otherwise ``score`` per node."""
+        data: StateData | None = state.get(STATE_KEY)
+        if data is not None and any(
+            req.first_available for info in data.claims for req in info.claim.requests
+        ):
+            return None
+        import numpy as np
+
+        return np.zeros(len(rows), dtype=np.int64)
+
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[int, Status | None]:
+        data: StateData | None = state.get(STATE_KEY)
+        if data is None or not data.claims:
+            return 0, None
+        allocations = data.by_node.get(node_info.name)
+        if allocations is None:
+            return 0, None
+        total = 0
+        fresh = iter(allocations)
+        for info in data.claims:
+            alloc = info.claim.allocation
+            if alloc is None:
+                alloc = next(fresh, None)
+                if alloc is None:
+                    return 0, Status.as_error(
+                        f"number of allocations {len(allocations)} is smaller than number "
+                        "of claims needing allocation",
+                        plugin=NAME,
+                    )
+            chosen = {r.request for r in alloc.devices if r.request.count("/") == 1}
+            for req in info.claim.requests:
+                for i, sub in enumerate(req.first_available):
+                    if f"{req.name}/{sub.name}" in chosen:
+                        total += FIRST_AVAILABLE_MAX - i
+        return total, None
+
+    def normalize_score(
+        self, state: CycleState, pod: Pod, scores: npt.NDArray[np.int64]
+    ) -> Status | None:
+        default_normalize_score(MAX_NODE_SCORE, False, scores)
+        return None
+
+    # -- Reserve / Unreserve -----------------------------------------------------------------
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        data: StateData | None = state.get(STATE_KEY)
+        if data is None:
+            return Status.as_error(f"cannot read {STATE_KEY!r} from cycleState", plugin=NAME)
+        if not data.to_allocate:
+            return None
+        allocations = data.by_node.get(node_name)
+        if not allocations:
+            return Status.as_error("claim allocation not found for node", plugin=NAME)
+        if len(allocations) != len(data.to_allocate):
+            return Status.as_error(
+                f"internal error, have {len(allocations)} allocations, "
+                f"{len(data.to_allocate)} claims to allocate, want {len(data.to_allocate)} claims",
+                plugin=NAME,
+            )
+        pending = self.tracker.pending
+        for index, alloc in zip(data.to_allocate, allocations, strict=True):
+            claim = data.claims[index].claim
+            if claim.uid in pending:
+                self._release(data)
+                return Status.as_error(
+                    f"internal error, couldn't signal allocation for claim {claim.name}: "
+                    "claim already has a pending allocation",
+                    plugin=NAME,
+                )
+            pending[claim.uid] = Pending(claim, alloc, {pod.uid})
+            data.reserved[index] = alloc
+        return None
+
+    def _release(self, data: StateData) -> None:
+        for index in list(data.reserved):
+            self.tracker.pending.pop(data.claims[index].claim.uid, None)
+            del data.reserved[index]
+
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        data: StateData | None = state.get(STATE_KEY)
+        if data is None or not data.claims:
+            return
+        self._release(data)
+        for info in data.claims:
+            current = self.tracker.get_claim(info.claim.namespace, info.claim.name)
+            raw = current if current is not None else info.raw
+            if (raw.get("status") or {}).get("allocation") and is_reserved_for(pod, raw):
+                self._spawn(self._unreserve(raw, pod.uid))
+
+    async def _unreserve(self, raw: Obj, uid: str) -> None:
+        try:
+            await self._handle.cluster.unreserve_claim(raw, uid)
+        except ClusterError as e:  # retried when the pod is scheduled again
+            log.warning("unreserve of ResourceClaim %s failed: %s", _key(raw), e)
+
+    # -- PreBind -----------------------------------------------------------------------------
+    async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        data: StateData | None = state.get(STATE_KEY)
+        if data is None:
+            return Status.as_error(f"cannot read {STATE_KEY!r} from cycleState", plugin=NAME)
+        consumer = {"resource": "pods", "name": pod.name, "uid": pod.uid}
+        written: list[int] = []
+        try:
+            for index, info in enumerate(data.claims):
+                if is_reserved_for(pod, info.raw):
+                    continue
+                alloc = data.reserved.get(index)
+                updated = await self._handle.cluster.update_claim_status(
+                    info.raw, None if alloc is None else allocation_dict(alloc), consumer
+                )
+                self.tracker.assume(updated)
+                written.append(index)
+        except ClusterError as e:
+            return Status.as_error(e, plugin=NAME)
+        # Written: the allocations are in the (assumed) claims now, no longer in flight.
+        for index in written:
+            if index in data.reserved:
+                self.tracker.pending.pop(data.claims[index].claim.uid, None)
+                del data.reserved[index]
+        return None
+
+
+def _key(raw: Obj) -> str:
+    meta = raw.get("metadata") or {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+
+
+def new(args: Args, handle: Handle) -> DynamicResources:
+    return DynamicResources(args, handle)

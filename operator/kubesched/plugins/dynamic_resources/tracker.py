@@ -1,0 +1,198 @@
+"""What DynamicResources keeps between cycles: parsed DRA objects and in-flight claims.
+
+- Parsed DeviceClasses and ResourceSlices are kept per object (re-parsed only when the
+  store holds a new dict for it), so the devices (and the CEL outcomes cached on them)
+  survive from one pod to the next.
+- In-flight allocations (kube-scheduler's ``SignalClaimPendingAllocation``): set in
+  Reserve, dropped in Unreserve or once PreBind wrote them. They count as in use for
+  every later pod, so two pods never get the same device while a bind is in flight.
+- Assumed claims (``AssumeClaimAfterAPICall``): the claim as PreBind's write returned
+  it, served instead of the store's copy until the store has caught up (a watch lags
+  behind the write).
+
+One tracker is shared by every profile of a scheduler (it is keyed on the object
+store), as kube-scheduler's DRA manager is shared by its profiles.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubesched.framework.cluster_port import ObjectStore
+from kubesched.framework.dra import (
+    AllocatedState,
+    AllocationResult,
+    CelCache,
+    DeviceClass,
+    ResourceClaim,
+    ResourceSlice,
+)
+from kubesched.framework.types import ObjectError
+
+__all__ = ["ClaimTracker", "tracker_for"]
+
+log = logging.getLogger("kubesched.plugins.dynamic_resources")
+
+Obj = Mapping[str, Any]
+
+CLAIM = "ResourceClaim"
+SLICE = "ResourceSlice"
+CLASS = "DeviceClass"
+TEMPLATE = "ResourceClaimTemplate"
+
+
+def _rv(obj: Obj) -> int:
+    try:
+        return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+@dataclass(slots=True)
+class Pending:
+    """One in-flight allocation: the claim's uid, its allocation, the pods sharing it."""
+
+    claim: ResourceClaim
+    allocation: AllocationResult
+    pods: set[str] = field(default_factory=set)
+
+
+class ClaimTracker:
+    def __init__(self, store: ObjectStore) -> None:
+        self._store = store
+        self.cel = CelCache()
+        self._slices: dict[str, tuple[Obj, ResourceSlice | None]] = {}
+        self._classes: dict[str, tuple[Obj, DeviceClass | None]] = {}
+        self._claims: dict[int, tuple[Obj, ResourceClaim]] = {}
+        self.pending: dict[str, Pending] = {}
+        """In-flight allocations by claim uid."""
+        self._assumed: dict[str, Obj] = {}
+        """Claims as our own writes returned them, by ``namespace/name``."""
+
+    # -- claims ------------------------------------------------------------------------------
+    def get_claim(self, namespace: str, name: str) -> Obj | None:
+        stored = self._store.get(CLAIM, namespace, name)
+        key = f"{namespace}/{name}"
+        assumed = self._assumed.get(key)
+        if assumed is None:
+            return stored
+        if stored is None or _rv(stored) >= _rv(assumed):
+            # caught up (or deleted): the store is the truth again
+            del self._assumed[key]
+            return stored
+        return assumed
+
+    def assume(self, claim: Obj) -> None:
+        meta = claim.get("metadata") or {}
+        self._assumed[f"{meta.get('namespace') or 'default'}/{meta.get('name')}"] = claim
+
+    def parse_claim(self, raw: Obj) -> ResourceClaim:
+        """The parsed claim (kept while the store holds the same dict); ``ObjectError``."""
+        got = self._claims.get(id(raw))
+        if got is not None and got[0] is raw:
+            return got[1]
+        claim = ResourceClaim.from_dict(raw)
+        if len(self._claims) > 4096:
+            self._claims.clear()
+        self._claims[id(raw)] = (raw, claim)
+        return claim
+
+    def _all_claims(self) -> Iterable[Obj]:
+        seen: set[str] = set()
+        for raw in self._store.list(CLAIM):
+            meta = raw.get("metadata") or {}
+            ns, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
+            seen.add(f"{ns}/{name}")
+            got = self.get_claim(ns, name)
+            if got is not None:
+                yield got
+        for key, raw in list(self._assumed.items()):
+            if key not in seen:
+                yield raw
+
+    def allocated_state(self) -> AllocatedState:
+        """Devices in use: allocated claims (as assumed) plus in-flight allocations."""
+        state = AllocatedState()
+        for raw in self._all_claims():
+            if not (raw.get("status") or {}).get("allocation"):
+                continue
+            try:
+                claim = self.parse_claim(raw)
+            except ObjectError as e:
+                log.warning("ResourceClaim %s ignored: %s", _ref(raw), e)
+                continue
+            if claim.allocation is not None:
+                for r in claim.allocation.devices:
+                    state.add_result(r)
+        for p in self.pending.values():
+            for r in p.allocation.devices:
+                state.add_result(r)
+        return state
+
+    # -- slices and classes ------------------------------------------------------------------
+    def slices(self) -> list[ResourceSlice]:
+        out: list[ResourceSlice] = []
+        live: set[str] = set()
+        for raw in self._store.list(SLICE):
+            name = str((raw.get("metadata") or {}).get("name") or "")
+            live.add(name)
+            got = self._slices.get(name)
+            if got is None or got[0] is not raw:
+                try:
+                    parsed: ResourceSlice | None = ResourceSlice.from_dict(raw)
+                except ObjectError as e:
+                    log.warning("ResourceSlice %s ignored: %s", name, e)
+                    parsed = None
+                got = self._slices[name] = (raw, parsed)
+            if got[1] is not None:
+                out.append(got[1])
+        for gone in set(self._slices) - live:
+            del self._slices[gone]
+        return out
+
+    def device_class(self, name: str) -> DeviceClass | None:
+        """The parsed class; None when missing. ``ObjectError`` when malformed."""
+        raw = self._store.get(CLASS, "", name)
+        if raw is None:
+            self._classes.pop(name, None)
+            return None
+        got = self._classes.get(name)
+        if got is None or got[0] is not raw:
+            got = self._classes[name] = (raw, DeviceClass.from_dict(raw))
+        return got[1]
+
+    def classes(self) -> dict[str, DeviceClass]:
+        out: dict[str, DeviceClass] = {}
+        for raw in self._store.list(CLASS):
+            name = str((raw.get("metadata") or {}).get("name") or "")
+            try:
+                cls = self.device_class(name)
+            except ObjectError as e:
+                log.warning("DeviceClass %s ignored: %s", name, e)
+                continue
+            if cls is not None:
+                out[name] = cls
+        return out
+
+
+def _ref(raw: Obj) -> str:
+    meta = raw.get("metadata") or {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+
+
+_TRACKERS: weakref.WeakKeyDictionary[Any, ClaimTracker] = weakref.WeakKeyDictionary()
+
+
+def tracker_for(store: ObjectStore) -> ClaimTracker:
+    """The tracker shared by every plugin instance reading ``store``."""
+    try:
+        got = _TRACKERS.get(store)
+    except TypeError:  # a store that cannot be weakly referenced: one per plugin
+        return ClaimTracker(store)
+    if got is None:
+        got = _TRACKERS[store] = ClaimTracker(store)
+    return got
