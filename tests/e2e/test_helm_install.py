@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import pytest
 
 from tests.controlplane import ApiError, Binaries, ControlPlane
+from tests.e2e.helm_access import ACCESS_CHECKS, AccessCheck, access_objects
 from tests.e2e.helm_gang_scenarios import GANG_SCENARIOS, gang_control_plane
 from tests.e2e.helm_support import (
     JSON,
@@ -69,7 +70,10 @@ ALL_SCENARIOS: dict[str, Scenario] = {**SCENARIOS, **GANG_SCENARIOS}
 def plane(controlplane_binaries: Binaries) -> Iterator[ControlPlane]:
     """This module's own control plane, serving the foreign gang APIs (the shared one
     runs with the release's defaults, where Kubernetes' PodGroup is not served)."""
-    yield from gang_control_plane(controlplane_binaries)
+    for cp in gang_control_plane(controlplane_binaries):
+        # the built-in view/edit/admin gather the chart's PodGroup roles (aggregation)
+        cp.start_controller_manager(["clusterrole-aggregation-controller"])
+        yield cp
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +84,7 @@ def world(helm: Helm, plane: ControlPlane) -> Iterator[World]:
         cp,
         "ks",
         f"helm-{tag}",
-        {"schedulerName": f"ks-{tag}", "replicaCount": 2},
+        {"schedulerName": f"ks-{tag}", "replicaCount": 2, "rbac": {"debugReader": True}},
     )
     pool = {POOL: tag}
     cp.create_nodes(2, cpu="2", labels=pool, prefix=f"helm-{tag}-")
@@ -298,6 +302,13 @@ def test_every_rule_has_a_check(world: World) -> None:
     assert rules == checked, (
         f"rules without a check: {rules - checked}; checks of no rule: {checked - rules}"
     )
+    # the access objects (readers, auth-delegator, aggregated PodGroup roles): one check each
+    assert set(access_objects(world)) == set(ACCESS_CHECKS)
+
+
+@pytest.mark.parametrize("check", ACCESS_CHECKS.values(), ids=ACCESS_CHECKS.keys())
+async def test_each_access_object_does_its_job(world: World, check: AccessCheck) -> None:
+    await check(world)
 
 
 async def test_the_full_role_lets_every_scenario_succeed(world: World) -> None:
