@@ -1,5 +1,5 @@
-"""The ``kubesched`` command line: ``run``, ``bench``, ``explain``, ``simulate``, ``validate``
-and ``version``, one module per subcommand, each with an ``add(subparsers)`` that
+"""The ``kubesched`` command line: ``run``, ``bench``, ``explain``, ``simulate``, ``ui``,
+``validate`` and ``version``, one module per subcommand, each with an ``add(subparsers)`` that
 registers its parser and a handler returning the exit code.
 
 A user's mistake (a bad flag, file, scenario, kubeconfig or address) prints one line,
@@ -42,7 +42,7 @@ def _version(args: argparse.Namespace) -> int:
 def _parser(prog: str = PROG) -> argparse.ArgumentParser:
     # Imported here, inside main()'s Ctrl-C handling: importing the scheduler takes a
     # moment, and an interrupt then must not print a traceback either.
-    from kubesched.cli import bench, explain, run, simulate, validate
+    from kubesched.cli import bench, explain, run, simulate, ui, validate
 
     parser = _Parser(
         prog=prog,
@@ -56,6 +56,7 @@ def _parser(prog: str = PROG) -> argparse.ArgumentParser:
     bench.add(sub)
     explain.add(sub)
     simulate.add(sub)
+    ui.add(sub)
     validate.add(sub)
     sub.add_parser("version", help="print the version").set_defaults(handler=_version)
     return parser

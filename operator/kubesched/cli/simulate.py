@@ -105,8 +105,23 @@ def _simulate(args: argparse.Namespace) -> int:
     from kubesched.simulator.engine import simulate
 
     objects = _load(args)
+    pages: list[str] = []
+    inspect = None
+    if args.html:
+        from kubesched.cli.ui import snapshot_page
+
+        source = ", ".join(args.scenario) or (
+            f"workload {args.workload}" if args.workload else "the demo"
+        )
+        inspect = lambda sched: pages.append(snapshot_page(sched, f"simulation of {source}"))  # noqa: E731
     # In this thread: Ctrl-C reaches the simulation's loop and stops it.
-    result = simulate(objects, seed=args.seed)
+    result = simulate(objects, seed=args.seed, inspect=inspect)
+    if args.html:
+        try:
+            with open(args.html, "w", encoding="utf-8") as f:
+                f.write(pages[0])
+        except OSError as e:
+            raise BadInput(f"--html {args.html}: {e.strerror or e}") from None
     s = summary(result.pods, result.nodes, result.seconds)
     if args.output == "json":
         payload = {
@@ -165,6 +180,12 @@ def add(sub: Any) -> None:
         "--pods", type=count, metavar="M", help="workload pods (default: 1000, as scheduler_perf)"
     )
     p.add_argument("--output", choices=("table", "json"), default="table", help="default: table")
+    p.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write the web view (queues, gangs, profiles, why each pending pod is "
+        "pending) of the end of the simulation as one self-contained HTML file",
+    )
     p.add_argument(
         "--seed",
         type=int,

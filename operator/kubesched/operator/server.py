@@ -11,6 +11,8 @@
 - ``/metrics``: the scheduler's own Prometheus registry, in the text format.
 - ``/explain/{namespace}/{name}``: why a pod is (or is not) placed
   (:mod:`kubesched.scheduler.explain`) as JSON; ``?output=table`` gives the table.
+- ``/ui/``: the web view (:mod:`kubesched.ui`): queues, gangs, profiles and why a pod
+  is pending, polling ``/ui/api/state`` and ``/ui/api/explain/{namespace}/{name}``.
 - ``/debug/cache``: the cache's nodes and pods, the assumed pods and the queued pods
   with their pool and last failure reason (:mod:`kubesched.scheduler.cachedump`), as
   JSON; kube-scheduler's cache dumper, over HTTP.
@@ -42,6 +44,7 @@ from kubesched.operator.delegated_auth import DelegatedAuth, auth_middleware
 from kubesched.scheduler.cachedump import cache_dump
 from kubesched.scheduler.explain import explain_pod
 from kubesched.scheduler.scheduler import Scheduler
+from kubesched.ui.web import SchedulerSource, add_routes
 
 __all__ = ["make_app", "serve"]
 
@@ -120,6 +123,8 @@ def make_app(
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/explain/{namespace}/{name}", explain)
     app.router.add_get("/debug/cache", debug_cache)
+    # The web view: its routes on this app, so the auth middleware guards them too.
+    add_routes(app, SchedulerSource(lambda: scheduler, source="kubesched run"))
     return app
 
 
@@ -163,7 +168,7 @@ async def serve(
         if sockets:
             bound = int(sockets[0].getsockname()[1])
         log.info(
-            "serving /healthz /readyz /metrics /explain /debug/cache on %s:%d (%s)",
+            "serving /healthz /readyz /metrics /explain /debug/cache /ui/ on %s:%d (%s)",
             host,
             bound,
             "authenticated and authorized by the API server" if auth else "no authentication",

@@ -15,7 +15,7 @@ the last bind.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -272,13 +272,18 @@ def simulate(
     *,
     profiles: Sequence[ProfileSpec] | None = None,
     seed: int | None = None,
+    inspect: Callable[[Scheduler], None] | None = None,
 ) -> SimulationResult:
     """Run a simulation to completion on a fresh virtual-time event loop.
+    ``inspect`` reads the scheduler once the simulation settled, on its loop (e.g. the
+    web view's state for ``simulate --html``).
 
     In the main thread, Ctrl-C cancels it (asyncio.Runner's handling: the scheduler's
     tasks are cancelled and awaited) and raises KeyboardInterrupt."""
     with asyncio.Runner(loop_factory=VirtualTimeLoop) as runner:
-        result, _, _ = runner.run(_simulate(objects, profiles, seed))
+        result, sched, _ = runner.run(_simulate(objects, profiles, seed))
+        if inspect is not None:
+            inspect(sched)
     return result
 
 

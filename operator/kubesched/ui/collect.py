@@ -1,0 +1,230 @@
+"""What the web view shows, read from a scheduler in this process (no API request).
+
+The facts come from what the scheduler already holds: its queues and cache
+(:func:`kubesched.scheduler.cachedump.cache_dump`), the profiles it serves, the
+PodGroups in its object store with Coscheduling's report of each gang's last attempt,
+and :func:`kubesched.scheduler.explain.explain_pod` for one pending pod at a time.
+:mod:`kubesched.ui.shape` turns them into the page's JSON. Everything here runs on the
+scheduler's event loop, synchronously (reading the cache and queues while no cycle runs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kubesched.api.gangs import (
+    GANG_STORE_KINDS,
+    WORKLOAD_STORE_KIND,
+    GangSpec,
+    InvalidGang,
+    api_of,
+    gang_key,
+    parse_gang,
+    parse_key,
+)
+from kubesched.framework.types import ObjectError, Pod
+from kubesched.plugins.coscheduling import plugin as cosched
+from kubesched.profiles import default_profile_spec
+from kubesched.scheduler.cachedump import cache_dump
+from kubesched.scheduler.explain import explain_pod
+from kubesched.scheduler.scheduler import Scheduler
+from kubesched.ui.shape import (
+    GangFacts,
+    QueueHistory,
+    explain_view,
+    gangs_view,
+    plugin_colours,
+    profile_view,
+    queues_view,
+)
+
+__all__ = ["explain_for", "pending_pod_keys", "state"]
+
+PROFILE_KIND = "SchedulingProfile"
+
+
+def _coscheduling(sched: Scheduler) -> Any:
+    for p in sched.profiles.values():
+        for plugin in p.framework.chain.pre_filter:
+            if plugin.name == cosched.NAME:
+                return plugin
+    return None
+
+
+def _gang_of(sched: Scheduler, pod: Pod) -> str | None:
+    fwk = sched.framework_for(pod)
+    if fwk is None:
+        return None
+    for plugin in fwk.chain.pre_filter:
+        key_of = getattr(plugin, "gang_key", None)
+        if plugin.name == cosched.NAME and key_of is not None:
+            key: str | None = key_of(pod)
+            return key
+    return None
+
+
+def _gangs(sched: Scheduler) -> list[GangFacts]:
+    store = sched.store
+    facts: dict[str, GangFacts] = {}
+    if store is not None:
+        for kind in sorted(GANG_STORE_KINDS):
+            api = api_of(kind)
+            if api is None:
+                continue
+            for obj in store.list(kind):
+                meta = obj.get("metadata") or {}
+                ns, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
+                key = gang_key(api, ns, name)
+                try:
+                    spec: GangSpec | None = parse_gang(
+                        kind, obj, lambda n, w: store.get(WORKLOAD_STORE_KIND, n, w)
+                    )
+                    problem = ""
+                except InvalidGang as e:
+                    spec, problem = None, f"PodGroup {ns}/{name} is invalid: {e}"
+                facts[key] = GangFacts(
+                    key,
+                    f"{ns}/{name}",
+                    api.value,
+                    spec.min_member if spec is not None else None,
+                    problem=problem,
+                )
+    placed = {p.uid for ni in sched.cache.node_infos() for p in ni.pods}
+    members: list[tuple[Pod, bool]] = [
+        (p, True) for ni in sched.cache.node_infos() for p in ni.pods
+    ]
+    members += [(p, False) for p in sched.unscheduled.values() if p.uid not in placed]
+    for pod, on_node in members:
+        member_of = _gang_of(sched, pod)
+        if member_of is None:
+            continue
+        g = facts.get(member_of)
+        if g is None:
+            api, ns, name = parse_key(member_of)
+            g = facts[member_of] = GangFacts(
+                member_of,
+                f"{ns}/{name}",
+                api.value,
+                None,
+                problem=f'pod group "{member_of}" does not exist; waiting for it to be created',
+            )
+        (g.bound if on_node else g.waiting).append(pod.key)
+    plugin = _coscheduling(sched)
+    if plugin is not None:
+        for g in facts.values():
+            api, ns, name = parse_key(g.key)
+            report = plugin.report(ns, name, api)
+            if report is not None and report.blocked:
+                g.blocker = str(report.blocked)
+    return list(facts.values())
+
+
+def _profiles(sched: Scheduler) -> list[dict[str, Any]]:
+    store = sched.store
+    objects: dict[str, Mapping[str, Any]] = {}
+    if store is not None:
+        for obj in store.list(PROFILE_KIND):
+            name = str((obj.get("spec") or {}).get("schedulerName") or "")
+            objects[name] = obj
+    out = []
+    for name, p in sorted(sched.profiles.items()):
+        found = objects.pop(name) if name in objects else None
+        source = "default plugins" if p.spec == default_profile_spec(name) else "customised"
+        ready, reason, message = True, "Serving", ""
+        if found is not None:
+            source = f"SchedulingProfile {(found.get('metadata') or {}).get('name')}"
+            for c in (found.get("status") or {}).get("conditions") or ():
+                if c.get("type") == "Ready":
+                    ready = c.get("status") == "True"
+                    reason, message = str(c.get("reason") or ""), str(c.get("message") or "")
+        out.append(
+            profile_view(
+                name,
+                p.framework.chain.names(),
+                source=source,
+                ready=ready,
+                reason=reason,
+                message=message,
+            )
+        )
+    for name, obj in sorted(objects.items()):  # in the store, serving nothing
+        meta = obj.get("metadata") or {}
+        conds = [
+            c for c in (obj.get("status") or {}).get("conditions") or () if c.get("type") == "Ready"
+        ]
+        c = conds[0] if conds else {}
+        out.append(
+            profile_view(
+                name,
+                {},
+                source=f"SchedulingProfile {meta.get('name')}",
+                ready=False,
+                reason=str(c.get("reason") or "NotServing"),
+                message=str(c.get("message") or "not served by this kubesched"),
+            )
+        )
+    return out
+
+
+def pending_pod_keys(sched: Scheduler) -> list[str]:
+    """``namespace/name`` of every pod in a queue, by name."""
+    return sorted(str(d["pod"]) for d in cache_dump(sched)["pending"])
+
+
+def explain_for(sched: Scheduler, namespace: str, name: str) -> dict[str, Any] | None:
+    """The explain view of one pod the scheduler knows (None if it knows none such).
+    Raises LookupError when no profile serves the pod, ObjectError when it is malformed."""
+    raw: Any = None
+    if sched.store is not None:
+        raw = sched.store.get("Pod", namespace, name)
+    if raw is None:
+        for pod in sched.unscheduled.values():
+            if pod.namespace == namespace and pod.name == name:
+                raw = pod.raw
+                break
+    if raw is None:
+        return None
+    return explain_view(explain_pod(sched, Pod(dict(raw))).to_dict())
+
+
+def state(
+    sched: Scheduler,
+    history: QueueHistory,
+    *,
+    now: float,
+    source: str,
+    explain_all: int = 0,
+) -> dict[str, Any]:
+    """The page's state: queues (recorded into ``history`` at ``now``), gangs, profiles,
+    node count; with ``explain_all``, the explain views of up to that many pending pods
+    (a static page has no server to ask)."""
+    dump = cache_dump(sched)
+    queues = queues_view(dump["pending"], len(dump["inFlight"]))
+    history.record(now, queues["counts"])
+    queues["history"] = history.samples()
+    profiles = _profiles(sched)
+    doc: dict[str, Any] = {
+        "source": source,
+        "generatedAt": now,
+        "nodes": dump["counts"]["nodes"],
+        "pods": dump["counts"]["pods"],
+        "queues": queues,
+        "gangs": gangs_view(_gangs(sched)),
+        "profiles": profiles,
+        "colours": plugin_colours(
+            n for p in profiles for point in p["chain"] for n in point["plugins"]
+        ),
+    }
+    if explain_all:
+        explained: dict[str, Any] = {}
+        for key in [str(d["pod"]) for d in dump["pending"]][:explain_all]:
+            ns, _, name = key.partition("/")
+            try:
+                view = explain_for(sched, ns, name)
+            except (LookupError, ObjectError) as e:
+                view = {"pod": key, "error": str(e)}
+            if view is not None:
+                explained[key] = view
+        doc["explanations"] = explained
+    return doc
