@@ -16,8 +16,10 @@ given cluster, on nodes of the run's own, all removed afterwards):
 4. read the scheduler process's CPU seconds over the measured window and its peak RSS
    from /proc.
 
-kube-scheduler has no gang scheduling: for Gang it gets the same pods without
-PodGroups (the document's ``notes`` says so). Create-to-bound latency runs from the
+Gangs are Kubernetes' own Workload/PodGroup objects for both schedulers (see
+:mod:`kubesched.bench.gangs`): the bench's control plane then runs with the feature
+gates and runtime config kube-scheduler's native gang scheduling needs, and
+kube-scheduler gets the same gates. Create-to-bound latency runs from the
 moment the pod's create request returned (``creationTimestamp`` has whole-second
 resolution only) to the bind seen on the watch.
 """
@@ -43,6 +45,7 @@ import aiohttp
 import orjson
 import yaml
 
+from kubesched.bench import gangs as upstream_gangs
 from kubesched.bench.controlplane import (
     ControlPlane,
     ControlPlaneError,
@@ -190,9 +193,15 @@ def _proc_peak_rss(pid: int) -> int | None:
 
 
 def start_scheduler(
-    which: str, kubeconfig: str, workdir: Path, binaries: Path | None, timeout: float
+    which: str,
+    kubeconfig: str,
+    workdir: Path,
+    binaries: Path | None,
+    timeout: float,
+    gangs: bool = False,
 ) -> Process:
-    """Start ``which`` against ``kubeconfig`` and wait until its /readyz answers."""
+    """Start ``which`` against ``kubeconfig`` and wait until its /readyz answers
+    (``gangs``: kube-scheduler with the feature gates of its gang scheduling)."""
     port = free_port()
     name = SCHEDULER_NAMES[which]
     if which == KUBESCHED:
@@ -229,6 +238,7 @@ def start_scheduler(
             f"--authorization-kubeconfig={kubeconfig}",
             "--authentication-skip-lookup=true",
             "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+            *([upstream_gangs.feature_gates_flag()] if gangs else []),
         ]
         url = f"https://127.0.0.1:{port}/readyz"
     proc = Process(which, argv, workdir / f"{which}.log")
@@ -251,8 +261,15 @@ def start_scheduler(
 RUN_LABEL = "bench.kubesched.dev/run"
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 GANG_NOTE = (
-    "kube-scheduler has no gang scheduling: it scheduled the same pods without PodGroups "
-    "(members one by one); its gang latency is first member created to last bound"
+    "the cluster does not serve scheduling.k8s.io/v1beta1 (GenericWorkload): kube-scheduler "
+    "scheduled the same pods without PodGroups (members one by one), kubesched with its "
+    "own PodGroups; gang latency is first member created to last bound"
+)
+UPSTREAM_GANG_NOTE = (
+    "gangs as Kubernetes' Workload/PodGroup (scheduling.k8s.io/v1beta1, feature gates "
+    "GenericWorkload and TopologyAwareWorkloadScheduling) for both schedulers: "
+    "kube-scheduler with its own gang scheduling; gang latency is first member created "
+    "to last bound"
 )
 
 
@@ -277,6 +294,8 @@ class ClusterDriver:
         self.peers: dict[str, int] = {}
         """Other processes whose CPU the run reports (a control plane's etcd, apiserver)."""
         self.watcher: asyncio.Task[None] | None = None
+        self.upstream_gangs = False
+        """Gang members join upstream PodGroups (``spec.schedulingGroup``)."""
 
     def _node_name(self, name: str) -> str:
         return f"{name}-{self.run_id}" if self.run_id else name
@@ -295,6 +314,8 @@ class ClusterDriver:
             pass
         else:
             meta["namespace"] = self.namespace
+        if kind == "Pod" and self.upstream_gangs:
+            obj = upstream_gangs.as_member(obj)
         if kind == "Pod" and "spec" in obj:
             obj["spec"]["schedulerName"] = self.scheduler_name
             if self.run_id:
@@ -310,6 +331,9 @@ class ClusterDriver:
             return "/api/v1/nodes"
         if kind == "PriorityClass":
             return "/apis/scheduling.k8s.io/v1/priorityclasses"
+        if obj.get("apiVersion") == upstream_gangs.UPSTREAM and kind in ("Workload", "PodGroup"):
+            plural = f"{str(kind).lower()}s"
+            return f"/apis/{upstream_gangs.UPSTREAM}/namespaces/{self.namespace}/{plural}"
         if kind == "PodGroup":
             return f"/apis/kubesched.dev/v1alpha1/namespaces/{self.namespace}/podgroups"
         if kind == "Pod":
@@ -473,16 +497,30 @@ async def run_one(
             "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                            "metadata": {"name": namespace}}
         )  # fmt: skip
-        gangs = which == KUBESCHED and bool(the_plan.gangs)
-        if gangs:
+        setup = [o for o in the_plan.setup if o.get("kind") != "PodGroup"]
+        upstream = bool(the_plan.gangs) and await upstream_gangs.served(rest.request)
+        if upstream:
+            driver.upstream_gangs = True
+            setup += upstream_gangs.upstream_objects(the_plan.gangs)
+            result.gang_api = upstream_gangs.UPSTREAM
+        elif which == KUBESCHED and the_plan.gangs:
             # before the scheduler starts: its watches are resolved once, at start
             await ensure_podgroup_crd(rest, options.ready_timeout)
-        setup = [o for o in the_plan.setup if gangs or o.get("kind") != "PodGroup"]
+            setup = list(the_plan.setup)
+            result.gang_api = "kubesched.dev/v1alpha1"
+        elif the_plan.gangs:
+            result.gang_api = "none"
         for obj in setup:
             await driver.create(obj)
         await bounded(options.creators, driver.create, the_plan.nodes)
         driver.starter = functools.partial(
-            start_scheduler, which, kubeconfig, workdir, options.binaries, options.ready_timeout
+            start_scheduler,
+            which,
+            kubeconfig,
+            workdir,
+            options.binaries,
+            options.ready_timeout,
+            gangs=upstream,
         )
         await driver.resume()
         await driver.watch(tracker)
@@ -499,10 +537,13 @@ async def run_one(
     return result
 
 
-def notes(options: BenchOptions, schedulers: Sequence[str]) -> list[str]:
+def notes(options: BenchOptions, results: Mapping[str, RunResult]) -> list[str]:
     """What the reader of the document must know about how the run was done."""
     out: list[str] = []
-    if KUBE_SCHEDULER in schedulers and plan_of(options).gangs:
+    apis = {r.gang_api for r in results.values() if r.gang_api is not None}
+    if apis == {upstream_gangs.UPSTREAM}:
+        out.append(UPSTREAM_GANG_NOTE)
+    elif apis and KUBE_SCHEDULER in results:
         out.append(GANG_NOTE)
     if options.kubeconfig is not None:
         out.append(
@@ -524,7 +565,15 @@ async def bench_cluster(
             continue
         if options.binaries is None:
             raise ControlPlaneError("no kubeconfig and no control plane binaries")
-        cp = ControlPlane(options.binaries)
+        gangs = bool(plan_of(options).gangs)
+        cp = ControlPlane(
+            options.binaries,
+            extra_args=(
+                [upstream_gangs.feature_gates_flag(), upstream_gangs.runtime_config_flag()]
+                if gangs
+                else []
+            ),
+        )
         try:
             await asyncio.to_thread(cp.start)
             results[which] = await run_one(which, options, str(cp.kubeconfig), cp.dir, cp.pids())

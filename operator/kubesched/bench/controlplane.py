@@ -177,9 +177,13 @@ def _service_account_key(path: Path) -> None:
 class ControlPlane:
     """etcd + kube-apiserver in a temporary directory; a context manager."""
 
-    def __init__(self, binaries: Path, *, keep: bool = False) -> None:
+    def __init__(
+        self, binaries: Path, *, keep: bool = False, extra_args: Sequence[str] = ()
+    ) -> None:
         self.binaries = binaries
         self.keep = keep
+        self.extra_args = list(extra_args)
+        """More kube-apiserver flags (a gang workload's feature gates and runtime config)."""
         self.dir = Path(tempfile.mkdtemp(prefix="kubesched-bench-"))
         self.token = secrets.token_urlsafe(24)
         self.server = ""
@@ -250,6 +254,7 @@ class ControlPlane:
                 f"--disable-admission-plugins={DISABLED_ADMISSION_PLUGINS}",
                 "--enable-priority-and-fairness=false",
                 "--profiling=false",
+                *self.extra_args,
             ],
         )
 

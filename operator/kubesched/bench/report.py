@@ -79,6 +79,9 @@ class RunResult:
     """Per role (init, gated, measured, background): pods, bound, deleted (see tracker)."""
     gang_latency: dict[str, Any] | None = None
     """Gang workloads: first member created to last bound, p50/p90/p99; gangs, bound, partial."""
+    gang_api: str | None = None
+    """Gang workloads on a cluster: the API the gangs were declared with
+    (``scheduling.k8s.io/v1beta1``, ``kubesched.dev/v1alpha1``, or ``none``: members only)."""
 
     def to_json(self) -> dict[str, Any]:
         tp = throughput_summary(self.samples)
@@ -103,6 +106,7 @@ class RunResult:
             **(
                 {"gang_latency_seconds": self.gang_latency} if self.gang_latency is not None else {}
             ),
+            **({"gang_api": self.gang_api} if self.gang_api is not None else {}),
         }
 
 

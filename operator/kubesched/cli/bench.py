@@ -73,8 +73,8 @@ def _bench(args: argparse.Namespace) -> int:
                 timeout=args.timeout,
                 arrival=args.arrival,
             )
-            run_notes = notes(options, schedulers)
             results = run_async(bench_cluster(options, schedulers))
+            run_notes = notes(options, results)
     except (ControlPlaneError, RunError) as e:
         raise BadInput(str(e)) from None
     w = WORKLOADS[workload]
@@ -105,8 +105,9 @@ _BENCH_DESCRIPTION = (
             "server: the scheduler's own cost). --target cluster runs `kubesched run` (and with "
             "--compare kube-scheduler, the real kube-scheduler on an identical copy) against a "
             "real API server: a fresh etcd + kube-apiserver per scheduler unless --kubeconfig "
-            "names a cluster. kube-scheduler has no gang scheduling: for Gang it schedules the "
-            "same pods without PodGroups.",
+            "names a cluster. Gangs are Kubernetes' Workload/PodGroup (scheduling.k8s.io/v1beta1) "
+            "for both schedulers, kube-scheduler with its own gang scheduling (the bench's "
+            "control plane turns on GenericWorkload and TopologyAwareWorkloadScheduling).",
             "workloads (nodes: 4 CPU, 32Gi, 110 pods, zones as labels):",
         )
     )

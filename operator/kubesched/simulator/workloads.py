@@ -44,6 +44,8 @@ SchedulingWhileGated        M pods with a scheduling gate created first (stay pe
                             M pod-default pods measured.
 Gang                        PodGroups of many small (4-8 members) and a few large (50-100,
                             at most M/2) gangs, about 40% of the pods in large gangs.
+LargeGang                   one PodGroup of all M pods (minimum M): a gang of 256 or 1024
+                            members with --pods 256 / 1024 (defaults 1000 nodes, 256 pods).
 SchedulingWithResourceClaim scheduler_perf's SchedulingWithResourceClaimTemplate: a
 Template                    DeviceClass, a ResourceClaimTemplate of one device, one
                             ResourceSlice of 8 devices per node (its own pool); each pod
@@ -400,6 +402,15 @@ def _dra_claim_template(n: int, m: int) -> Plan:
     return Plan("SchedulingWithResourceClaimTemplate", nodes, pods, setup=setup)
 
 
+def _large_gang(n: int, m: int) -> Plan:
+    members = [
+        pod(f"large-gang-{j}", MEASURED, labels={GANG_LABEL: "large-gang"}) for j in range(m)
+    ]
+    return Plan(
+        "LargeGang", _nodes(n), members, setup=[pod_group("large-gang", m)], gangs={"large-gang": m}
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Workload:
     """A workload's plan builder, its default size and a one-line description."""
@@ -449,6 +460,9 @@ WORKLOADS: dict[str, Workload] = {
     ),
     "SchedulingWhileGated": Workload(_gated, "as many gated pods (stay pending) as measured"),
     "Gang": Workload(_gang, "PodGroups: many small (4-8), few large (50-100) gangs"),
+    "LargeGang": Workload(
+        _large_gang, "one PodGroup of all the pods (its minimum: every one)", 1000, 256
+    ),
     "SchedulingWithResourceClaimTemplate": Workload(
         _dra_claim_template,
         f"one device per pod from a ResourceClaimTemplate, {DEVICES_PER_NODE} per node (DRA)",
