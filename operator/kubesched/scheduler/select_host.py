@@ -12,8 +12,11 @@ feasible order alone.
 larger child (the left one when both are equal) only while the child is *strictly*
 greater. So, walking from the root: a node holding the best score stays at the root of
 its subtree, and otherwise the root comes from the left subtree when that subtree holds a
-best-scored node, else from the right one. :func:`heap_winner` walks that path in
-O(ties x depth) instead of building the heap.
+best-scored node, else from the right one. That walk ends at the best-scored node that
+comes first in pre-order (a node, then its left subtree, then its right one), and a
+heap position's pre-order rank is its path from the root read as bits (left 0, right
+1), a prefix before its extensions: :func:`heap_winner` compares those paths for the
+best-scored nodes only, with numpy, instead of building the heap.
 
 kube-scheduler filters nodes in parallel, so its feasible order is the rotating scan
 order only up to which goroutine finished first; kubesched filters in scan order, which
@@ -39,17 +42,10 @@ def heap_winner(total: npt.NDArray[np.int64] | npt.NDArray[np.float64]) -> int:
     ties = np.flatnonzero(total == best)
     if len(ties) == 1 or ties[0] == 0:
         return int(ties[0])
-    # Positions of the best-scored nodes and all their ancestors in the implicit heap.
-    marked: set[int] = set()
-    for p in ties.tolist():
-        while p not in marked:
-            marked.add(p)
-            if p == 0:
-                break
-            p = (p - 1) // 2
-    is_best = set(ties.tolist())
-    i = 0
-    while i not in is_best:
-        left = 2 * i + 1
-        i = left if left in marked else left + 1
-    return i
+    # heap position p has path bits = (p + 1) without its leading 1, at depth d
+    v = ties + 1
+    depth = np.frexp(v.astype(np.float64))[1] - 1  # exact: positions are far below 2**53
+    deepest = int(depth.max())
+    path = (v - (np.int64(1) << depth)) << (deepest - depth)  # left-aligned path bits
+    # smallest path first; a prefix (same left-aligned bits, shallower) before its extensions
+    return int(ties[np.argmin(path * (deepest + 1) + depth)])
