@@ -54,7 +54,7 @@ from tests.e2e.helm_support import (
     start_failure,
     uid,
 )
-from tests.helm.chart import Helm, helm, one
+from tests.helm.chart import Helm, helm, of_kind
 
 __all__ = ["helm"]
 
@@ -384,10 +384,8 @@ def test_two_releases_with_their_own_scheduler_names(world: World, helm: Helm) -
     values = {"schedulerName": f"ks2-{tag}", "replicaCount": 2}
     second = install(helm, cp, first.name, f"helm2-{tag}", values)
     for kind in ("ClusterRole", "ClusterRoleBinding"):
-        assert (
-            one(second.objects, kind)["metadata"]["name"]
-            != one(first.objects, kind)["metadata"]["name"]
-        )
+        names = [{o["metadata"]["name"] for o in of_kind(r.objects, kind)} for r in (first, second)]
+        assert names[0] and not names[0] & names[1], f"both releases create {kind}s {names}"
     assert second.lease_name != first.lease_name
     ns = first.namespace
     mine, theirs, nobodys = f"a-{tag}", f"b-{tag}", f"c-{tag}"
