@@ -5,7 +5,8 @@ bindings in the cluster; the Deployment never runs (there is no kubelet), so the
 runs here instead, with a token minted for the chart's ServiceAccount (TokenRequest), never
 the admin's. The module's control plane serves both foreign gang APIs (``GenericWorkload``
 and ``scheduling.k8s.io/v1beta1`` on, scheduler-plugins' PodGroup CRD installed), so their
-rules are shown to be needed too. That shows:
+rules are shown to be needed too, and DynamicResources' (the test publishes a device as a
+driver would). That shows:
 
 - the Deployment's own command line works with those credentials: pods are bound,
   Events and the PodScheduled condition written, the Lease taken, nothing forbidden;
@@ -31,6 +32,7 @@ import pytest
 
 from tests.controlplane import ApiError, Binaries, ControlPlane
 from tests.e2e.helm_access import ACCESS_CHECKS, AccessCheck, access_objects
+from tests.e2e.helm_dra_scenarios import DRA_SCENARIOS
 from tests.e2e.helm_gang_scenarios import GANG_SCENARIOS, gang_control_plane
 from tests.e2e.helm_support import (
     JSON,
@@ -63,7 +65,7 @@ pytestmark = pytest.mark.timeout(120)
 RuleKey = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
 """A PolicyRule as (apiGroups, resources, verbs)."""
 
-ALL_SCENARIOS: dict[str, Scenario] = {**SCENARIOS, **GANG_SCENARIOS}
+ALL_SCENARIOS: dict[str, Scenario] = {**SCENARIOS, **GANG_SCENARIOS, **DRA_SCENARIOS}
 
 
 @pytest.fixture(scope="module")
@@ -168,6 +170,27 @@ NEEDS: dict[str, Need] = {
         "update",
         "persistentvolumeclaims",
         "dynamic-volume",
+    ),
+    "dra-reads": Need(
+        rule("resource.k8s.io", "deviceclasses,resourceslices,resourceclaims", "list,watch"),
+        "list",
+        "deviceclasses",
+        None,
+    ),
+    "dra-claim-finalizer": Need(
+        rule("resource.k8s.io", "resourceclaims", "update"), "update", "resourceclaims", "dra"
+    ),
+    "dra-claim-status": Need(
+        rule("resource.k8s.io", "resourceclaims/status", "update,patch"),
+        "update",
+        "resourceclaims/status",
+        "dra",
+    ),
+    "dra-claim-binding": Need(
+        rule("resource.k8s.io", "resourceclaims/binding", "update,patch"),
+        "update",
+        "resourceclaims/binding",
+        "dra",
     ),
     "podgroups": Need(
         rule("kubesched.dev", "podgroups", "list,watch,patch"), "list", "podgroups", None
