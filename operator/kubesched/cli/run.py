@@ -38,6 +38,7 @@ FLAGS: dict[str, str] = {
     "--profile-selector": "profile_selector",
     "--watch-engine": "watch_engine",
     "--seed": "seed",
+    "--shutdown-flush-seconds": "shutdown_flush_seconds",
 }
 
 
@@ -191,6 +192,13 @@ def add(sub: Any) -> None:
         "`kubesched simulate --seed S` makes for the same objects",
         type=int,
         metavar="S",
+    )
+    flag(
+        "--shutdown-flush-seconds",
+        "on SIGTERM, at most this long to finish binds in flight and write the queued "
+        "Events (default: 20)",
+        type=float,
+        metavar="SECONDS",
     )
     p.add_argument(
         "--log-level",

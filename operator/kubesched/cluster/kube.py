@@ -21,11 +21,12 @@ retries a bind in place, then the pod goes back to the queue with backoff); othe
 :class:`ClusterError` with ``retryable=False``. Every error carries ``code`` (the HTTP
 status, ``timeout`` or ``connection``) and the server's ``Retry-After``.
 
-Events are fire-and-forget: :meth:`KubeCluster.record_event` puts the write on a
-bounded queue and returns; a few background writers (``event_writers``, several writes
-in flight) drain it. A failed write is logged and never fails a binding or a status
-update; when the queue is full (the API server cannot keep up) the Event is dropped and
-counted, as client-go's event broadcaster drops on a full channel.
+Events are fire-and-forget: :meth:`KubeCluster.record_event` puts the write on the
+bounded queue of an :class:`~kubesched.cluster.event_writer.EventWriter` and returns;
+its writers (``event_writers``, one write in flight each) drain it. A failed write is
+logged and never fails a binding or a status update; when the queue is full (the API
+server cannot keep up) the Event is dropped and counted. :meth:`KubeCluster.aclose`
+writes what is queued within a bounded time (a graceful stop).
 
 The store half (:meth:`get`, :meth:`list`) holds the watched objects as plain dicts
 (what :meth:`list_pages` and the informers decode is trimmed first: :func:`trim`),
@@ -51,6 +52,7 @@ import orjson
 from kubernetes_asyncio import client as k8s_client
 
 from kubesched.cluster import kube_claims
+from kubesched.cluster.event_writer import EventWriter, QueuedEvent
 from kubesched.cluster.kubeconfig import KubeconfigError, load_client_configuration
 from kubesched.cluster.memory import CLUSTER_SCOPED
 from kubesched.framework.cluster_port import ClusterError, Conflict, NotFound, PodCondition
@@ -237,7 +239,7 @@ class KubeCluster:
         request_timeout: float = 30.0,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         event_queue_size: int = 10000,
-        event_writers: int = 8,
+        event_writers: int = 16,
     ) -> None:
         self.api = api
         _no_per_request_env_lookups(api)
@@ -251,10 +253,9 @@ class KubeCluster:
         self._events = RateLimiter(qps, burst)
         self.event_queue_size = event_queue_size
         self.event_writers = max(1, event_writers)
-        self.events_dropped = 0
-        """Events not written because the queue was full."""
-        self._event_queue: asyncio.Queue[tuple[str, bytes, str, str]] | None = None
-        self._event_workers: builtins.list[asyncio.Task[None]] = []
+        self.events: EventWriter | None = None
+        """The Event writer, made at the first Event (``event_queue_size``,
+        ``event_writers`` as they are then)."""
         self.objects: dict[str, dict[str, dict[str, Any]]] = {}
         self._timeout = aiohttp.ClientTimeout(total=request_timeout)
         self._timeout_for = request_timeout
@@ -433,51 +434,29 @@ class KubeCluster:
         }
         if related is not None:
             body["related"] = dict(related)
-        queue = self._event_queue
-        if queue is None:
-            queue = self._start_event_writers()
-        try:
-            queue.put_nowait(
-                (namespace, orjson.dumps(body), reason, str(regarding.get("name") or ""))
+        if self.events is None:
+            self.events = EventWriter(
+                self._write_event, capacity=self.event_queue_size, writers=self.event_writers
             )
-        except asyncio.QueueFull:
-            self.events_dropped += 1
-            if self.events_dropped % 1000 == 1:
-                log.warning(
-                    "event queue full (%d queued): dropping events (%d so far)",
-                    queue.qsize(),
-                    self.events_dropped,
-                )
+        self.events.put(namespace, orjson.dumps(body), reason, str(regarding.get("name") or ""))
 
-    def _start_event_writers(self) -> asyncio.Queue[tuple[str, bytes, str, str]]:
-        queue: asyncio.Queue[tuple[str, bytes, str, str]] = asyncio.Queue(self.event_queue_size)
-        self._event_queue = queue
-        loop = asyncio.get_running_loop()
-        self._event_workers = [
-            loop.create_task(self._event_writer(queue), name=f"kubesched-event-writer-{i}")
-            for i in range(self.event_writers)
-        ]
-        return queue
+    @property
+    def events_dropped(self) -> int:
+        """Events not written because the queue was full."""
+        return self.events.dropped if self.events is not None else 0
 
-    async def _event_writer(self, queue: asyncio.Queue[tuple[str, bytes, str, str]]) -> None:
-        while True:
-            namespace, body, reason, name = await queue.get()
-            try:
-                await self.send(
-                    "POST",
-                    f"/apis/events.k8s.io/v1/namespaces/{namespace}/events",
-                    body,
-                    limiter=self._events,
-                )
-            except Exception as e:  # an event is never worth a failure
-                log.warning("could not write event %s for %s/%s: %s", reason, namespace, name, e)
-            finally:
-                queue.task_done()
+    async def _write_event(self, event: QueuedEvent) -> None:
+        await self.send(
+            "POST",
+            f"/apis/events.k8s.io/v1/namespaces/{event.namespace}/events",
+            event.body,
+            limiter=self._events,
+        )
 
     async def flush_events(self) -> None:
-        """Wait for the event writes queued so far (shutdown, tests)."""
-        if self._event_queue is not None:
-            await self._event_queue.join()
+        """Wait for the Event writes queued so far (tests)."""
+        if self.events is not None:
+            await self.events.flush()
 
     async def patch_pod_status(
         self,
@@ -658,17 +637,11 @@ class KubeCluster:
     def remove(self, kind: str, obj: Obj) -> dict[str, Any] | None:
         return self.objects.get(kind, {}).pop(self.key_of(kind, obj), None)
 
-    async def aclose(self) -> None:
-        """Flush the queued events, then stop the writers (cancelled wherever they are, if
-        the caller times this out)."""
-        try:
-            await self.flush_events()
-        finally:
-            workers, self._event_workers = self._event_workers, []
-            self._event_queue = None
-            for t in workers:
-                t.cancel()
-            await asyncio.gather(*workers, return_exceptions=True)
+    async def aclose(self, within: float | None = None) -> int:
+        """Write the queued Events within ``within`` seconds (None: no limit), then stop
+        the writers; returns how many Events were left unwritten."""
+        events, self.events = self.events, None
+        return await events.aclose(within) if events is not None else 0
 
 
 def _pod_ref(pod: Pod) -> dict[str, str]:

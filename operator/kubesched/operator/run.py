@@ -40,6 +40,7 @@ from typing import Any, cast
 import kopf
 from kubernetes_asyncio import client as k8s_client
 
+from kubesched.cluster.event_writer import EventWriterCollector
 from kubesched.cluster.informer import Informer
 from kubesched.cluster.kube import KubeCluster, RateLimiter, load_client_configuration
 from kubesched.operator import logredact, podgroup_handlers
@@ -59,7 +60,9 @@ __all__ = ["LeadershipLost", "Runtime", "kopf_settings", "run", "tune_garbage_co
 log = logging.getLogger("kubesched.run")
 
 SHUTDOWN_GRACE = 5.0
-"""Seconds for binds and event writes in flight to finish on a graceful stop."""
+"""Seconds for binds in flight to finish when a leading term ends on a graceful stop
+(within the lease's remaining time; the process's own stop then has
+``shutdown_flush_seconds`` for them and the queued Events)."""
 
 WRITE_CONNECTIONS = 32
 """At most this many connections to the API server for writes (binds, status patches,
@@ -152,6 +155,7 @@ class Runtime:
             scheduler_names=settings.scheduler_names,
             reporting_controller=settings.scheduler_names[0],
         )
+        self.scheduler.metrics.registry.register(EventWriterCollector(lambda: self.cluster.events))
         self.handlers = EventHandlers(self.scheduler, on_bad_object=self.router.on_bad_object)
         self.router.attach(self.handlers)
         self.informers: list[Informer] = []
@@ -622,10 +626,13 @@ async def _shutdown(
         if name.startswith("watch-"):
             t.cancel()
     kopf_stop.set()
+    # Binds and status writes in flight first (their Events are queued as they end),
+    # then the queued Events, all within shutdown_flush_seconds.
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + rt.settings.shutdown_flush_seconds
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(rt.scheduler.drain(), SHUTDOWN_GRACE)
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(rt.cluster.aclose(), SHUTDOWN_GRACE)
+        await asyncio.wait_for(rt.scheduler.drain(), max(0.0, deadline - loop.time()))
+    await rt.cluster.aclose(max(0.0, deadline - loop.time()))
     try:
         pending = list(tasks.values())
         await asyncio.gather(*pending, return_exceptions=True)

@@ -117,6 +117,15 @@ class Settings(BaseModel):
     """Per API write; a write that takes longer fails as a retryable error and the pod
     goes back to the queue with backoff."""
 
+    shutdown_flush_seconds: float = Field(default=20.0, ge=0)
+    """On SIGTERM, at most this long for the binds and pod status writes in flight and
+    then the queued Events (one ``Scheduled`` per bind) to reach the API server before the
+    process exits; what is left is logged and lost. A pod's default
+    ``terminationGracePeriodSeconds`` is 30: 20 leaves the rest for closing connections
+    before the kubelet's SIGKILL, and at the Event write rate of a loaded control plane
+    (docs/benchmarks.md) it covers a backlog of thousands of Events. Raise the pod's
+    grace period with it."""
+
     resync_seconds: float = Field(default=120.0, ge=0)
     """How often pods and nodes are listed to catch deletions a relisted watch never
     reports (Kopf relists after 410 Gone without DELETED events). 0 disables."""
