@@ -3,6 +3,7 @@ and ``simulate --html``, over the scenario behind docs/ui-*.png (docs/ui-demo.ya
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import AsyncIterator
@@ -16,6 +17,7 @@ from kubesched.cli import main
 from kubesched.operator.server import make_app
 from kubesched.simulator.engine import scenario_profiles
 from kubesched.simulator.scenario import prepare, read_documents
+from kubesched.ui import web
 from tests.integration.harness import Harness, running
 
 DEMO = Path(__file__).parents[2] / "docs" / "ui-demo.yaml"
@@ -127,3 +129,17 @@ def test_simulate_html_into_a_missing_directory_is_one_line(
     assert main(["simulate", "--scenario", str(DEMO), "--html", str(out)]) == 2
     err = capsys.readouterr().err
     assert err == f"kubesched: error: --html {out}: No such file or directory\n"
+
+
+async def test_queue_sizes_are_sampled_whether_or_not_anyone_looks(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(web, "SAMPLE_EVERY", 0.01)
+    app = make_app(scheduler=harness.sched, ready=lambda: True, leading=lambda: True)
+    async with TestClient(TestServer(app)) as c:
+        await asyncio.sleep(0.2)  # no request meanwhile
+        state = await (await c.get("/ui/api/state")).json()
+    history = state["queues"]["history"]
+    assert len(history) >= 3
+    assert {(s["unschedulable"], s["gated"]) for s in history} == {(8, 4)}
+    assert [s["t"] for s in history] == sorted(s["t"] for s in history)

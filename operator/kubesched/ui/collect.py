@@ -39,7 +39,7 @@ from kubesched.ui.shape import (
     queues_view,
 )
 
-__all__ = ["explain_for", "pending_pod_keys", "state"]
+__all__ = ["explain_for", "pending_pod_keys", "queue_counts", "state"]
 
 PROFILE_KIND = "SchedulingProfile"
 
@@ -188,6 +188,15 @@ def explain_for(sched: Scheduler, namespace: str, name: str) -> dict[str, Any] |
     return explain_view(explain_pod(sched, Pod(dict(raw))).to_dict())
 
 
+def queue_counts(sched: Scheduler) -> dict[str, int]:
+    """Pods per pool over every profile's queue (cheap: no pod is copied)."""
+    counts: dict[str, int] = {}
+    for q in sched.queues.queues().values():
+        for _, pool in q.pending_pods():
+            counts[pool] = counts.get(pool, 0) + 1
+    return counts
+
+
 def state(
     sched: Scheduler,
     history: QueueHistory,
@@ -196,12 +205,13 @@ def state(
     source: str,
     explain_all: int = 0,
 ) -> dict[str, Any]:
-    """The page's state: queues (recorded into ``history`` at ``now``), gangs, profiles,
-    node count; with ``explain_all``, the explain views of up to that many pending pods
-    (a static page has no server to ask)."""
+    """The page's state: queues (with ``history``, which gets a first sample at ``now``
+    if it has none), gangs, profiles, node count; with ``explain_all``, the explain views
+    of up to that many pending pods (a static page has no server to ask)."""
     dump = cache_dump(sched)
     queues = queues_view(dump["pending"], len(dump["inFlight"]))
-    history.record(now, queues["counts"])
+    if not history.samples():
+        history.record(now, queues["counts"])
     queues["history"] = history.samples()
     profiles = _profiles(sched)
     doc: dict[str, Any] = {

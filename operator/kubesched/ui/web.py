@@ -10,8 +10,11 @@ writes a snapshot that needs no server (``kubesched simulate --html``).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from importlib import resources
 from typing import Any, Protocol
 
@@ -23,7 +26,9 @@ from kubesched.scheduler.scheduler import Scheduler
 from kubesched.ui import collect
 from kubesched.ui.shape import QueueHistory
 
-__all__ = ["SchedulerSource", "UiSource", "add_routes", "render_page"]
+__all__ = ["SAMPLE_EVERY", "SchedulerSource", "UiSource", "add_routes", "render_page"]
+
+log = logging.getLogger("kubesched.ui")
 
 
 class UiSource(Protocol):
@@ -32,6 +37,14 @@ class UiSource(Protocol):
     def state(self) -> dict[str, Any]: ...
 
     def explain(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    def sample(self) -> None:
+        """Record the queue sizes now (called every ``SAMPLE_EVERY`` seconds)."""
+
+
+SAMPLE_EVERY = 2.0
+"""Seconds between two samples of the queue sizes: 240 samples (the history kept) span
+8 minutes, and counting the queues costs one pass over the pending pods."""
 
 
 class SchedulerSource:
@@ -57,6 +70,9 @@ class SchedulerSource:
 
     def explain(self, namespace: str, name: str) -> dict[str, Any] | None:
         return collect.explain_for(self._scheduler(), namespace, name)
+
+    def sample(self) -> None:
+        self.history.record(self._clock(), collect.queue_counts(self._scheduler()))
 
 
 def _asset(name: str) -> str:
@@ -106,6 +122,23 @@ def add_routes(app: web.Application, source: UiSource) -> None:
             return _json({"error": f"pod {ns}/{name} not found"}, 404)
         return _json(view)
 
+    async def sampling(app: web.Application) -> AsyncIterator[None]:
+        # The queue sizes over time are recorded whether or not anyone looks.
+        async def loop() -> None:
+            while True:
+                try:
+                    source.sample()
+                except Exception:  # a view must never take the server down
+                    log.exception("sampling the queue sizes failed")
+                await asyncio.sleep(SAMPLE_EVERY)
+
+        task = asyncio.create_task(loop())
+        yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    app.cleanup_ctx.append(sampling)
     app.router.add_get("/ui", to_index)
     app.router.add_get("/ui/", index)
     app.router.add_get("/ui/api/state", api_state)
