@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -222,3 +223,52 @@ async def test_the_page_shows_why_a_pod_is_pending_and_a_gangs_counts(
 
     assert "unschedulable" in await asyncio.to_thread(queues)
     assert (tmp_path / "ui-e2e-pod.png").stat().st_size > 10_000
+
+
+async def test_kubesched_ui_shows_a_cluster_and_schedules_nothing(
+    controlplane: ControlPlane, namespace: str, browser: Any, tmp_path: Path
+) -> None:
+    cp = controlplane
+    pool = {"e2e.kubesched.dev/pool": uuid.uuid4().hex[:10]}
+    await asyncio.to_thread(
+        cp.create_nodes, 2, cpu="2", labels=pool, prefix=f"ui-{uuid.uuid4().hex[:6]}-"
+    )
+    await asyncio.to_thread(cp.api.create, pod("fits", namespace, pool, cpu="1"))
+    await asyncio.to_thread(cp.api.create, pod("too-big", namespace, pool, cpu="3"))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "kubesched",
+        "ui",
+        "--kubeconfig",
+        str(cp.kubeconfig),
+        "--port",
+        "0",
+        "--refresh",
+        "1",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
+        assert line.startswith("kubesched: the web view is at http://127.0.0.1:"), line
+        url = line.rsplit(" ", 1)[1].strip()
+
+        def look() -> tuple[str, str]:
+            browser.get(f"{url}#pod/{namespace}/too-big")
+            message = _wait_text(browser, "#explain-message", "Insufficient cpu")
+            browser.get(f"{url}#queues")
+            row = _wait_text(browser, f'tr[data-queued="{namespace}/fits"]', "active")
+            _save(browser, tmp_path, "ui-e2e-local.png")
+            return message, row
+
+        message, row = await asyncio.to_thread(look)
+        assert "2 Insufficient cpu" in message, message
+        assert "not tried yet" in row  # nothing is scheduled by `kubesched ui`
+        got = await asyncio.to_thread(cp.api.read, "v1", "Pod", "fits", namespace)
+        assert not got["spec"].get("nodeName"), "kubesched ui bound a pod"
+    finally:
+        proc.terminate()
+        _, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert b"Traceback" not in err, err.decode()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import socket
 import sys
 from typing import Any
 
@@ -70,12 +71,15 @@ async def _serve(args: argparse.Namespace) -> None:
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, args.address, args.port)
+        # Our own socket: its bound port is known when --port is 0.
         try:
-            await site.start()
+            sock = socket.create_server((args.address, args.port))
         except OSError as e:
             raise BadInput(f"cannot listen on {args.address}:{args.port}: {e.strerror}") from None
-        print(f"kubesched: the web view is at http://{args.address}:{args.port}/ui/", flush=True)
+        await web.SockSite(runner, sock).start()
+        port = sock.getsockname()[1]
+        host = f"[{args.address}]" if ":" in args.address else args.address
+        print(f"kubesched: the web view is at http://{host}:{port}/ui/", flush=True)
         while True:
             await asyncio.sleep(args.refresh)
             try:
@@ -111,7 +115,7 @@ def add(sub: Any) -> None:
         help="the SchedulingProfiles the running kubesched applies (default: every one)",
     )
     p.add_argument("--address", default="127.0.0.1", help="default: 127.0.0.1")
-    p.add_argument("--port", type=count, default=10270, help="default: 10270")
+    p.add_argument("--port", type=count, default=10270, help="default: 10270 (0: any free port)")
     p.add_argument(
         "--refresh",
         type=seconds,
