@@ -254,8 +254,10 @@ class EventHandlers:
             "ADDED": ActionType.ADD,
             "DELETED": ActionType.DELETE,
         }.get(event_type, ActionType.UPDATE_OTHER)
+        # hints get (old, new) as kube's do: (deleted object, None) for a delete
+        before, after = (obj, None) if event_type == "DELETED" else (old, obj)
         self.sched.queues.move_all_to_active_or_backoff(
-            ClusterEvent(OTHER_KINDS[kind], action), old, obj
+            ClusterEvent(OTHER_KINDS[kind], action), before, after
         )
 
     def _pod_group_deleted(self, kind: str, obj: Obj) -> None:
