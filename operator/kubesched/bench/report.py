@@ -10,7 +10,8 @@ document per invocation::
 
 Per scheduler: scheduled/pods (measured pods), throughput (average and percentiles of
 one-second samples, and overall), latency_seconds p50/p90/p99, cpu_seconds,
-peak_rss_bytes, phases (per pod role: pods, bound, deleted) and, for gangs,
+peak_rss_bytes, start_to_first_bind_seconds (backlog arrival on a cluster), phases
+(per pod role: pods, bound, deleted) and, for gangs,
 gang_latency_seconds {p50, p90, p99, gangs, bound, partial}.
 """
 
@@ -79,6 +80,9 @@ class RunResult:
     """Per role (init, gated, measured, background): pods, bound, deleted (see tracker)."""
     gang_latency: dict[str, Any] | None = None
     """Gang workloads: first member created to last bound, p50/p90/p99; gangs, bound, partial."""
+    start_to_first_bind: float | None = None
+    """``backlog`` arrival on a cluster: seconds from the scheduler process's start (the
+    bench spawning it, the pods already waiting) to its first measured bind."""
     gang_api: str | None = None
     """Gang workloads on a cluster: the API the gangs were declared with
     (``scheduling.k8s.io/v1beta1``, ``kubesched.dev/v1alpha1``, or ``none``: members only)."""
@@ -101,6 +105,11 @@ class RunResult:
             "pod_creation_seconds": round(self.creation_seconds, 3),
             "cpu_seconds": self.cpu_seconds,
             "peak_rss_bytes": self.peak_rss_bytes,
+            **(
+                {"start_to_first_bind_seconds": self.start_to_first_bind}
+                if self.start_to_first_bind is not None
+                else {}
+            ),
             **({"other_cpu_seconds": self.other_cpu_seconds} if self.other_cpu_seconds else {}),
             **({"phases": self.phases} if self.phases else {}),
             **(

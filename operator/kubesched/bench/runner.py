@@ -16,7 +16,9 @@ target stops the scheduler's process), the gated and measured pods are all creat
 and the window opens when the scheduler is back and ready: the scheduler then works
 through a queue of every measured pod, so its throughput is its own and not the pace
 of the pod creators (which, on a small machine, both schedulers keep up with in the
-default ``stream`` arrival). Latency then runs from the window's start.
+default ``stream`` arrival). Latency then runs from the window's start. A cluster
+target's scheduler is a new process then: the time from its start to its first bind
+is its start-up (``start_to_first_bind_seconds``).
 
 The run gives up when nothing happened to any pod of the run for ``idle_timeout``
 seconds (the background's pods and the scheduler's status writes count as something,
@@ -145,11 +147,15 @@ async def run_pods(
         await driver.pause()
     await _create_pods(driver, tracker, plan.gated, limits.creators)
     cpu_start: float | None
+    fresh_process, resuming = False, 0.0
     if backlog:
         await _create_pods(driver, tracker, plan.measured, limits.creators)
         # The scheduler's CPU from before it resumes: a cluster target's new process
         # (None until it exists: from zero, its start-up and first LIST included).
         cpu_start = driver.cpu_seconds()
+        # No process before the resume: it starts one (a cluster target), and the time
+        # from its start to its first bind is the scheduler's start-up.
+        fresh_process = cpu_start is None
         others_start = driver.other_cpu_seconds()
         resuming = loop.time()
         await driver.resume()
@@ -214,6 +220,10 @@ async def run_pods(
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+    if backlog and fresh_process:
+        firsts = [t for n, t in tracker.bound.items() if tracker.role.get(n) == MEASURED]
+        if firsts:
+            result.start_to_first_bind = round(min(firsts) - resuming, 3)
     cpu_end = driver.cpu_seconds()
     if cpu_start is not None and cpu_end is not None:
         result.cpu_seconds = round(cpu_end - cpu_start, 3)

@@ -54,6 +54,17 @@ def test_the_table_shows_the_ratio_rss_and_what_was_left_unbound() -> None:
     assert "Gang 100/50: no nodes" in table
 
 
+def test_the_table_shows_start_to_first_bind_per_side() -> None:
+    doc = _doc("SchedulingBasic", 1000, 5000, 700.0, 450.0)
+    doc["kubesched"]["start_to_first_bind_seconds"] = 0.204  # type: ignore[index]
+    doc["kube-scheduler"]["start_to_first_bind_seconds"] = 0.25  # type: ignore[index]
+    table = matrix.render([{**doc, "arrival": "backlog"}])
+    assert "start to first bind s (ks / kube)" in table
+    (row,) = [line for line in table.splitlines() if line.startswith("| SchedulingBasic")]
+    assert "| 0.20 / 0.25 |" in row
+    assert row.count("|") == matrix.HEADER.splitlines()[0].count("|")
+
+
 def test_run_records_a_failing_cell_and_goes_on(tmp_path: Path) -> None:
     out = tmp_path / "results.jsonl"
     # a workload the CLI refuses: the cell fails fast with the CLI's message

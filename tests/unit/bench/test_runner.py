@@ -122,6 +122,15 @@ async def test_a_backlog_is_created_while_the_scheduler_is_paused_and_timed_from
     assert result.latencies == [2.0] * 3
     assert result.seconds == 2.0
     assert took >= 2.0 + 3.0 + 2.0  # init bind + start-up + the backlog's binds
+    # the scheduler's start-up: from its process's start (3 s to ready) to its first bind
+    assert result.start_to_first_bind == 5.0
+    assert result.to_json()["start_to_first_bind_seconds"] == 5.0
+
+
+async def test_a_streamed_run_has_no_start_to_first_bind() -> None:
+    result, _ = await run(Plan("T", [], measured(2)), FakeCluster())
+    assert result.start_to_first_bind is None
+    assert "start_to_first_bind_seconds" not in result.to_json()
 
 
 async def test_init_pods_that_are_never_bound_fail_the_run() -> None:
