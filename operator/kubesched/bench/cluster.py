@@ -19,7 +19,8 @@ given cluster, on nodes of the run's own, all removed afterwards):
 Gangs are Kubernetes' own Workload/PodGroup objects for both schedulers (see
 :mod:`kubesched.bench.gangs`): the bench's control plane then runs with the feature
 gates and runtime config kube-scheduler's native gang scheduling needs, and
-kube-scheduler gets the same gates. Create-to-bound latency runs from the
+kube-scheduler gets the same gates. A DRA workload's claims are made by the resourceclaim
+controller, run beside either scheduler (:mod:`kubesched.bench.dra`). Create-to-bound latency runs from the
 moment the pod's create request returned (``creationTimestamp`` has whole-second
 resolution only) to the bind seen on the watch.
 """
@@ -45,6 +46,7 @@ import aiohttp
 import orjson
 import yaml
 
+from kubesched.bench import dra as bench_dra
 from kubesched.bench import gangs as upstream_gangs
 from kubesched.bench.controlplane import (
     ControlPlane,
@@ -287,6 +289,8 @@ class ClusterDriver:
         self.scheduler_name = scheduler_name
         self.run_id = run_id
         self.nodes: set[str] = set()
+        self.slices: set[str] = set()
+        """ResourceSlices created (removed with the nodes on a cluster we do not own)."""
         self.pid: int | None = None
         self.proc: Process | None = None
         self.starter: Callable[[], Process] | None = None
@@ -310,7 +314,7 @@ class ClusterDriver:
             labels["kubernetes.io/hostname"] = meta["name"]
             if self.run_id:
                 labels[RUN_LABEL] = self.run_id
-        elif kind == "PriorityClass":
+        elif kind == "PriorityClass" or bench_dra.cluster_scoped(obj, self._node_name, self.run_id):
             pass
         else:
             meta["namespace"] = self.namespace
@@ -338,6 +342,8 @@ class ClusterDriver:
             return f"/apis/kubesched.dev/v1alpha1/namespaces/{self.namespace}/podgroups"
         if kind == "Pod":
             return f"/api/v1/namespaces/{self.namespace}/pods"
+        if (path := bench_dra.api_path(obj, self.namespace)) is not None:
+            return path
         raise ValueError(f"the cluster target cannot create a {kind}")
 
     async def create(self, obj: dict[str, Any]) -> None:
@@ -346,9 +352,11 @@ class ClusterDriver:
         try:
             created = await self.rest.request("POST", path, body)
         except ApiError as e:
-            if e.status == 409 and body.get("kind") == "PriorityClass":
+            if e.status == 409 and body.get("kind") in ("PriorityClass", "DeviceClass"):
                 return  # shared by runs
             raise
+        if body.get("kind") == "ResourceSlice":
+            self.slices.add(body["metadata"]["name"])
         if body.get("kind") == "Node":
             name = body["metadata"]["name"]
             self.nodes.add(name)
@@ -463,6 +471,7 @@ async def _cleanup(driver: ClusterDriver) -> None:
 
     paths = [f"/api/v1/namespaces/{namespace}/pods/{p['metadata']['name']}" for p in pods["items"]]
     paths += [f"/api/v1/nodes/{n}" for n in sorted(driver.nodes)]
+    paths += [bench_dra.slice_path(s) for s in sorted(driver.slices)]
     await bounded(32, delete, paths)
     await delete(f"/api/v1/namespaces/{namespace}")
 
@@ -574,10 +583,17 @@ async def bench_cluster(
                 else []
             ),
         )
+        claims: Process | None = None
         try:
             await asyncio.to_thread(cp.start)
-            results[which] = await run_one(which, options, str(cp.kubeconfig), cp.dir, cp.pids())
+            peers = cp.pids()
+            if bench_dra.needs_claim_controller(plan_of(options).setup):
+                claims = await asyncio.to_thread(bench_dra.start_claim_controller, cp)
+                peers[claims.name] = claims.pid
+            results[which] = await run_one(which, options, str(cp.kubeconfig), cp.dir, peers)
         finally:
+            if claims is not None:
+                await asyncio.to_thread(claims.stop)
             await asyncio.to_thread(cp.stop)
     return results
 
