@@ -123,10 +123,12 @@
           h("i", { class: "m", style: "width:" + pct(g.missing) }))),
         h("td", { class: "reason gang-blocker" }, g.blocker || h("span", { class: "muted" }, "—"),
           g.members.waiting.length ? h("div", { style: "margin-top:4px" }, g.members.waiting.slice(0, 6).map((k) =>
-            h("span", { style: "margin-right:8px" }, podLink(k)))) : null));
+            h("span", { style: "display:inline-block;margin-right:8px" }, podLink(k)))) : null));
     });
     fill("view-gangs", h("div", { class: "card" }, h("h2", {}, `Gangs (${rows.length})`),
-      rows.length ? table(["PodGroup", "Status", "Min", "Bound", "Waiting", "Missing", "", "Blocker"], rows, { id: "gang-table" })
+      rows.length ? [table(["PodGroup", "Status", "Min", "Bound", "Waiting", "Missing", "", "Blocker"], rows, { id: "gang-table" }),
+        h("div", { class: "legend" }, [["b", "bound (on a node)"], ["w", "waiting (exists, not on a node)"], ["m", "missing (below minMember)"]]
+          .map(([c, label]) => h("span", {}, h("span", { class: "gangbar", style: "width:14px;height:14px" }, h("i", { class: c, style: "width:100%" })), label)))]
         : h("div", { class: "empty" }, "No PodGroup and no pod in a gang.")));
   }
 
