@@ -207,7 +207,7 @@ def test_dra_objects_are_stored_and_become_cluster_events() -> None:
         (ClusterEvent(EventResource.RESOURCE_SLICE, ActionType.ADD), None, "2"),
         (ClusterEvent(EventResource.RESOURCE_CLAIM, ActionType.ADD), None, "3"),
         (ClusterEvent(EventResource.RESOURCE_CLAIM, ActionType.UPDATE_OTHER), "3", "4"),
-        (ClusterEvent(EventResource.RESOURCE_SLICE, ActionType.DELETE), None, "5"),
+        (ClusterEvent(EventResource.RESOURCE_SLICE, ActionType.DELETE), "5", None),
     ]
 
 
