@@ -20,6 +20,7 @@ its score or why the gang did not fit there.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,7 @@ import numpy as np
 
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import Diagnosis
+from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.runtime import Framework, go_list
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Status
@@ -40,6 +42,8 @@ if TYPE_CHECKING:
     from kubesched.scheduler.scheduler import Scheduler
 
 __all__ = ["Explanation", "NodeVerdict", "explain", "explain_pod"]
+
+log = logging.getLogger("kubesched.scheduler.explain")
 
 
 @dataclass(slots=True)
@@ -214,10 +218,11 @@ def explain(fwk: Framework, pod: Pod, snapshot: Snapshot) -> Explanation:
     diagnosis = Diagnosis()
     score_plugins = [f"{p.name}:{w}" for p, w in fwk.chain.score]
 
-    def reject(name: str, st: Status) -> None:
-        verdicts[name] = NodeVerdict(
-            name, False, st.plugin, status_label(st), list(st.reasons) or [st.message()]
-        )
+    def reject(name: str, st: Status, ni: NodeInfo | None = None) -> None:
+        reasons = list(st.reasons) or [st.message()]
+        if ni is not None:
+            reasons += _details(fwk, state, pod, ni, st)
+        verdicts[name] = NodeVerdict(name, False, st.plugin, status_label(st), reasons)
         diagnosis.node_to_status[name] = st
 
     if _gang_key(fwk, pod) is not None:
@@ -243,7 +248,7 @@ def explain(fwk: Framework, pod: Pod, snapshot: Snapshot) -> Explanation:
             if st is None:
                 feasible.append(ni.index)
             else:
-                reject(ni.name, st)
+                reject(ni.name, st, ni)
     message = ""
     if feasible:
         rows = np.array(feasible, dtype=np.intp)
@@ -277,6 +282,20 @@ def explain(fwk: Framework, pod: Pod, snapshot: Snapshot) -> Explanation:
     return Explanation(
         pod.namespace, pod.name, fwk.profile_name, message, ordered, score_plugins=score_plugins
     )
+
+
+def _details(fwk: Framework, state: CycleState, pod: Pod, ni: NodeInfo, st: Status) -> list[str]:
+    """More lines from the rejecting Filter plugin, when it can say more than its reason
+    (``explain_filter(state, pod, node_info)``: DynamicResources, claim by claim)."""
+    for p in fwk.chain.filter:
+        if p.name == st.plugin:
+            hook = getattr(p, "explain_filter", None)
+            if callable(hook):
+                try:
+                    return [str(line) for line in hook(state, pod, ni)]
+                except Exception:  # an explanation never breaks explain
+                    log.exception("explain_filter of %s failed", p.name)
+    return []
 
 
 def _gang_key(fwk: Framework, pod: Pod) -> str | None:

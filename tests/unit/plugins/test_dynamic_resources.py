@@ -338,3 +338,37 @@ def test_pods_with_claims_are_not_batched() -> None:
         [],
         Status.unschedulable("pods with dra resource claims are not signable"),
     )
+
+
+def test_explain_says_which_request_a_node_cannot_satisfy_and_why() -> None:
+    other = allocated(claim("other"), "n1", "gpu-0", reserved="q")
+    pl, _ = plugin(device_class(), gpus(2, "n1"), other, claim("c", exactly(count=2)))
+    pod = pod_with("c")
+    state, _, by_node = run_filter(pl, pod)
+    assert by_node["n1"] == unresolvable("cannot allocate all claims")
+    assert pl.explain_filter(state, pod, NODES[0]) == [
+        "claim default/c, request req: wants 2 of class gpu; the node has 2 device(s): "
+        "0 not selected, 1 in use, 0 with a taint not tolerated, 1 free"
+    ]
+    assert pl.explain_filter(state, pod, NODES[1]) == [
+        "claim default/c, request req: wants 2 of class gpu; the node has 0 device(s): "
+        "0 not selected, 0 in use, 0 with a taint not tolerated, 0 free"
+    ]
+
+
+def test_explain_points_at_constraints_when_each_request_fits_alone() -> None:
+    sl = kind("ResourceSlice", slice_("s", [device("a", numa=0), device("b", numa=1)], node="n1"))
+    c = claim(
+        "c",
+        exactly("x"),
+        exactly("y"),
+        constraints=[{"matchAttribute": "gpu.example.com/numa"}],
+    )
+    pl, _ = plugin(device_class(), sl, c)
+    pod = pod_with("c")
+    state, _, by_node = run_filter(pl, pod)
+    assert by_node["n1"] == unresolvable("cannot allocate all claims")
+    assert pl.explain_filter(state, pod, NODES[0]) == [
+        "claim default/c: its requests fit one by one but not together (constraints or too "
+        "few devices for all of them)"
+    ]

@@ -82,6 +82,7 @@ from kubesched.plugins.dynamic_resources.claims import (
     is_reserved_for,
     pod_claim_names,
 )
+from kubesched.plugins.dynamic_resources.explain import explain_node
 from kubesched.plugins.dynamic_resources.tracker import ClaimTracker, Obj, Pending, tracker_for
 
 if TYPE_CHECKING:
@@ -338,6 +339,16 @@ class DynamicResources:
         if data.allocator is not None:
             data.by_node[node.name] = results
         return None
+
+    def explain_filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> list[str]:
+        """For ``kubesched explain``: which claim or request this node cannot satisfy
+        and why (see :mod:`.explain`); empty when Filter had nothing to allocate."""
+        data: StateData | None = state.get(STATE_KEY)
+        node = node_info.node
+        if data is None or data.allocator is None or node is None:
+            return []
+        claims = [data.claims[i].claim for i in data.to_allocate]
+        return explain_node(data.allocator, node, claims)
 
     # -- PostFilter --------------------------------------------------------------------------
     def post_filter(
