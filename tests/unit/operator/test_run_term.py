@@ -40,6 +40,7 @@ def runtime(bind_seconds: float) -> tuple[Any, MemoryCluster]:
         settings=Settings(namespace="ns", lease_duration=15, renew_deadline=10, retry_period=2),
         scheduler=sched,
         synced=synced,
+        cache_synced=synced,
         leading=False,
         stopping=False,
         binding=binding,
