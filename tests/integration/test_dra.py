@@ -226,3 +226,37 @@ async def test_duplicate_device_names_leave_the_pod_pending_with_kube_reason() -
         "0/1 nodes are available: 1 invalid resource pools were encountered."
     )
     assert not allocated_devices(h)
+
+
+async def test_a_gang_of_gpu_pods_is_placed_all_or_nothing_with_distinct_devices() -> None:
+    h = Harness()
+    nodes(h, 2)
+    h.apply(
+        device_class(),
+        gpus(1, "n0"),
+        gpus(1, "n1"),
+        template(),
+        {
+            "apiVersion": "kubesched.dev/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "train", "namespace": "default"},
+            "spec": {"minMember": 3},
+        },
+    )
+    members = []
+    for i in range(3):
+        pod = gpu_pod(f"m{i}")
+        pod["metadata"]["labels"] = {"kubesched.dev/pod-group": "train"}
+        members.append(f"default/m{i}")
+        h.apply(pod)
+    async with running(h):
+        await h.wait_for(lambda: all(failed_messages(h, m) for m in members))
+        assert not h.cluster.bindings  # two GPUs for three members: none is bound
+        assert not allocated_devices(h)
+        assert "2/3 members fit" in failed_messages(h, members[0])[-1]
+        # a third GPU arrives: the whole gang goes, one device each (nothing was left
+        # in flight by the failed attempts)
+        h.apply(gpus(1, "n2"), make_node("n2").alloc(cpu="8", memory="16Gi", pods="110").obj())
+        await h.wait_for(lambda: len(h.cluster.bindings) == 3, within=120)
+    devices = allocated_devices(h)
+    assert len(devices) == 3 and len({(p, d) for p, d, _ in devices}) == 3

@@ -372,3 +372,18 @@ def test_explain_points_at_constraints_when_each_request_fits_alone() -> None:
         "claim default/c: its requests fit one by one but not together (constraints or too "
         "few devices for all of them)"
     ]
+
+
+def test_profiles_reading_one_store_share_the_in_flight_allocations() -> None:
+    memory = MemoryCluster()
+    for o in (device_class(), gpus(1, "n1"), claim("a"), claim("b")):
+        memory.apply(o)
+    one = dr.new(dr.Args(), DraHandle(Snapshot(NODES), memory))
+    other = dr.new(dr.Args(), DraHandle(Snapshot(NODES), memory))
+    first = pod_with("a", name="p1")
+    state, _, by_node = run_filter(one, first)
+    assert by_node["n1"] is None
+    assert one.reserve(state, first, "n1") is None
+    assert run_filter(other, pod_with("b", name="p2"))[2]["n1"] == unresolvable(
+        "cannot allocate all claims"
+    )

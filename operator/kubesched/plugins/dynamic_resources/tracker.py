@@ -184,15 +184,20 @@ def _ref(raw: Obj) -> str:
     return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
 
 
-_TRACKERS: weakref.WeakKeyDictionary[Any, ClaimTracker] = weakref.WeakKeyDictionary()
+_TRACKERS: dict[int, tuple[weakref.ref[Any], ClaimTracker]] = {}
 
 
 def tracker_for(store: ObjectStore) -> ClaimTracker:
-    """The tracker shared by every plugin instance reading ``store``."""
+    """The tracker shared by every plugin instance (every profile) reading ``store``
+    (by identity: stores are not necessarily hashable)."""
+    got = _TRACKERS.get(id(store))
+    if got is not None and got[0]() is store:
+        return got[1]
+    tracker = ClaimTracker(store)
     try:
-        got = _TRACKERS.get(store)
-    except TypeError:  # a store that cannot be weakly referenced: one per plugin
-        return ClaimTracker(store)
-    if got is None:
-        got = _TRACKERS[store] = ClaimTracker(store)
-    return got
+        ref = weakref.ref(store, lambda _: _TRACKERS.pop(key, None))
+    except TypeError:  # cannot be weakly referenced: one tracker per plugin
+        return tracker
+    key = id(store)
+    _TRACKERS[key] = (ref, tracker)
+    return tracker
