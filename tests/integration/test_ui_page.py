@@ -15,6 +15,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from kubesched.cli import main
 from kubesched.operator.server import make_app
+from kubesched.profile_status import ProfileBook
 from kubesched.simulator.engine import scenario_profiles
 from kubesched.simulator.scenario import prepare, read_documents
 from kubesched.ui import web
@@ -137,9 +138,44 @@ async def test_queue_sizes_are_sampled_whether_or_not_anyone_looks(
     monkeypatch.setattr(web, "SAMPLE_EVERY", 0.01)
     app = make_app(scheduler=harness.sched, ready=lambda: True, leading=lambda: True)
     async with TestClient(TestServer(app)) as c:
-        await asyncio.sleep(0.2)  # no request meanwhile
-        state = await (await c.get("/ui/api/state")).json()
+        for _ in range(100):  # a request adds no sample (only the first, when none)
+            await asyncio.sleep(0.05)
+            state = await (await c.get("/ui/api/state")).json()
+            if len(state["queues"]["history"]) >= 3:
+                break
     history = state["queues"]["history"]
     assert len(history) >= 3
     assert {(s["unschedulable"], s["gated"]) for s in history} == {(8, 4)}
     assert [s["t"] for s in history] == sorted(s["t"] for s in history)
+
+
+async def test_profiles_show_the_schedulingprofiles_ready_condition() -> None:
+    h = Harness()
+    book = ProfileBook(h.sched)
+    book.apply(
+        "binpacking",
+        {"schedulerName": "kubesched-binpack", "plugins": {"score": {"disabled": [{"name": "*"}]}}},
+        1,
+    )
+    book.apply(
+        "typo",
+        {"schedulerName": "other", "plugins": {"filter": {"enabled": [{"name": "NodeAfinity"}]}}},
+        1,
+    )
+    app = make_app(
+        scheduler=h.sched, ready=lambda: True, leading=lambda: True, profile_book=lambda: book
+    )
+    async with TestClient(TestServer(app)) as c:
+        state = await (await c.get("/ui/api/state")).json()
+    profiles = {p["source"]: p for p in state["profiles"]}
+    assert set(profiles) == {
+        "default plugins",
+        "SchedulingProfile binpacking",
+        "SchedulingProfile typo",
+    }
+    served = profiles["SchedulingProfile binpacking"]
+    assert (served["schedulerName"], served["ready"]) == ("kubesched-binpack", True)
+    assert "score" not in [c["point"] for c in served["chain"]]
+    typo = profiles["SchedulingProfile typo"]
+    assert (typo["ready"], typo["chain"]) == (False, [])
+    assert "NodeAfinity" in typo["message"], typo["message"]

@@ -41,6 +41,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from kubesched.framework.types import ObjectError, Pod
 from kubesched.operator.delegated_auth import DelegatedAuth, auth_middleware
+from kubesched.profile_status import ProfileBook
 from kubesched.scheduler.cachedump import cache_dump
 from kubesched.scheduler.explain import explain_pod
 from kubesched.scheduler.scheduler import Scheduler
@@ -57,9 +58,11 @@ def make_app(
     ready: Callable[[], bool],
     leading: Callable[[], bool],
     auth: DelegatedAuth | None = None,
+    profile_book: Callable[[], ProfileBook | None] = lambda: None,
 ) -> web.Application:
     """The aiohttp application (``serve`` runs it; tests use it with a test client).
-    ``auth``: every path but the health endpoints is authenticated and authorized."""
+    ``auth``: every path but the health endpoints is authenticated and authorized.
+    ``profile_book``: the SchedulingProfiles and their status, for the web view."""
 
     async def healthz(request: web.Request) -> web.Response:
         return web.Response(text="ok")
@@ -124,7 +127,9 @@ def make_app(
     app.router.add_get("/explain/{namespace}/{name}", explain)
     app.router.add_get("/debug/cache", debug_cache)
     # The web view: its routes on this app, so the auth middleware guards them too.
-    add_routes(app, SchedulerSource(lambda: scheduler, source="kubesched run"))
+    add_routes(
+        app, SchedulerSource(lambda: scheduler, source="kubesched run", profile_book=profile_book)
+    )
     return app
 
 
@@ -153,10 +158,13 @@ async def serve(
     leading: Callable[[], bool],
     started: Callable[[int], None] | None = None,
     auth: DelegatedAuth | None = None,
+    profile_book: Callable[[], ProfileBook | None] = lambda: None,
 ) -> None:
     """Serve until cancelled. ``started(port)`` (a test hook) gets the bound port, which
     is the one the OS picked when ``port`` is 0."""
-    app = make_app(scheduler=scheduler, ready=ready, leading=leading, auth=auth)
+    app = make_app(
+        scheduler=scheduler, ready=ready, leading=leading, auth=auth, profile_book=profile_book
+    )
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
     try:

@@ -25,6 +25,7 @@ from kubesched.api.gangs import (
 )
 from kubesched.framework.types import ObjectError, Pod
 from kubesched.plugins.coscheduling import plugin as cosched
+from kubesched.profile_status import ProfileBook
 from kubesched.profiles import default_profile_spec
 from kubesched.scheduler.cachedump import cache_dump
 from kubesched.scheduler.explain import explain_pod
@@ -120,27 +121,49 @@ def _gangs(sched: Scheduler) -> list[GangFacts]:
     return list(facts.values())
 
 
-def _profiles(sched: Scheduler) -> list[dict[str, Any]]:
-    store = sched.store
-    objects: dict[str, Mapping[str, Any]] = {}
-    if store is not None:
-        for obj in store.list(PROFILE_KIND):
-            name = str((obj.get("spec") or {}).get("schedulerName") or "")
-            objects[name] = obj
+def _ready_of(status: Mapping[str, Any] | None) -> tuple[bool | None, str, str]:
+    for c in (status or {}).get("conditions") or ():
+        if c.get("type") == "Ready":
+            return (
+                c.get("status") == "True",
+                str(c.get("reason") or ""),
+                str(c.get("message") or ""),
+            )
+    return None, "", ""
+
+
+def _profiles(sched: Scheduler, book: ProfileBook | None) -> list[dict[str, Any]]:
+    """Every profile served, with the SchedulingProfile behind it and its Ready condition,
+    then the SchedulingProfiles that serve nothing (invalid, or a schedulerName taken).
+    ``book``: ``kubesched run``'s; without one, the SchedulingProfile objects in the
+    store (a scenario's are compiled before they reach it: they all serve)."""
+    statuses: dict[str, Mapping[str, Any]] = {}
+    serving: dict[str, str] = {}  # schedulerName -> SchedulingProfile
+    if book is not None:
+        statuses = dict(book.statuses)
+        serving = book.serving()
+    elif sched.store is not None:
+        for obj in sched.store.list(PROFILE_KIND):
+            name = str((obj.get("metadata") or {}).get("name") or "")
+            statuses[name] = obj.get("status") or {}
+            serving[str((obj.get("spec") or {}).get("schedulerName") or "")] = name
     out = []
-    for name, p in sorted(sched.profiles.items()):
-        found = objects.pop(name) if name in objects else None
-        source = "default plugins" if p.spec == default_profile_spec(name) else "customised"
-        ready, reason, message = True, "Serving", ""
-        if found is not None:
-            source = f"SchedulingProfile {(found.get('metadata') or {}).get('name')}"
-            for c in (found.get("status") or {}).get("conditions") or ():
-                if c.get("type") == "Ready":
-                    ready = c.get("status") == "True"
-                    reason, message = str(c.get("reason") or ""), str(c.get("message") or "")
+    for scheduler_name, p in sorted(sched.profiles.items()):
+        owner = serving.get(scheduler_name)
+        if owner is None:
+            source = (
+                "default plugins"
+                if p.spec == default_profile_spec(scheduler_name)
+                else "customised"
+            )
+            ready, reason, message = True, "", ""
+        else:
+            source = f"SchedulingProfile {owner}"
+            found, reason, message = _ready_of(statuses.pop(owner, None))
+            ready = True if found is None else found  # it serves: its chain is in use
         out.append(
             profile_view(
-                name,
+                scheduler_name,
                 p.framework.chain.names(),
                 source=source,
                 ready=ready,
@@ -148,20 +171,18 @@ def _profiles(sched: Scheduler) -> list[dict[str, Any]]:
                 message=message,
             )
         )
-    for name, obj in sorted(objects.items()):  # in the store, serving nothing
-        meta = obj.get("metadata") or {}
-        conds = [
-            c for c in (obj.get("status") or {}).get("conditions") or () if c.get("type") == "Ready"
-        ]
-        c = conds[0] if conds else {}
+    for name, status in sorted(statuses.items()):
+        if name in serving.values():
+            continue
+        found, reason, message = _ready_of(status)
         out.append(
             profile_view(
-                name,
+                "-",
                 {},
-                source=f"SchedulingProfile {meta.get('name')}",
+                source=f"SchedulingProfile {name}",
                 ready=False,
-                reason=str(c.get("reason") or "NotServing"),
-                message=str(c.get("message") or "not served by this kubesched"),
+                reason=reason or "NotServing",
+                message=message or "serves no schedulerName here",
             )
         )
     return out
@@ -204,6 +225,7 @@ def state(
     now: float,
     source: str,
     explain_all: int = 0,
+    profile_book: ProfileBook | None = None,
 ) -> dict[str, Any]:
     """The page's state: queues (with ``history``, which gets a first sample at ``now``
     if it has none), gangs, profiles, node count; with ``explain_all``, the explain views
@@ -213,7 +235,7 @@ def state(
     if not history.samples():
         history.record(now, queues["counts"])
     queues["history"] = history.samples()
-    profiles = _profiles(sched)
+    profiles = _profiles(sched, profile_book)
     doc: dict[str, Any] = {
         "source": source,
         "generatedAt": now,

@@ -22,6 +22,7 @@ import orjson
 from aiohttp import web
 
 from kubesched.framework.types import ObjectError
+from kubesched.profile_status import ProfileBook
 from kubesched.scheduler.scheduler import Scheduler
 from kubesched.ui import collect
 from kubesched.ui.shape import QueueHistory
@@ -49,7 +50,8 @@ SAMPLE_EVERY = 2.0
 
 class SchedulerSource:
     """A scheduler in this process: ``kubesched run``'s, or ``kubesched ui``'s in-memory
-    copy of a cluster (``scheduler`` is looked up on each request, so it may be replaced)."""
+    copy of a cluster (``scheduler`` is looked up on each request, so it may be replaced).
+    ``profile_book``: ``kubesched run``'s SchedulingProfiles and their status."""
 
     def __init__(
         self,
@@ -57,15 +59,21 @@ class SchedulerSource:
         *,
         source: str,
         clock: Callable[[], float] = time.time,
+        profile_book: Callable[[], ProfileBook | None] = lambda: None,
     ) -> None:
         self._scheduler = scheduler
+        self._book = profile_book
         self._source = source
         self._clock = clock
         self.history = QueueHistory()
 
     def state(self) -> dict[str, Any]:
         return collect.state(
-            self._scheduler(), self.history, now=self._clock(), source=self._source
+            self._scheduler(),
+            self.history,
+            now=self._clock(),
+            source=self._source,
+            profile_book=self._book(),
         )
 
     def explain(self, namespace: str, name: str) -> dict[str, Any] | None:
