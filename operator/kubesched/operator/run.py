@@ -355,6 +355,7 @@ async def run(
             leading=lambda: rt.leading,
             started=rt.http_started,
             auth=_delegated_auth(rt) if settings.delegate_auth else None,
+            profile_book=lambda: rt.profiles.book,
         ),
     )
     try:
