@@ -387,3 +387,11 @@ def test_profiles_reading_one_store_share_the_in_flight_allocations() -> None:
     assert run_filter(other, pod_with("b", name="p2"))[2]["n1"] == unresolvable(
         "cannot allocate all claims"
     )
+
+
+def test_post_filter_without_pre_filter_state_ends_the_phase_as_kube_does() -> None:
+    pl, _ = plugin()
+    assert pl.post_filter(CycleState(), make_pod("p").pod(), {}) == (
+        None,
+        unresolvable("not found"),
+    )

@@ -21,7 +21,9 @@ Reasons are kube's; every rejection below is UnschedulableAndUnresolvable (kube'
   compile or runtime error, a missing class).
 - PostFilter: a claim that was not available on some node and is reserved for nobody
   (or only this pod) is deallocated (``deallocation of ResourceClaim completed``), so a
-  later attempt may allocate it elsewhere; pods without claims: nothing.
+  later attempt may allocate it elsewhere; pods without claims: nothing. When an earlier
+  PreFilter rejected the pod (ours never ran), kube's plugin fails on its missing state
+  and preemption is not tried: the message ends ``. not found``, here too.
 - Score (DRAPrioritizedList, GA): ``firstAvailable`` subrequests score ``8 - index``;
   scores are normalised to 0..100 (pods without such requests score 0 everywhere,
   in one vector).
@@ -105,6 +107,8 @@ NAME = "DynamicResources"
 STATE_KEY = NAME
 ERR_NOT_AVAILABLE = "resourceclaim not available on the node"
 DEALLOCATED = "deallocation of ResourceClaim completed"
+STATE_NOT_FOUND = "not found"
+"""kube's framework.ErrNotFound, what its PostFilter says without PreFilter state."""
 FIRST_AVAILABLE_MAX = 8
 """resource.k8s.io/v1 FirstAvailableDeviceRequestMaxSize: Score's base."""
 
@@ -355,7 +359,12 @@ class DynamicResources:
         self, state: CycleState, pod: Pod, statuses: dict[str, Status]
     ) -> tuple[PostFilterResult | None, Status | None]:
         data: StateData | None = state.get(STATE_KEY)
-        if data is None or not data.claims:
+        if data is None:
+            # An earlier PreFilter rejected the pod, so ours never ran: kube's PostFilter
+            # fails to read its state and that error ("not found") ends the PostFilter
+            # phase, preemption untried; the pod's message ends ". not found" as kube's.
+            return None, Status.unresolvable(STATE_NOT_FOUND, plugin=NAME)
+        if not data.claims:
             return None, Status.unschedulable()
         for index in sorted(data.unavailable):
             raw = data.claims[index].raw
