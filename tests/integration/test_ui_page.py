@@ -179,3 +179,33 @@ async def test_profiles_show_the_schedulingprofiles_ready_condition() -> None:
     typo = profiles["SchedulingProfile typo"]
     assert (typo["ready"], typo["chain"]) == (False, [])
     assert "NodeAfinity" in typo["message"], typo["message"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--kubeconfig", "/nonexistent"], "kubeconfig /nonexistent (--kubeconfig): no such file"),
+        (["--port", "x"], "argument --port: not a whole number: 'x' (see kubesched ui --help)"),
+        (["--refresh", "0"], "argument --refresh: must be positive: '0' (see kubesched ui --help)"),
+    ],
+)
+def test_kubesched_ui_bad_input_is_one_line(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["ui", *args]) == 2
+    assert capsys.readouterr().err == f"kubesched: error: {message}\n"
+
+
+def test_kubesched_ui_without_an_api_server_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'http://127.0.0.1:1'}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {}}]\n"
+    )
+    assert main(["ui", "--kubeconfig", str(kubeconfig), "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kubesched: error: cannot reach the API server at http://127.0.0.1:1")
+    assert err.count("\n") == 1
