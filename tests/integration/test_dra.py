@@ -260,3 +260,21 @@ async def test_a_gang_of_gpu_pods_is_placed_all_or_nothing_with_distinct_devices
         await h.wait_for(lambda: len(h.cluster.bindings) == 3, within=120)
     devices = allocated_devices(h)
     assert len(devices) == 3 and len({(p, d) for p, d, _ in devices}) == 3
+
+
+async def test_a_pod_waits_for_its_template_then_schedules() -> None:
+    h = Harness()
+    nodes(h, 1)
+    h.apply(device_class(), gpus(1, "n0"), gpu_pod("p"))
+    async with running(h):
+        await asyncio.sleep(10)
+        assert h.node_of("default/p") is None
+        assert "ResourceClaim" not in h.cluster.objects  # no template, no claim
+        h.apply(template())
+        await h.wait_for(lambda: h.node_of("default/p") == "n0")
+    pod = h.cluster.pod("default/p")
+    assert pod is not None
+    (status,) = pod["status"]["resourceClaimStatuses"]
+    stored = h.cluster.objects["ResourceClaim"][f"default/{status['resourceClaimName']}"]
+    assert stored["metadata"]["ownerReferences"][0]["uid"] == "p"
+    assert stored["status"]["reservedFor"] == [{"resource": "pods", "name": "p", "uid": "p"}]
