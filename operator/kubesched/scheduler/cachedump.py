@@ -17,7 +17,7 @@ from typing import Any
 from kubesched.framework.resources import Resource
 from kubesched.scheduler.scheduler import Scheduler
 
-__all__ = ["cache_dump", "resource_dict"]
+__all__ = ["cache_dump", "queued_pods", "resource_dict"]
 
 
 def resource_dict(r: Resource) -> dict[str, Any]:
@@ -63,6 +63,24 @@ def cache_dump(scheduler: Scheduler) -> dict[str, Any]:
         ),
         key=lambda d: str(d["pod"]),
     )
+    pending, in_flight = queued_pods(scheduler)
+    return {
+        "nodes": nodes,
+        "assumed": assumed,
+        "pending": pending,
+        "inFlight": in_flight,
+        "counts": {
+            "nodes": cache.node_count(),
+            "pods": cache.pod_count(),
+            "assumed": len(assumed),
+            "pending": len(pending),
+        },
+    }
+
+
+def queued_pods(scheduler: Scheduler) -> tuple[list[dict[str, Any]], list[str]]:
+    """The pods in the queues (pool, attempts, last reason), by pool and name, and the
+    uids of those in flight: the queue half of :func:`cache_dump`, without the nodes."""
     pending: list[dict[str, Any]] = []
     in_flight: list[str] = []
     for profile, q in sorted(scheduler.queues.queues().items()):
@@ -85,15 +103,4 @@ def cache_dump(scheduler: Scheduler) -> dict[str, Any]:
             )
         in_flight += q.in_flight()
     pending.sort(key=lambda d: (str(d["pool"]), str(d["pod"])))
-    return {
-        "nodes": nodes,
-        "assumed": assumed,
-        "pending": pending,
-        "inFlight": sorted(in_flight),
-        "counts": {
-            "nodes": cache.node_count(),
-            "pods": cache.pod_count(),
-            "assumed": len(assumed),
-            "pending": len(pending),
-        },
-    }
+    return pending, sorted(in_flight)

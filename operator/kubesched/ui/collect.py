@@ -1,7 +1,7 @@
 """What the web view shows, read from a scheduler in this process (no API request).
 
 The facts come from what the scheduler already holds: its queues and cache
-(:func:`kubesched.scheduler.cachedump.cache_dump`), the profiles it serves, the
+(:func:`kubesched.scheduler.cachedump.queued_pods`), the profiles it serves, the
 PodGroups in its object store with Coscheduling's report of each gang's last attempt,
 and :func:`kubesched.scheduler.explain.explain_pod` for one pending pod at a time.
 :mod:`kubesched.ui.shape` turns them into the page's JSON. Everything here runs on the
@@ -27,7 +27,7 @@ from kubesched.framework.types import ObjectError, Pod
 from kubesched.plugins.coscheduling import plugin as cosched
 from kubesched.profile_status import ProfileBook
 from kubesched.profiles import default_profile_spec
-from kubesched.scheduler.cachedump import cache_dump
+from kubesched.scheduler.cachedump import queued_pods
 from kubesched.scheduler.explain import explain_pod
 from kubesched.scheduler.scheduler import Scheduler
 from kubesched.ui.shape import (
@@ -190,7 +190,7 @@ def _profiles(sched: Scheduler, book: ProfileBook | None) -> list[dict[str, Any]
 
 def pending_pod_keys(sched: Scheduler) -> list[str]:
     """``namespace/name`` of every pod in a queue, by name."""
-    return sorted(str(d["pod"]) for d in cache_dump(sched)["pending"])
+    return sorted(str(d["pod"]) for d in queued_pods(sched)[0])
 
 
 def explain_for(sched: Scheduler, namespace: str, name: str) -> dict[str, Any] | None:
@@ -230,8 +230,8 @@ def state(
     """The page's state: queues (with ``history``, which gets a first sample at ``now``
     if it has none), gangs, profiles, node count; with ``explain_all``, the explain views
     of up to that many pending pods (a static page has no server to ask)."""
-    dump = cache_dump(sched)
-    queues = queues_view(dump["pending"], len(dump["inFlight"]))
+    pending, in_flight = queued_pods(sched)  # not cache_dump: no copy of every node
+    queues = queues_view(pending, len(in_flight))
     if not history.samples():
         history.record(now, queues["counts"])
     queues["history"] = history.samples()
@@ -239,8 +239,8 @@ def state(
     doc: dict[str, Any] = {
         "source": source,
         "generatedAt": now,
-        "nodes": dump["counts"]["nodes"],
-        "pods": dump["counts"]["pods"],
+        "nodes": sched.cache.node_count(),
+        "pods": sched.cache.pod_count(),
         "queues": queues,
         "gangs": gangs_view(_gangs(sched)),
         "profiles": profiles,
@@ -250,7 +250,7 @@ def state(
     }
     if explain_all:
         explained: dict[str, Any] = {}
-        for key in [str(d["pod"]) for d in dump["pending"]][:explain_all]:
+        for key in [str(d["pod"]) for d in pending][:explain_all]:
             ns, _, name = key.partition("/")
             try:
                 view = explain_for(sched, ns, name)
