@@ -329,9 +329,11 @@ async def run(
     def spawn(name: str, coro: Awaitable[Any]) -> None:
         tasks[name] = asyncio.ensure_future(coro)
 
+    trap_signals()  # until Kopf installs its own handlers (replaced again on_spawned)
     spawn(
         "kopf",
         _kopf_operator(
+            after=rt.cache_synced,
             registry=rt.registry,
             settings=kopf_settings(settings),
             clusterwide=True,
@@ -431,11 +433,24 @@ class _NotKopfs(Collection["asyncio.Task[Any]"]):
         return 0
 
 
-async def _kopf_operator(*, on_spawned: Callable[[], None], **kwargs: Any) -> None:
-    """``kopf.operator``, minus its cancelling of tasks that are not Kopf's;
+async def _kopf_operator(
+    *, after: asyncio.Event, on_spawned: Callable[[], None], **kwargs: Any
+) -> None:
+    """``kopf.operator``, minus its cancelling of tasks that are not Kopf's, started once
+    ``after`` is set (the cache synced: Kopf's start-up and its own listing of every kind
+    it watches stay off the way to the first bind) unless ``stop_flag`` comes first;
     ``on_spawned`` runs once Kopf has set up (and installed its signal handlers). Once
     Kopf's tasks are over, the watch streams they left open are closed (see
     :func:`_close_generators`)."""
+    stop_flag: asyncio.Event = kwargs["stop_flag"]
+    waits = [asyncio.ensure_future(after.wait()), asyncio.ensure_future(stop_flag.wait())]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
+    if stop_flag.is_set():
+        return
     generators: _Generators = weakref.WeakValueDictionary()
     try:
         with _recording_kopf_generators(generators):
