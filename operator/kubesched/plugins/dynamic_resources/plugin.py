@@ -269,7 +269,7 @@ class DynamicResources:
                 return None, Status.as_error(f"resourceclaim {_key(raw)}: {e}", plugin=NAME)
             data.claims.append(info)
             data.to_allocate.append(index)
-            if claim.uid and claim.uid in tracker.pending:
+            if _claim_id(claim) in tracker.pending:
                 return None, Status.unresolvable(
                     f"resource claim {claim.key} is in the process of being allocated",
                     plugin=NAME,
@@ -457,20 +457,20 @@ class DynamicResources:
         pending = self.tracker.pending
         for index, alloc in zip(data.to_allocate, allocations, strict=True):
             claim = data.claims[index].claim
-            if claim.uid in pending:
+            if _claim_id(claim) in pending:
                 self._release(data)
                 return Status.as_error(
                     f"internal error, couldn't signal allocation for claim {claim.name}: "
                     "claim already has a pending allocation",
                     plugin=NAME,
                 )
-            pending[claim.uid] = Pending(claim, alloc, {pod.uid})
+            pending[_claim_id(claim)] = Pending(claim, alloc, {pod.uid})
             data.reserved[index] = alloc
         return None
 
     def _release(self, data: StateData) -> None:
         for index in list(data.reserved):
-            self.tracker.pending.pop(data.claims[index].claim.uid, None)
+            self.tracker.pending.pop(_claim_id(data.claims[index].claim), None)
             del data.reserved[index]
 
     def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
@@ -512,9 +512,14 @@ class DynamicResources:
         # Written: the allocations are in the (assumed) claims now, no longer in flight.
         for index in written:
             if index in data.reserved:
-                self.tracker.pending.pop(data.claims[index].claim.uid, None)
+                self.tracker.pending.pop(_claim_id(data.claims[index].claim), None)
                 del data.reserved[index]
         return None
+
+
+def _claim_id(claim: ResourceClaim) -> str:
+    """In-flight allocations are keyed by uid (by ``namespace/name`` for a claim without)."""
+    return claim.uid or claim.key
 
 
 def _key(raw: Obj) -> str:

@@ -67,7 +67,8 @@ class ClaimTracker:
         self.cel = CelCache()
         self._slices: dict[str, tuple[Obj, ResourceSlice | None]] = {}
         self._classes: dict[str, tuple[Obj, DeviceClass | None]] = {}
-        self._claims: dict[int, tuple[Obj, ResourceClaim]] = {}
+        self._claims: dict[str, tuple[Obj, ResourceClaim]] = {}
+        """Parsed claims by ``namespace/name``, with the dict they were parsed from."""
         self.pending: dict[str, Pending] = {}
         """In-flight allocations by claim uid."""
         self._assumed: dict[str, Obj] = {}
@@ -92,24 +93,30 @@ class ClaimTracker:
 
     def parse_claim(self, raw: Obj) -> ResourceClaim:
         """The parsed claim (kept while the store holds the same dict); ``ObjectError``."""
-        got = self._claims.get(id(raw))
+        key = _ref(raw)
+        got = self._claims.get(key)
         if got is not None and got[0] is raw:
             return got[1]
         claim = ResourceClaim.from_dict(raw)
-        if len(self._claims) > 4096:
-            self._claims.clear()
-        self._claims[id(raw)] = (raw, claim)
+        self._claims[key] = (raw, claim)
         return claim
 
     def _all_claims(self) -> Iterable[Obj]:
+        """Every claim, our assumed copies in place of older stored ones."""
+        if not self._assumed:
+            yield from self._store.list(CLAIM)
+            return
         seen: set[str] = set()
         for raw in self._store.list(CLAIM):
-            meta = raw.get("metadata") or {}
-            ns, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
-            seen.add(f"{ns}/{name}")
-            got = self.get_claim(ns, name)
-            if got is not None:
-                yield got
+            key = _ref(raw)
+            seen.add(key)
+            if key in self._assumed:
+                ns, _, name = key.partition("/")
+                got = self.get_claim(ns, name)
+                if got is not None:
+                    yield got
+            else:
+                yield raw
         for key, raw in list(self._assumed.items()):
             if key not in seen:
                 yield raw
@@ -117,9 +124,11 @@ class ClaimTracker:
     def allocated_state(self) -> AllocatedState:
         """Devices in use: allocated claims (as assumed) plus in-flight allocations."""
         state = AllocatedState()
+        live: set[str] = set()
         for raw in self._all_claims():
             if not (raw.get("status") or {}).get("allocation"):
                 continue
+            live.add(_ref(raw))
             try:
                 claim = self.parse_claim(raw)
             except ObjectError as e:
@@ -131,6 +140,8 @@ class ClaimTracker:
         for p in self.pending.values():
             for r in p.allocation.devices:
                 state.add_result(r)
+        for gone in [k for k in self._claims if k not in live]:
+            del self._claims[gone]  # deallocated or deleted: not kept parsed
         return state
 
     # -- slices and classes ------------------------------------------------------------------
