@@ -84,7 +84,6 @@ def _run(args: argparse.Namespace) -> int:
 
     import pydantic
 
-    from kubesched.operator.run import LeadershipLost, run
     from kubesched.operator.settings import Settings
 
     given = {
@@ -101,12 +100,19 @@ def _run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    prefetch = None
+    if settings.watch_engine == "direct":
+        # the first LIST of pods and nodes, while the scheduler's modules are imported
+        from kubesched.cluster.prefetch import Prefetch
+
+        prefetch = Prefetch(settings.kubeconfig).start()
     from kubesched.cluster.kubeconfig import load_client_configuration
     from kubesched.framework.cluster_port import ClusterError
+    from kubesched.operator.run import LeadershipLost, run
 
     # A bad kubeconfig (KubeconfigError) ends run() before anything starts: one line.
     try:
-        run_async(run(settings=settings, tune_gc=True))
+        run_async(run(settings=settings, tune_gc=True, prefetch=prefetch))
     except LeadershipLost as e:
         print(f"kubesched run: {e}", file=sys.stderr)
         return 1

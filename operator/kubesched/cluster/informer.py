@@ -35,13 +35,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import aiohttp
 import orjson
 
 from kubesched.cluster.kube import LIST_PATHS, KubeCluster, trim
+from kubesched.cluster.prefetch import Page
 from kubesched.framework.cluster_port import ClusterError
 
 __all__ = ["Dispatch", "Informer", "WatchGone"]
@@ -72,6 +73,7 @@ class Informer:
         backoff_initial: float = 0.5,
         backoff_max: float = 30.0,
         on_relist: Callable[[], None] | None = None,
+        prefetched: Callable[[], Awaitable[list[Page] | None]] | None = None,
     ) -> None:
         prefix, plural = LIST_PATHS[kind]
         self.cluster = cluster
@@ -91,6 +93,9 @@ class Informer:
         self.lists = 0
         self.watches = 0
         self.on_relist = on_relist
+        self.prefetched = prefetched
+        """The first listing, made ahead (:mod:`kubesched.cluster.prefetch`); None when
+        it was not (the informer lists then)."""
         """Called after every listing but the first (after 410 Gone: the server lost
         the watch's history, e.g. it restarted), once its events are delivered."""
 
@@ -133,7 +138,7 @@ class Informer:
         before: dict[str, dict[str, Any]] = self.known
         known: dict[str, dict[str, Any]] = {}
         rv = ""
-        async for items, page_rv in self.cluster.list_pages(kind, self.page_size):
+        async for items, page_rv in self._pages():
             rv = page_rv or rv
             for item in items:
                 item.setdefault("kind", kind)
@@ -152,6 +157,16 @@ class Informer:
         self.synced.set()
         if self.lists > 1 and self.on_relist is not None:
             self.on_relist()
+
+    async def _pages(self) -> AsyncIterator[Page]:
+        prefetched, self.prefetched = self.prefetched, None
+        pages = await prefetched() if prefetched is not None else None
+        if pages is not None:
+            for page in pages:
+                yield page
+            return
+        async for page in self.cluster.list_pages(self.kind, self.page_size):
+            yield page
 
     # -- WATCH --------------------------------------------------------------------------------------
     async def watch(self) -> int:

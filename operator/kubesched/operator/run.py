@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import gc
 import itertools
 import logging
@@ -43,6 +44,7 @@ from kubernetes_asyncio import client as k8s_client
 from kubesched.cluster.event_writer import EventWriterCollector
 from kubesched.cluster.informer import Informer
 from kubesched.cluster.kube import KubeCluster, RateLimiter, load_client_configuration
+from kubesched.cluster.prefetch import Prefetch
 from kubesched.operator import logredact, podgroup_handlers
 from kubesched.operator.delegated_auth import DelegatedAuth
 from kubesched.operator.gang_sources import GangSources
@@ -133,7 +135,9 @@ def kopf_settings(settings: Settings) -> kopf.OperatorSettings:
 class Runtime:
     """What ``run`` builds, exposed to the HTTP endpoints and to tests."""
 
-    def __init__(self, settings: Settings, api: k8s_client.ApiClient) -> None:
+    def __init__(
+        self, settings: Settings, api: k8s_client.ApiClient, prefetch: Prefetch | None = None
+    ) -> None:
         self.settings = settings
         self.api = api
         self.cluster = KubeCluster(
@@ -169,6 +173,7 @@ class Runtime:
                     server_timeout=settings.watch_server_timeout,
                     client_timeout=settings.watch_client_timeout,
                     on_relist=self.informer_relisted,
+                    prefetched=functools.partial(prefetch.take, kind) if prefetch else None,
                 )
                 for kind in sorted(DIRECT_KINDS)
             ]
@@ -294,11 +299,13 @@ async def run(
     ready: asyncio.Event | None = None,
     runtime: list[Runtime] | None = None,
     tune_gc: bool = False,
+    prefetch: Prefetch | None = None,
 ) -> None:
     """Run until ``stop`` is set (or Kopf stops on a signal). ``ready`` is set once the
     cache is synced and Kopf is up; ``runtime`` (a test hook) receives what was built.
     ``tune_gc`` (the process's owner only: ``kubesched run``): see
-    :func:`tune_garbage_collector`."""
+    :func:`tune_garbage_collector`. ``prefetch``: the first LIST of pods and nodes,
+    started before this module was imported (``kubesched run``)."""
     if tune_gc:
         tune_garbage_collector()
     logredact.install()  # credentials masked on the process's log handlers
@@ -309,7 +316,7 @@ async def run(
     cfg = await load_client_configuration(settings.kubeconfig)
     cfg.connection_pool_maxsize = WRITE_CONNECTIONS
     api = k8s_client.ApiClient(configuration=cfg)
-    rt = Runtime(settings, api)
+    rt = Runtime(settings, api, prefetch)
     rt.tune_gc = tune_gc
     if runtime is not None:
         runtime.append(rt)

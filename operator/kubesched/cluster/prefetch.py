@@ -1,0 +1,157 @@
+"""The first LIST of pods and nodes, started before the scheduler's modules are imported.
+
+``kubesched run`` spends most of its way to the first bind importing (aiohttp, numpy,
+pydantic models, the plugins, Kopf: about a CPU second on a loaded 2-core machine) and
+then listing thousands of pods, which the API server takes a while to encode. The two
+need not wait for each other: :class:`Prefetch` lists in a thread of its own with the
+standard library's HTTP client (socket reads and TLS release the GIL, and the API server
+works on another core) while the main thread imports, and the informers of
+:mod:`kubesched.cluster.informer` take the pages (:meth:`Prefetch.take`) instead of
+making the same request again. The pages are one consistent LIST, as the informer's own
+would be; its WATCH resumes from their resourceVersion.
+
+Anything this client does not do as the real one does (a proxy; a failure of any kind)
+ends the prefetch quietly: :meth:`Prefetch.take` then returns None and the informer
+lists as usual. Only the first LIST is taken; relists are the informer's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import logging
+import ssl
+import threading
+import urllib.parse
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+
+__all__ = ["Page", "Prefetch"]
+
+log = logging.getLogger("kubesched.cluster.prefetch")
+
+Page = tuple[list[dict[str, Any]], str]
+"""(items, resourceVersion), items trimmed of ``managedFields``."""
+
+PATHS = {"Node": "/api/v1/nodes", "Pod": "/api/v1/pods"}
+
+
+class Prefetch:
+    """LISTs ``kinds`` in a daemon thread from :meth:`start` on (see the module doc)."""
+
+    def __init__(
+        self,
+        kubeconfig: str | None,
+        kinds: Iterable[str] = ("Pod", "Node"),
+        *,
+        page_size: int = 500,
+        timeout: float = 30.0,
+    ) -> None:
+        self.kubeconfig = kubeconfig
+        self.kinds = [k for k in kinds if k in PATHS]
+        self.page_size = page_size
+        self.timeout = timeout
+        self._pages: dict[str, list[Page] | None] = {}
+        self._prefix = ""
+        self._done = {kind: threading.Event() for kind in self.kinds}
+        self._thread = threading.Thread(target=self._run, name="kubesched-prefetch", daemon=True)
+
+    def start(self) -> Prefetch:
+        self._thread.start()
+        return self
+
+    async def take(self, kind: str) -> list[Page] | None:
+        """The pages of ``kind`` once listed, or None (not prefetched, failed, taken)."""
+        done = self._done.get(kind)
+        if done is None:
+            return None
+        if not done.is_set():
+            await asyncio.to_thread(done.wait, self.timeout)
+        return self._pages.pop(kind, None)
+
+    # -- the thread ----------------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            conn, headers = self._connect()
+        except Exception as e:  # the informers list for themselves
+            log.debug("no prefetch: %s", e)
+            conn = None
+        try:
+            for kind in self.kinds:
+                if conn is not None:
+                    try:
+                        self._pages[kind] = self._list(conn, headers, PATHS[kind])
+                    except Exception as e:
+                        log.debug("prefetching %s failed: %s", kind, e)
+                        conn = None
+                self._done[kind].set()
+        finally:
+            for done in self._done.values():
+                done.set()
+            if conn is not None:
+                conn.close()
+
+    def _connect(self) -> tuple[http.client.HTTPConnection, dict[str, str]]:
+        from kubesched.cluster.kubeconfig import load_client_configuration
+
+        async def configure() -> tuple[Any, str]:
+            cfg = await load_client_configuration(self.kubeconfig)
+            return cfg, str(await cfg.get_api_key_with_prefix("BearerToken") or "")
+
+        cfg, auth = asyncio.run(configure())
+        if cfg.proxy:
+            raise ValueError("a proxy is configured")
+        url = urllib.parse.urlsplit(str(cfg.host))
+        headers = {"Accept": "application/json"}
+        if auth:
+            headers["Authorization"] = auth
+        conn: http.client.HTTPConnection
+        if cfg.tls_server_name:
+            raise ValueError("a TLS server name is configured")
+        if url.scheme == "https":
+            ctx = ssl.create_default_context(cafile=cfg.ssl_ca_cert or None)
+            if not cfg.verify_ssl:
+                ctx.check_hostname = False
+                ctx.verify_mode = ssl.CERT_NONE
+            if cfg.cert_file:
+                ctx.load_cert_chain(cfg.cert_file, cfg.key_file or None)
+            conn = http.client.HTTPSConnection(
+                url.hostname or "", url.port, context=ctx, timeout=self.timeout
+            )
+        else:
+            conn = http.client.HTTPConnection(url.hostname or "", url.port, timeout=self.timeout)
+        self._prefix = url.path.rstrip("/")
+        return conn, headers
+
+    def _list(
+        self, conn: http.client.HTTPConnection, headers: dict[str, str], path: str
+    ) -> list[Page]:
+        pages: list[Page] = []
+        token = ""
+        while True:
+            query = {"limit": str(self.page_size)}
+            if token:
+                query["continue"] = token
+            conn.request(
+                "GET",
+                f"{self._prefix}{path}?{urllib.parse.urlencode(query)}",
+                headers=headers,
+            )
+            resp = conn.getresponse()
+            body = resp.read()
+            if resp.status != 200:
+                raise ValueError(f"GET {path}: {resp.status}")
+            page = orjson.loads(body)
+            del body
+            meta = page.get("metadata") or {}
+            items: list[dict[str, Any]] = page.get("items") or []
+            for item in items:
+                item_meta = item.get("metadata")
+                if isinstance(item_meta, dict):
+                    item_meta.pop("managedFields", None)  # kubesched.cluster.kube.trim
+            pages.append((items, str(meta.get("resourceVersion") or "")))
+            token = str(meta.get("continue") or "")
+            if not token:
+                return pages
