@@ -82,7 +82,8 @@ class Prefetch:
             for kind in self.kinds:
                 if conn is not None:
                     try:
-                        self._pages[kind] = self._list(conn, headers, PATHS[kind])
+                        self._pages[kind] = pages = self._list(conn, headers, PATHS[kind])
+                        log.debug("prefetched %d %s objects", sum(len(p[0]) for p in pages), kind)
                     except Exception as e:
                         log.debug("prefetching %s failed: %s", kind, e)
                         conn = None
