@@ -278,3 +278,37 @@ async def test_a_pod_waits_for_its_template_then_schedules() -> None:
     stored = h.cluster.objects["ResourceClaim"][f"default/{status['resourceClaimName']}"]
     assert stored["metadata"]["ownerReferences"][0]["uid"] == "p"
     assert stored["status"]["reservedFor"] == [{"resource": "pods", "name": "p", "uid": "p"}]
+
+
+async def test_preemption_does_not_free_devices_as_in_kube() -> None:
+    """kube-scheduler 1.37's DynamicResources rejects a node whose claims cannot be
+    allocated as UnschedulableAndUnresolvable, so DefaultPreemption never evaluates it:
+    a high-priority pod does not evict the low-priority holder of the only GPU."""
+    h = Harness()
+    nodes(h, 1)
+    h.apply(
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": "high"},
+            "value": 1000,
+        },
+        device_class(),
+        gpus(1, "n0"),
+        template(),
+        gpu_pod("low"),
+    )
+    async with running(h):
+        await h.wait_for(lambda: h.node_of("default/low") == "n0")
+        high = gpu_pod("high")
+        high["spec"]["priorityClassName"] = "high"
+        high["spec"]["priority"] = 1000
+        h.apply(high)
+        await h.wait_for(lambda: bool(failed_messages(h, "default/high")))
+        await asyncio.sleep(5)
+    assert failed_messages(h, "default/high")[0] == (
+        "0/1 nodes are available: 1 cannot allocate all claims. preemption: 0/1 nodes are "
+        "available: 1 Preemption is not helpful for scheduling."
+    )
+    assert h.node_of("default/low") == "n0"
+    assert "Preempted" not in h.reasons("default/low")
