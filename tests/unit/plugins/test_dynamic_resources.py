@@ -395,3 +395,19 @@ def test_post_filter_without_pre_filter_state_ends_the_phase_as_kube_does() -> N
         None,
         unresolvable("not found"),
     )
+
+
+async def test_a_bound_claim_deleted_later_frees_its_device() -> None:
+    pl, memory = plugin(device_class(), gpus(1, "n1"), claim("c"), claim("d"))
+    pod = pod_with("c")
+    state, _, _ = run_filter(pl, pod)
+    assert pl.reserve(state, pod, "n1") is None
+    assert await pl.pre_bind(state, pod, "n1") is None
+    # a watch lagging behind our write: the tracker serves the claim as written
+    written = memory.get("ResourceClaim", "default", "c")
+    assert written is not None
+    pl.tracker.assume({**written, "metadata": {**written["metadata"], "resourceVersion": "99999"}})
+    other = pod_with("d", name="p2")
+    assert run_filter(pl, other)[2]["n1"] == unresolvable("cannot allocate all claims")
+    memory.delete("ResourceClaim", "default/c")
+    assert run_filter(pl, other)[2]["n1"] is None

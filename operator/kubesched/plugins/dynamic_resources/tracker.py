@@ -117,9 +117,9 @@ class ClaimTracker:
                     yield got
             else:
                 yield raw
-        for key, raw in list(self._assumed.items()):
-            if key not in seen:
-                yield raw
+        for key in [k for k in self._assumed if k not in seen]:
+            # our writes only update claims the store held: gone from it means deleted
+            del self._assumed[key]
 
     def allocated_state(self) -> AllocatedState:
         """Devices in use: allocated claims (as assumed) plus in-flight allocations."""
