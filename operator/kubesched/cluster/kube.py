@@ -253,7 +253,7 @@ class KubeCluster:
         self._events = RateLimiter(qps, burst)
         self.event_queue_size = event_queue_size
         self.event_writers = max(1, event_writers)
-        self.events: EventWriter | None = None
+        self.event_writer: EventWriter | None = None
         """The Event writer, made at the first Event (``event_queue_size``,
         ``event_writers`` as they are then)."""
         self.objects: dict[str, dict[str, dict[str, Any]]] = {}
@@ -434,16 +434,18 @@ class KubeCluster:
         }
         if related is not None:
             body["related"] = dict(related)
-        if self.events is None:
-            self.events = EventWriter(
+        if self.event_writer is None:
+            self.event_writer = EventWriter(
                 self._write_event, capacity=self.event_queue_size, writers=self.event_writers
             )
-        self.events.put(namespace, orjson.dumps(body), reason, str(regarding.get("name") or ""))
+        self.event_writer.put(
+            namespace, orjson.dumps(body), reason, str(regarding.get("name") or "")
+        )
 
     @property
     def events_dropped(self) -> int:
         """Events not written because the queue was full."""
-        return self.events.dropped if self.events is not None else 0
+        return self.event_writer.dropped if self.event_writer is not None else 0
 
     async def _write_event(self, event: QueuedEvent) -> None:
         await self.send(
@@ -455,8 +457,8 @@ class KubeCluster:
 
     async def flush_events(self) -> None:
         """Wait for the Event writes queued so far (tests)."""
-        if self.events is not None:
-            await self.events.flush()
+        if self.event_writer is not None:
+            await self.event_writer.flush()
 
     async def patch_pod_status(
         self,
@@ -640,7 +642,7 @@ class KubeCluster:
     async def aclose(self, within: float | None = None) -> int:
         """Write the queued Events within ``within`` seconds (None: no limit), then stop
         the writers; returns how many Events were left unwritten."""
-        events, self.events = self.events, None
+        events, self.event_writer = self.event_writer, None
         return await events.aclose(within) if events is not None else 0
 
 

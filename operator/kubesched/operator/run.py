@@ -159,7 +159,9 @@ class Runtime:
             scheduler_names=settings.scheduler_names,
             reporting_controller=settings.scheduler_names[0],
         )
-        self.scheduler.metrics.registry.register(EventWriterCollector(lambda: self.cluster.events))
+        self.scheduler.metrics.registry.register(
+            EventWriterCollector(lambda: self.cluster.event_writer)
+        )
         self.handlers = EventHandlers(self.scheduler, on_bad_object=self.router.on_bad_object)
         self.router.attach(self.handlers)
         self.informers: list[Informer] = []
