@@ -201,14 +201,19 @@ _TRACKERS: dict[int, tuple[weakref.ref[Any], ClaimTracker]] = {}
 def tracker_for(store: ObjectStore) -> ClaimTracker:
     """The tracker shared by every plugin instance (every profile) reading ``store``
     (by identity: stores are not necessarily hashable)."""
-    got = _TRACKERS.get(id(store))
+    key = id(store)
+    got = _TRACKERS.get(key)
     if got is not None and got[0]() is store:
         return got[1]
     tracker = ClaimTracker(store)
+    table = _TRACKERS  # bound now: module globals may be gone when a store dies at exit
+
+    def forget(_: Any) -> None:
+        table.pop(key, None)
+
     try:
-        ref = weakref.ref(store, lambda _: _TRACKERS.pop(key, None))
+        ref = weakref.ref(store, forget)
     except TypeError:  # cannot be weakly referenced: one tracker per plugin
         return tracker
-    key = id(store)
     _TRACKERS[key] = (ref, tracker)
     return tracker
