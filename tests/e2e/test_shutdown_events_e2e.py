@@ -18,14 +18,16 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.controlplane import ControlPlane
 from tests.controlplane.cluster import free_port
+from tests.e2e.failover_support import ProxyThread
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -41,8 +43,8 @@ def cp(controlplane_factory: Callable[..., ControlPlane]) -> ControlPlane:
     return controlplane_factory()
 
 
-def create_pods(cp: ControlPlane, namespace: str) -> list[str]:
-    names = [f"burst-{i}" for i in range(PODS)]
+def create_pods(cp: ControlPlane, namespace: str, n: int) -> list[str]:
+    names = [f"burst-{i}" for i in range(n)]
 
     def one(name: str) -> None:
         cp.create_pod(name, namespace=namespace, scheduler_name=SCHEDULER, cpu="10m", memory="16Mi")
@@ -69,34 +71,32 @@ def metric(port: int, name: str) -> float | None:
     return float(m.group(1)) if m else None
 
 
-@pytest.fixture
-def scheduler_log(tmp_path: Path) -> Iterator[Path]:
-    path = tmp_path / "kubesched.log"
-    yield path
+@dataclass
+class Stop:
+    code: int
+    log: str
+    bound_after: float
+    queued: float | None
+    written: float | None
+    exit_after: float
 
 
-def test_every_scheduled_event_is_written_when_stopped_right_after_a_burst(
-    cp: ControlPlane, scheduler_log: Path
-) -> None:
-    namespace = f"burst-{uuid.uuid4().hex[:6]}"
-    cp.ensure_namespace(namespace)
-    cp.create_nodes(NODES, pods="110", zones=3)
-    names = create_pods(cp, namespace)
-
+def burst_then_sigterm(cp: ControlPlane, kubeconfig: Path, namespace: str, log_path: Path) -> Stop:
+    """Start ``kubesched run``, wait until every pod of ``namespace`` is bound, SIGTERM."""
     port = free_port()
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     argv = [
         sys.executable, "-m", "kubesched", "run",
-        f"--kubeconfig={cp.kubeconfig}",
+        f"--kubeconfig={kubeconfig}",
         f"--scheduler-name={SCHEDULER}",
         "--no-leader-elect",
         "--bind-address=127.0.0.1",
         f"--port={port}",
         "--kube-api-qps=0",
-        "--shutdown-flush-seconds=60",
+        "--shutdown-flush-seconds=120",
         "--log-level=warning",
     ]  # fmt: skip
-    with scheduler_log.open("wb") as out:
+    with log_path.open("wb") as out:
         proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env
         )
@@ -104,33 +104,77 @@ def test_every_scheduled_event_is_written_when_stopped_right_after_a_burst(
         started = time.monotonic()
         deadline = started + 600
         while unbound(cp, namespace):
-            assert proc.poll() is None, scheduler_log.read_text(errors="replace")[-3000:]
+            assert proc.poll() is None, log_path.read_text(errors="replace")[-3000:]
             assert time.monotonic() < deadline, f"{unbound(cp, namespace)} pods still unbound"
             time.sleep(0.5)
         all_bound = time.monotonic()
         queued = metric(port, "kubesched_event_queue_length")
         written = metric(port, "kubesched_events_written_total")
         proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=120)
+        code = proc.wait(timeout=180)
         stopped = time.monotonic()
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    log = scheduler_log.read_text(errors="replace")
-    print(
-        f"\n{PODS} pods bound {all_bound - started:.1f} s after start; at SIGTERM "
-        f"{written} Events written, {queued} queued; exited {stopped - all_bound:.1f} s later"
+    stop = Stop(
+        code,
+        log_path.read_text(errors="replace"),
+        all_bound - started,
+        queued,
+        written,
+        stopped - all_bound,
     )
-    assert code == 0, log[-3000:]
-    assert "unwritten" not in log, log[-3000:]
+    print(
+        f"\npods bound {stop.bound_after:.1f} s after start; at SIGTERM {written} Events "
+        f"written, {queued} queued; exited {stop.exit_after:.1f} s later"
+    )
+    return stop
 
+
+def assert_every_pod_has_its_scheduled_event(
+    cp: ControlPlane, namespace: str, names: list[str], stop: Stop
+) -> None:
+    assert stop.code == 0, stop.log[-3000:]
+    assert "unwritten" not in stop.log, stop.log[-3000:]
     events = cp.api.list("events.k8s.io/v1", "Event", namespace)
     scheduled = {e["regarding"]["name"] for e in events if e.get("reason") == "Scheduled"}
     missing = sorted(set(names) - scheduled)
-    assert not missing, f"{len(missing)} of {PODS} pods have no Scheduled event: {missing[:5]}"
+    assert not missing, (
+        f"{len(missing)} of {len(names)} pods have no Scheduled event: {missing[:5]}"
+    )
     one = next(e for e in events if e.get("reason") == "Scheduled")
     assert one["reportingController"] == SCHEDULER
     assert re.fullmatch(rf"Successfully assigned {namespace}/burst-\d+ to node-\d+", one["note"]), (
         one["note"]
     )
+
+
+def test_every_scheduled_event_is_written_when_stopped_right_after_a_burst(
+    cp: ControlPlane, tmp_path: Path
+) -> None:
+    namespace = f"burst-{uuid.uuid4().hex[:6]}"
+    cp.ensure_namespace(namespace)
+    cp.create_nodes(NODES, pods="110", zones=3)
+    names = create_pods(cp, namespace, PODS)
+    stop = burst_then_sigterm(cp, cp.kubeconfig, namespace, tmp_path / "kubesched.log")
+    assert_every_pod_has_its_scheduled_event(cp, namespace, names, stop)
+
+
+def test_a_backlog_of_events_behind_a_slow_api_server_is_written_before_exit(
+    cp: ControlPlane, tmp_path: Path
+) -> None:
+    """Every Event write takes half a second at a proxy (32 a second with 16 writers, well
+    below the bind rate): thousands are still queued when the last pod is bound, and the
+    stop writes them all within --shutdown-flush-seconds."""
+    namespace = f"slow-{uuid.uuid4().hex[:6]}"
+    cp.ensure_namespace(namespace)
+    cp.create_nodes(20, pods="110", zones=3)
+    names = create_pods(cp, namespace, 2000)
+    proxy = ProxyThread(cp)
+    try:
+        proxy.do(proxy.proxy.hang_next, "POST", r"/events$", 10_000, 0.5)
+        stop = burst_then_sigterm(cp, proxy.kubeconfig, namespace, tmp_path / "kubesched.log")
+    finally:
+        proxy.close()
+    assert_every_pod_has_its_scheduled_event(cp, namespace, names, stop)
