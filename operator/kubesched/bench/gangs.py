@@ -4,8 +4,8 @@ On the ``cluster`` target a plan's gangs are created as ``scheduling.k8s.io/v1be
 objects, for kube-scheduler (its native gang scheduling, the GenericWorkload feature)
 and for kubesched alike, so both schedule the same gangs from the same objects:
 
-- one Workload, ``bench-gangs``, with a ``podGroupTemplates`` entry per gang size
-  (``gang-of-N``, policy ``gang.minCount: N``);
+- Workloads ``bench-gangs-<i>`` with a ``podGroupTemplates`` entry per gang size
+  (``gang-of-N``, policy ``gang.minCount: N``; kube-apiserver allows 8 per Workload);
 - a PodGroup per gang, ``spec.workloadRef`` naming its size's template and the policy
   copied into it (as a workload controller does; kube-apiserver wants a policy on every
   PodGroup);
@@ -31,6 +31,7 @@ from kubesched.simulator.templates import GANG_LABEL
 
 __all__ = [
     "FEATURE_GATES",
+    "MAX_TEMPLATES",
     "RUNTIME_CONFIG",
     "UPSTREAM",
     "WORKLOAD_NAME",
@@ -62,24 +63,36 @@ def runtime_config_flag() -> str:
     return f"--runtime-config={_flag(RUNTIME_CONFIG)}"
 
 
+#: kube-apiserver's limit on a Workload's ``podGroupTemplates``.
+MAX_TEMPLATES = 8
+
+
 def _template(size: int) -> str:
     return f"gang-of-{size}"
 
 
 def upstream_objects(gangs: Mapping[str, int]) -> list[dict[str, Any]]:
-    """The Workload, then a PodGroup per gang (name -> members), in the plan's order."""
-    templates = [
-        {"name": _template(size), "schedulingPolicy": {"gang": {"minCount": size}}}
-        for size in sorted(set(gangs.values()))
-    ]
-    out: list[dict[str, Any]] = [
-        {
-            "apiVersion": UPSTREAM,
-            "kind": "Workload",
-            "metadata": {"name": WORKLOAD_NAME},
-            "spec": {"podGroupTemplates": templates},
-        }
-    ]
+    """The Workloads (``bench-gangs-<i>``: at most :data:`MAX_TEMPLATES` templates each,
+    a template per gang size), then a PodGroup per gang (name -> members), in the
+    plan's order."""
+    sizes = sorted(set(gangs.values()))
+    workload_of = {size: f"{WORKLOAD_NAME}-{i // MAX_TEMPLATES}" for i, size in enumerate(sizes)}
+    out: list[dict[str, Any]] = []
+    for first in range(0, len(sizes), MAX_TEMPLATES):
+        chunk = sizes[first : first + MAX_TEMPLATES]
+        out.append(
+            {
+                "apiVersion": UPSTREAM,
+                "kind": "Workload",
+                "metadata": {"name": workload_of[chunk[0]]},
+                "spec": {
+                    "podGroupTemplates": [
+                        {"name": _template(n), "schedulingPolicy": {"gang": {"minCount": n}}}
+                        for n in chunk
+                    ]
+                },
+            }
+        )
     for name, size in gangs.items():
         out.append(
             {
@@ -87,7 +100,10 @@ def upstream_objects(gangs: Mapping[str, int]) -> list[dict[str, Any]]:
                 "kind": "PodGroup",
                 "metadata": {"name": name},
                 "spec": {
-                    "workloadRef": {"workloadName": WORKLOAD_NAME, "templateName": _template(size)},
+                    "workloadRef": {
+                        "workloadName": workload_of[size],
+                        "templateName": _template(size),
+                    },
                     "schedulingPolicy": {"gang": {"minCount": size}},
                 },
             }

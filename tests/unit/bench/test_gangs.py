@@ -23,21 +23,21 @@ def test_a_workload_with_a_template_per_size_and_a_pod_group_per_gang() -> None:
         (
             "gang-0",
             {
-                "workloadRef": {"workloadName": "bench-gangs", "templateName": "gang-of-3"},
+                "workloadRef": {"workloadName": "bench-gangs-0", "templateName": "gang-of-3"},
                 "schedulingPolicy": {"gang": {"minCount": 3}},
             },
         ),
         (
             "gang-1",
             {
-                "workloadRef": {"workloadName": "bench-gangs", "templateName": "gang-of-5"},
+                "workloadRef": {"workloadName": "bench-gangs-0", "templateName": "gang-of-5"},
                 "schedulingPolicy": {"gang": {"minCount": 5}},
             },
         ),
         (
             "gang-2",
             {
-                "workloadRef": {"workloadName": "bench-gangs", "templateName": "gang-of-3"},
+                "workloadRef": {"workloadName": "bench-gangs-0", "templateName": "gang-of-3"},
                 "schedulingPolicy": {"gang": {"minCount": 3}},
             },
         ),
@@ -101,3 +101,18 @@ def test_notes_say_which_gang_api_both_schedulers_used() -> None:
     assert feature_gates_flag() == (
         "--feature-gates=GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
     )
+
+
+def test_workloads_hold_at_most_eight_templates_as_kube_apiserver_allows() -> None:
+    gangs = {f"g{i}": 2 + i for i in range(10)}
+    objs = upstream_objects(gangs)
+    workloads = [o for o in objs if o["kind"] == "Workload"]
+    assert [len(w["spec"]["podGroupTemplates"]) for w in workloads] == [8, 2]
+    templates = {
+        (w["metadata"]["name"], t["name"])
+        for w in workloads
+        for t in w["spec"]["podGroupTemplates"]
+    }
+    for group in (o for o in objs if o["kind"] == "PodGroup"):
+        ref = group["spec"]["workloadRef"]
+        assert (ref["workloadName"], ref["templateName"]) in templates
