@@ -60,6 +60,16 @@ def fits_capacity(
     attempt allocates and this request, stays within the device's value."""
     if requests and any(name not in capacity for name in requests):
         return False
+    # the common device (nothing requested, none of it in use, no policy): each capacity
+    # is consumed whole, which fits; no Fraction arithmetic (it was ~45% of Filter under
+    # scheduler_perf's DRA workload)
+    if (
+        not requests
+        and not already
+        and not allocating
+        and all(cap.policy is None and cap.value >= 0 for cap in capacity.values())
+    ):
+        return True
     for name, cap in capacity.items():
         c = _consumed(requests.get(name) if requests else None, cap)
         if c < 0 or _violates(c, cap.policy):
