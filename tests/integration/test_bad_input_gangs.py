@@ -157,26 +157,9 @@ async def test_bad_gang_input_binds_nothing_says_why_and_the_loop_goes_on(case: 
     await check(case, arrive_while_running=False)
 
 
-#: Members arriving while the scheduler runs: a gang whose group cycle fails is retried
-#: at once, without end (each member activated by the gang's release releases the others
-#: again, since Gang.fail resets ``released``): hundreds of attempts and FailedScheduling
-#: events per second. Fixed by keeping the gang released after a failed cycle; not
-#: applied yet because tests/integration/test_gang_preemption.py waits for 3 immediate
-#: attempts of a gang that cannot fit.
-LIVELOCK = pytest.mark.xfail(
-    reason="a failing gang whose members arrived while the scheduler ran retries at once",
-    strict=True,
-)
-
-
 @pytest.mark.parametrize(
     "case",
-    [
-        pytest.param(c, marks=[LIVELOCK, pytest.mark.timeout(15)])
-        if c in ("topology key no node carries", "gang larger than the cluster")
-        else c
-        for c in CASES
-    ],
+    [c for c in CASES],
 )
 async def test_the_same_with_members_arriving_while_the_scheduler_runs(case: str) -> None:
     await check(case, arrive_while_running=True)

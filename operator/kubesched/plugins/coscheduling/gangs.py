@@ -101,9 +101,11 @@ class Gang:
     not_found_reported: set[str] = field(default_factory=set)
 
     def fail(self, now: float, message: str) -> None:
-        """A group cycle failed: the gang goes behind the pods queued since."""
+        """A group cycle failed: the gang goes behind the pods queued since. It stays
+        released: its members were counted, the group cycle counts them again, and a
+        member activated by the release being let through PreEnqueue must not release
+        (activate) the others again, or a gang that does not fit retries without end."""
         self.sort_time = now
-        self.released = False
         if message:
             self.blocked = message
 
