@@ -159,7 +159,7 @@ async def test_bad_gang_input_binds_nothing_says_why_and_the_loop_goes_on(case: 
 
 @pytest.mark.parametrize(
     "case",
-    [c for c in CASES],
+    list(CASES),
 )
 async def test_the_same_with_members_arriving_while_the_scheduler_runs(case: str) -> None:
     await check(case, arrive_while_running=True)
