@@ -622,21 +622,6 @@ def _ids() -> list[Any]:
     return params
 
 
-#: kube-scheduler 1.37's DynamicResources PostFilter, when an earlier PreFilter rejected
-#: the pod so that DRA's own PreFilter state is missing, ends the cycle with this error
-#: (preemption's message is then absent); kubesched's goes on to preemption (see
-#: docs/differences.md). 1.34's "no new claims to deallocate, " is gone in 1.37.
-DRA_STATE_MISSING = ". not found"
-
-
-def comparable(message: str) -> tuple[str, str | None]:
-    """(the Filter diagnosis, the PostFilter part or None where DRA hid it)."""
-    if message.endswith(DRA_STATE_MISSING):
-        return message.removesuffix(DRA_STATE_MISSING), None
-    head, sep, post = message.partition(". preemption: ")
-    return head, (sep + post) if sep else ""
-
-
 def _fmt(run: Run) -> str:
     text = "; ".join(
         f"{k}={v[0]}" + (f" ({v[1]})" if v[1] else "") for k, v in run.outcomes.items()
@@ -676,10 +661,9 @@ def test_kube_scheduler_and_kubesched_agree(diff_cluster: ControlPlane, path: pa
         if len(expected.get(key, ())) == 1 or where in ("Unschedulable", "Waiting"):
             assert mine == where, f"{key}: kube-scheduler {where}, kubesched {mine}{report}"
         if where == "Unschedulable":
-            (filters, post), (my_filters, my_post) = comparable(message), comparable(my_message)
-            assert my_filters == filters, f"{key}: messages differ{report}"
-            if post is not None:
-                assert my_post == post, f"{key}: messages differ{report}"
+            # the whole FailedScheduling message, byte for byte (the FitError summary,
+            # DynamicResources' PostFilter ". not found" and preemption's verdict)
+            assert my_message == message, f"{key}: messages differ{report}"
     victims = expected_victims(path)
     if victims is not None:
         assert theirs.victims == victims, (

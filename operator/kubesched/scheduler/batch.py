@@ -245,6 +245,13 @@ class OpportunisticBatch:
         c = self._usable(fwk, pod, snap)
         if c is None:
             return None
+        if snap.have_pods_with_affinity():
+            # Placed pods with (anti-)affinity terms score every node of their topology
+            # domains, not only their own: a node's score can move while its generation
+            # does not (the property test found stale InterPodAffinity scores reused), so
+            # no hint while any exist.
+            self._flush(CLUSTER_CHANGED)
+            return None
         changed = np.flatnonzero(snap.node_generation != c.gens)
         if len(changed) and not self._refresh(fwk, state, pod, snap, c, changed):
             return None
