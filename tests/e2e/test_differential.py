@@ -101,6 +101,7 @@ NAMESPACED = (
     ("apps/v1", "StatefulSet"),
     ("policy/v1", "PodDisruptionBudget"),
     ("kubesched.dev/v1alpha1", "PodGroup"),
+    ("scheduling.x-k8s.io/v1alpha1", "PodGroup"),
     ("resource.k8s.io/v1", "ResourceClaim"),
     ("resource.k8s.io/v1", "ResourceClaimTemplate"),
 )
@@ -289,8 +290,9 @@ def wipe(api: RestClient) -> None:
     for version, kind in NAMESPACED:
         for obj in api.list(version, kind):
             meta = obj["metadata"]
-            if meta.get("finalizers") and kind == "ResourceClaim":
-                # an allocated claim's delete-protection: its pod is gone already
+            if meta.get("finalizers") and kind in ("ResourceClaim", "PodGroup"):
+                # an allocated claim's delete-protection (its pod is gone already); the
+                # finalizer kubesched puts on PodGroups (the run that set it has ended)
                 path = api.path(version, kind, meta["name"], meta["namespace"])
                 api.patch(path, {"metadata": {"finalizers": None}})
             api.remove(version, kind, meta["name"], meta["namespace"], grace_period_seconds=0)
@@ -578,15 +580,21 @@ def diff_cluster(controlplane_binaries: Binaries) -> Iterator[ControlPlane]:
 CRDS = pathlib.Path(__file__).resolve().parents[2] / "crds"
 
 
+#: scheduler-plugins' PodGroup CRD (the gang scenarios use its objects too)
+TEST_CRDS = pathlib.Path(__file__).resolve().parents[1] / "crds"
+
+
 def install_crds(api: RestClient) -> None:
-    """kubesched's CRDs (``kubesched run`` watches SchedulingProfiles and PodGroups)."""
-    for path in sorted(CRDS.glob("*.yaml")):
+    """kubesched's CRDs (``kubesched run`` watches SchedulingProfiles and PodGroups) and
+    scheduler-plugins' PodGroup CRD."""
+    for path in [*sorted(CRDS.glob("*.yaml")), *sorted(TEST_CRDS.glob("*.yaml"))]:
         for doc in yaml.safe_load_all(path.read_text()):
             if doc:
                 api.create(doc)
     for group_version, kind in (
         ("kubesched.dev/v1alpha1", "SchedulingProfile"),
         ("kubesched.dev/v1alpha1", "PodGroup"),
+        ("scheduling.x-k8s.io/v1alpha1", "PodGroup"),
     ):
 
         def served(gv: str = group_version, k: str = kind) -> bool:
