@@ -20,6 +20,7 @@ import orjson
 import pytest
 
 from kubesched import cli
+from kubesched.bench import dra as bench_dra
 from kubesched.bench.cluster import Rest
 from kubesched.bench.controlplane import ControlPlane
 from kubesched.simulator.workloads import WORKLOADS, gang_sizes
@@ -31,8 +32,14 @@ pytestmark = pytest.mark.timeout(150)
 
 @pytest.fixture(scope="module")
 def cluster(controlplane_binaries: Binaries) -> Iterator[ControlPlane]:
+    # a cluster as users run it: the resourceclaim controller makes the DRA workload's
+    # claims from their templates (the bench starts it only on a control plane of its own)
     with ControlPlane(controlplane_binaries.etcd.parent) as cp:
-        yield cp
+        claims = bench_dra.start_claim_controller(cp)
+        try:
+            yield cp
+        finally:
+            claims.stop()
 
 
 def bench(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:

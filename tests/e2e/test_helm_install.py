@@ -246,9 +246,11 @@ def forbidden_pattern(need: Need) -> str:
     escaped any number of times (a JSON body inside a repr)."""
     q = r'\\*"'
     group = re.escape(need.rule[0][0])
-    return (
-        rf"cannot {need.verb} resource {q}{re.escape(need.resource)}{q} in API group {q}{group}{q}"
-    )
+    # a rule naming several resources: kubesched lists them at once at start, so the first
+    # refusal may name any of them (all of them are this rule's, and no other rule's)
+    resources = need.rule[1] if need.scenario is None else (need.resource,)
+    one = "|".join(re.escape(r) for r in resources)
+    return rf"cannot {need.verb} resource {q}(?:{one}){q} in API group {q}{group}{q}"
 
 
 # -- swapping a role's rules ------------------------------------------------------------------

@@ -62,6 +62,9 @@ class Run:
             else:
                 env[e["name"]] = fields[e["valueFrom"]["fieldRef"]["fieldPath"]]
         self.port = free_port()
+        # the chart runs with --delegate-auth: the endpoints want a token the API server
+        # vouches for and allows (the admin's, here: what they serve is under test)
+        self.token = cp.admin_token
         argv = [sys.executable, "-m", "kubesched", "run", *container["args"]]
         argv += [f"--port={self.port}", f"--kubeconfig={kubeconfig}", "--log-level=debug"]
         self.log = Path(cp.dir) / f"kubesched-security-{uid()}.log"
@@ -72,7 +75,11 @@ class Run:
         return self.log.read_text()
 
     def get(self, path: str) -> str:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=10) as r:
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}{path}",
+            headers={"Authorization": f"Bearer {self.token}"},
+        )
+        with urllib.request.urlopen(req, timeout=10) as r:
             return str(r.read().decode())
 
     def stop(self) -> int:

@@ -121,6 +121,11 @@ class Informer:
                 need_list = True
                 continue
             except (ClusterError, aiohttp.ClientError, TimeoutError, ValueError) as e:
+                if isinstance(e, ClusterError) and e.code == "403" and not self.synced.is_set():
+                    # Not allowed to list at all: start-up fails with the API server's
+                    # words (kube-scheduler would wait forever for this cache), instead
+                    # of retrying in the background while nothing is ever scheduled.
+                    raise
                 log.warning("%s watch failed (%s: %s): retrying in %.1fs", self.kind,
                             type(e).__name__, e, backoff)  # fmt: skip
             await asyncio.sleep(backoff)
