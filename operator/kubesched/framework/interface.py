@@ -237,6 +237,11 @@ class Handle(Protocol):
         self, state: CycleState, pod: Pod, node_info: NodeInfo
     ) -> Status | None: ...
 
+    def run_filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+        """The Filter plugins alone on one node (no nominated pods added): for callers that
+        keep their own view with the nominated pods, like preemption's dry run."""
+        ...
+
     def run_pre_filter_extension_add_pod(
         self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo
     ) -> Status | None: ...

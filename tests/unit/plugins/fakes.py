@@ -163,6 +163,9 @@ class FakeHandle:
     ) -> Status | None:
         raise NotImplementedError
 
+    def run_filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+        raise NotImplementedError
+
     def run_pre_filter_extension_add_pod(
         self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo
     ) -> Status | None:

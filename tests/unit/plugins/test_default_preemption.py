@@ -12,6 +12,8 @@ from typing import Any
 
 import pydantic
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kubesched.backend.nominator import Nominator
 from kubesched.framework.cycle_state import CycleState
@@ -419,3 +421,79 @@ def test_nominated_pod_capacity_is_respected(prio: int, fits: bool) -> None:
         with pytest.raises(FitError) as e:
             algo.schedule_pod(fwk, CycleState(), newcomer, snap)
         assert str(e.value).startswith("0/1 nodes are available: 1 Insufficient cpu.")
+
+
+# -- the dry run keeps the nominated pods' view ------------------------------------------------------------------
+def reference_victims(
+    fwk: Framework, state: CycleState, p: Pod, ni: NodeInfo, pdbs: Sequence[dp.PdbInfo]
+) -> tuple[list[str], int, Status | None]:
+    """SelectVictimsOnNode the long way: the framework's two-pass Filter (nominated pods
+    added afresh) at every question."""
+
+    def ext(method: str, other: Pod) -> None:
+        s = getattr(fwk, f"run_pre_filter_extension_{method}_pod")(state, p, other, ni)
+        assert s is None
+
+    potential = [q for q in ni.pods if q.priority < p.priority]
+    for q in potential:
+        ni.remove_pod(q)
+        ext("remove", q)
+    st = fwk.run_filter_plugins_with_nominated_pods(state, p, ni)
+    if st is not None:
+        return [], 0, st
+    potential.sort(key=dp.more_important_key)
+    violating, non_violating = dp.filter_pods_with_pdb_violation(potential, pdbs)
+    victims: list[Pod] = []
+    n_viol = 0
+    for group in (violating, non_violating):
+        for q in group:
+            ni.add_pod(q)
+            ext("add", q)
+            if fwk.run_filter_plugins_with_nominated_pods(state, p, ni) is None:
+                continue
+            ni.remove_pod(q)
+            ext("remove", q)
+            victims.append(q)
+            n_viol += group is violating
+    if violating and non_violating:
+        victims.sort(key=dp.more_important_key)
+    return names(victims), n_viol, None
+
+
+@given(
+    running=st.lists(st.tuples(st.integers(0, 20), st.integers(1, 3)), min_size=1, max_size=6),
+    nominated=st.lists(st.tuples(st.integers(0, 20), st.integers(1, 3)), max_size=3),
+    preemptor=st.tuples(st.integers(5, 15), st.integers(1, 4)),
+    guarded=st.integers(0, 2),
+)
+@settings(max_examples=150, deadline=None)
+def test_victims_with_nominated_pods_match_the_two_pass_filter(
+    running: list[tuple[int, int]],
+    nominated: list[tuple[int, int]],
+    preemptor: tuple[int, int],
+    guarded: int,
+) -> None:
+    """Preemption's dry run keeps one view with the nominated pods instead of adding them at
+    every Filter call: the victims, PDB violations and failures are those of the long way."""
+    pods = [
+        pod(f"r{i}", prio, str(cpu), node="n1", start=T0, **({"app": "db"} if i < 2 else {}))
+        for i, (prio, cpu) in enumerate(running)
+    ]
+    nom = Nominator()
+    for i, (prio, cpu) in enumerate(nominated):
+        nom.add(pod(f"nom{i}", prio, str(cpu)), "n1")
+    ni = node("n1", *pods, cpu="8")
+    fwk, plugin, snap = setup([ni], [pdb(guarded, app="db")], nominator=nom)
+    p = pod("high", preemptor[0], str(preemptor[1]))
+    state = CycleState()
+    _, s, _ = fwk.run_pre_filter(state, p, snap.node_infos)
+    assert s is None
+    pdbs = plugin.pdbs()
+    got, n_viol, got_st = plugin.select_victims_on_node(state.clone(), p, ni.clone(), pdbs)
+    want, want_viol, want_st = reference_victims(fwk, state.clone(), p, ni.clone(), pdbs)
+    if not pods or all(q.priority >= p.priority for q in pods):
+        return  # no victims at all: the plugin says so before filtering
+    assert (names(got), n_viol) == (want, want_viol)
+    assert (got_st is None) == (want_st is None)
+    if got_st is not None and want_st is not None:
+        assert got_st.reasons == want_st.reasons

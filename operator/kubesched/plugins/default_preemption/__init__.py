@@ -85,6 +85,7 @@ from kubesched.framework.interface import (
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import Pod
+from kubesched.plugins.default_preemption.dry_run import DryRunNode
 from kubesched.plugins.default_preemption.ordering import (
     DISRUPTION_TARGET,
     ERR_NOT_HELPFUL,
@@ -315,23 +316,14 @@ class DefaultPreemption:
     ) -> tuple[list[Pod], int, Status | None]:
         """The fewest victims on ``node_info`` (a clone; ``state`` too) that let ``pod`` fit,
         and how many of them violate a PDB. Success is a None status."""
-        h = self.handle
-
-        def remove(p: Pod) -> Status | None:
-            node_info.remove_pod(p)
-            return h.run_pre_filter_extension_remove_pod(state, pod, p, node_info)
-
-        def add(p: Pod) -> Status | None:
-            node_info.add_pod(p)
-            return h.run_pre_filter_extension_add_pod(state, pod, p, node_info)
-
+        node = DryRunNode(self.handle, state, pod, node_info)
         potential = [p for p in node_info.pods if p.priority < pod.priority]
         for p in potential:
-            if (s := remove(p)) is not None:
+            if (s := node.remove(p)) is not None:
                 return [], 0, Status.as_error(s.message())
         if not potential:
             return [], 0, Status.unresolvable(ERR_NO_VICTIMS)
-        st = h.run_filter_plugins_with_nominated_pods(state, pod, node_info)
+        st = node.filter()
         if st is not None and st.code != Code.SUCCESS:
             return [], 0, st
         potential.sort(key=more_important_key)
@@ -339,12 +331,12 @@ class DefaultPreemption:
         victims: list[Pod] = []
 
         def reprieve(p: Pod) -> tuple[bool, Status | None]:
-            if (s := add(p)) is not None:
+            if (s := node.add(p)) is not None:
                 return False, Status.as_error(s.message())
-            fits = h.run_filter_plugins_with_nominated_pods(state, pod, node_info)
+            fits = node.filter()
             if fits is None or fits.code == Code.SUCCESS:
                 return True, None
-            if (s := remove(p)) is not None:
+            if (s := node.remove(p)) is not None:
                 return False, Status.as_error(s.message())
             victims.append(p)
             return False, None
