@@ -140,8 +140,28 @@ def compile_profile(
         services,
         percentage_of_nodes_to_score=spec.percentage_of_nodes_to_score,
     )
+    instances = _Instances(registry, _plugin_args(spec, registry), fwk)
+    mp = plugins.multi_point
+    # Name the user's entry, not its index in the list merged with the defaults.
+    user_mp = {p.name: j for j, p in enumerate(spec.plugins.multi_point.enabled)}
+    for p in mp.enabled:
+        j = user_mp.get(p.name)
+        instances.get(
+            p.name,
+            f"plugins.multiPoint.enabled[{j}].name" if j is not None else "default plugins",
+        )
+    resolved: dict[str, list[Any]] = {}
+    weights: dict[str, int | None] = {}
+    for point, (attr, _) in _POINTS.items():
+        resolved[point] = _resolve_point(point, getattr(plugins, attr), mp, instances, weights)
+    mp_weights = {p.name: p.weight for p in mp.enabled}
+    chain = _assemble_chain(resolved, weights, mp_weights, instances)
+    fwk.set_chain(chain, _registered_events(instances.built))
+    return CompiledProfile(spec, fwk)
 
-    # Every plugin named in an enabled list is instantiated once, with its args.
+
+def _plugin_args(spec: ProfileSpec, registry: Registry) -> dict[str, tuple[int, dict[str, Any]]]:
+    """``pluginConfig`` by plugin name, with each entry's index (for messages)."""
     args_by_name: dict[str, tuple[int, dict[str, Any]]] = {}
     for i, pc in enumerate(spec.plugin_config):
         if pc.name in args_by_name:
@@ -153,19 +173,35 @@ def compile_profile(
                 "InvalidPlugin", f"pluginConfig[{i}].name: unknown plugin {pc.name!r}"
             )
         args_by_name[pc.name] = (i, pc.args)
+    return args_by_name
 
-    instances: dict[str, Any] = {}
 
-    def instance(name: str, where: str) -> Any:
-        if name in instances:
-            return instances[name]
-        plug_spec = registry.get(name)
+class _Instances:
+    """Every plugin named in an enabled list is instantiated once, with its decoded args;
+    ``built`` keeps them in the order they were first named."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        args_by_name: dict[str, tuple[int, dict[str, Any]]],
+        fwk: Framework,
+    ) -> None:
+        self.registry = registry
+        self.args_by_name = args_by_name
+        self.fwk = fwk
+        self.built: dict[str, Any] = {}
+
+    def get(self, name: str, where: str) -> Any:
+        """The plugin ``name``; ``where`` is the field that named it, for messages."""
+        if name in self.built:
+            return self.built[name]
+        plug_spec = self.registry.get(name)
         if plug_spec is None:
-            known = ", ".join(registry.names())
+            known = ", ".join(self.registry.names())
             raise ProfileError(
                 "InvalidPlugin", f"{where}: unknown plugin {name!r} (known: {known})"
             )
-        idx, raw = args_by_name.get(name, (-1, {}))
+        idx, raw = self.args_by_name.get(name, (-1, {}))
         try:
             args = plug_spec.parse_args(raw)
         except pydantic.ValidationError as e:
@@ -176,71 +212,75 @@ def compile_profile(
                 "InvalidArgs", f"{field}{'.' + loc if loc else ''}: {err['msg']}"
             ) from None
         try:
-            obj = plug_spec.factory(args, fwk)
+            obj = plug_spec.factory(args, self.fwk)
         except (ValueError, TypeError) as e:
             raise ProfileError("InvalidArgs", f"{name}: {e}") from None
-        instances[name] = obj
+        self.built[name] = obj
         return obj
 
-    mp = plugins.multi_point
-    mp_weights = {p.name: p.weight for p in mp.enabled}
-    # Name the user's entry, not its index in the list merged with the defaults.
-    user_mp = {p.name: j for j, p in enumerate(spec.plugins.multi_point.enabled)}
-    for p in mp.enabled:
-        j = user_mp.get(p.name)
-        instance(
-            p.name,
-            f"plugins.multiPoint.enabled[{j}].name" if j is not None else "default plugins",
-        )
-    resolved: dict[str, list[Any]] = {}
-    weights: dict[str, int | None] = {}
-    for point, (attr, _) in _POINTS.items():
-        pset: PluginSet = getattr(plugins, attr)
-        proto = EXTENSION_POINTS[point]
-        explicit: list[str] = []
-        for j, p in enumerate(pset.enabled):
-            obj = instance(p.name, f"plugins.{point}.enabled[{j}].name")
-            if not isinstance(obj, proto):
-                raise ProfileError(
-                    "InvalidPlugin",
-                    f"plugins.{point}.enabled[{j}]: plugin {p.name!r} does not implement {point}",
-                )
-            if p.name in explicit:
-                raise ProfileError(
-                    "InvalidPlugin",
-                    f"plugins.{point}.enabled[{j}]: plugin {p.name!r} is enabled twice",
-                )
-            explicit.append(p.name)
-            if point == "score":
-                weights[p.name] = p.weight
-        disabled = {p.name for p in pset.disabled}
-        overrides: list[str] = []
-        from_mp: list[str] = []
-        if "*" not in disabled:
-            for p in mp.enabled:
-                if not isinstance(instances[p.name], proto) or p.name in disabled:
-                    continue
-                if p.name in explicit:
-                    overrides.append(p.name)
-                    continue
-                if p.name in from_mp:
-                    raise ProfileError(
-                        "InvalidPlugin", f"plugins.multiPoint: plugin {p.name!r} is enabled twice"
-                    )
-                from_mp.append(p.name)
-        order = (
-            [n for n in explicit if n in overrides]
-            + from_mp
-            + [n for n in explicit if n not in overrides]
-        )
-        resolved[point] = [instances[n] for n in order]
 
+def _resolve_point(
+    point: str,
+    pset: PluginSet,
+    mp: PluginSet,
+    instances: _Instances,
+    weights: dict[str, int | None],
+) -> list[Any]:
+    """The plugins of one extension point, in order: overrides of multiPoint entries,
+    multiPoint's, then the point's other plugins. Records explicit ``score`` weights."""
+    proto = EXTENSION_POINTS[point]
+    explicit: list[str] = []
+    for j, p in enumerate(pset.enabled):
+        obj = instances.get(p.name, f"plugins.{point}.enabled[{j}].name")
+        if not isinstance(obj, proto):
+            raise ProfileError(
+                "InvalidPlugin",
+                f"plugins.{point}.enabled[{j}]: plugin {p.name!r} does not implement {point}",
+            )
+        if p.name in explicit:
+            raise ProfileError(
+                "InvalidPlugin",
+                f"plugins.{point}.enabled[{j}]: plugin {p.name!r} is enabled twice",
+            )
+        explicit.append(p.name)
+        if point == "score":
+            weights[p.name] = p.weight
+    disabled = {p.name for p in pset.disabled}
+    overrides: list[str] = []
+    from_mp: list[str] = []
+    if "*" not in disabled:
+        for p in mp.enabled:
+            if not isinstance(instances.built[p.name], proto) or p.name in disabled:
+                continue
+            if p.name in explicit:
+                overrides.append(p.name)
+                continue
+            if p.name in from_mp:
+                raise ProfileError(
+                    "InvalidPlugin", f"plugins.multiPoint: plugin {p.name!r} is enabled twice"
+                )
+            from_mp.append(p.name)
+    order = (
+        [n for n in explicit if n in overrides]
+        + from_mp
+        + [n for n in explicit if n not in overrides]
+    )
+    return [instances.built[n] for n in order]
+
+
+def _assemble_chain(
+    resolved: dict[str, list[Any]],
+    weights: dict[str, int | None],
+    mp_weights: dict[str, int | None],
+    instances: _Instances,
+) -> PluginChain:
+    """The chain from the resolved points; checks the one-queueSort, some-bind rules."""
     chain = PluginChain()
     qs = resolved["queueSort"]
-    if not qs and "PrioritySort" in registry:
+    if not qs and "PrioritySort" in instances.registry:
         # kubesched's default QueueSort is Coscheduling's; a profile that disables it
         # gets kube-scheduler's default back rather than no QueueSort at all.
-        qs = [instance("PrioritySort", "default plugins")]
+        qs = [instances.get("PrioritySort", "default plugins")]
     if len(qs) != 1:
         raise ProfileError(
             "InvalidPlugin",
@@ -258,8 +298,13 @@ def compile_profile(
         (p, (weights.get(p.name) if p.name in weights else mp_weights.get(p.name)) or 1)
         for p in resolved["score"]
     ]
+    return chain
+
+
+def _registered_events(built: dict[str, Any]) -> dict[str, list[ClusterEventWithHint]]:
+    """The cluster events each plugin says can make its pods schedulable."""
     events: dict[str, list[ClusterEventWithHint]] = {}
-    for name, obj in instances.items():
+    for name, obj in built.items():
         if isinstance(obj, EnqueueExtensions):
             events[name] = list(obj.events_to_register())
         else:
@@ -268,8 +313,7 @@ def compile_profile(
             events[name] = [
                 ClusterEventWithHint(ClusterEvent(EventResource.WILDCARD, ActionType.ALL))
             ]
-    fwk.set_chain(chain, events)
-    return CompiledProfile(spec, fwk)
+    return events
 
 
 def compile_all(
