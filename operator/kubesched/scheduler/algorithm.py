@@ -14,7 +14,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -157,50 +157,19 @@ class Algorithm:
         batch: OpportunisticBatch | None = None,
     ) -> tuple[npt.NDArray[np.intp], Diagnosis]:
         diagnosis = Diagnosis()
-        n_all = len(snap)
-        t0 = time.perf_counter()
-        pre_res, s, narrowing = fwk.run_pre_filter(state, pod, snap.node_infos)
-        if (observe := self.on_extension_point) is not None:
-            observe("PreFilter", s, fwk.profile_name, time.perf_counter() - t0)
-        if s is not None:
-            if s.code == Code.ERROR:
-                raise _StatusError(s)
-            msg = s.message()
-            diagnosis.pre_filter_msg = msg
-            for ni in snap.node_infos:
-                diagnosis.node_to_status[ni.name] = s
-            _record_rejector(diagnosis, s)
+        pre = self._run_pre_filter(fwk, state, pod, snap, diagnosis)
+        if pre is None:
             return np.empty(0, dtype=np.intp), diagnosis
-
-        if batch is not None and (pre_res is None or pre_res.node_names is None):
+        allowed, narrowing = pre
+        if batch is not None and allowed is None:
             hint = batch.hint(fwk, state, pod, snap)
             if hint is not None:
                 return np.array([hint], dtype=np.intp), diagnosis
+        nominated = _fitting_nominated_node(fwk, state, pod, snap, allowed)
+        if nominated is not None:
+            return np.array([nominated], dtype=np.intp), diagnosis
 
-        # A nominated node (from an earlier preemption) is tried first.
-        if pod.nominated_node_name:
-            nom = snap.get(pod.nominated_node_name)
-            if nom is not None and (
-                pre_res is None or pre_res.node_names is None or nom.name in pre_res.node_names
-            ):
-                st = fwk.run_filter_plugins_with_nominated_pods(state, pod, nom)
-                if st is None:
-                    return np.array([nom.index], dtype=np.intp), diagnosis
-                if st.code == Code.ERROR:
-                    raise _StatusError(st)
-
-        if pre_res is not None and pre_res.node_names is not None:
-            allowed = sorted(snap.by_name[n].index for n in pre_res.node_names if n in snap.by_name)
-            candidates = np.array(allowed, dtype=np.intp)
-            absent = Status.unresolvable(
-                f"node(s) didn't satisfy plugin(s) {go_list(sorted(narrowing))}"
-            )
-            in_set = set(pre_res.node_names)
-            for ni in snap.node_infos:
-                if ni.name not in in_set:
-                    diagnosis.node_to_status[ni.name] = absent
-        else:
-            candidates = np.arange(n_all, dtype=np.intp)
+        candidates = _candidates(snap, allowed, narrowing, diagnosis)
         n = len(candidates)
         if n == 0:
             return candidates, diagnosis
@@ -209,55 +178,40 @@ class Algorithm:
         if not fwk.has_filter_plugins():
             # kube-scheduler: the first to_find nodes from the rotating offset, not all.
             take = candidates[(np.arange(to_find) + start) % n]
-            self.next_start_node_index = (self.next_start_node_index + to_find) % n_all
+            self.next_start_node_index = (self.next_start_node_index + to_find) % len(snap)
             return take, diagnosis
 
         order = np.concatenate((candidates[start:], candidates[:start])) if start else candidates
-
         combined, scalar, masks = fwk.filter_masks(state, pod, snap)
-        nominated_rows: set[int] = set()
-        nominator_nodes = _nominated_nodes(fwk, snap, pod)
-        if nominator_nodes:
-            nominated_rows = {snap.by_name[nm].index for nm in nominator_nodes}
-        if combined is None:
-            passing_positions = np.arange(n, dtype=np.intp)
-        else:
-            passing_positions = np.flatnonzero(combined[order])
-
-        feasible: list[int] = []
-        last_pos = -1
-        if not scalar and not nominated_rows:
-            take = passing_positions[:to_find]
-            feasible_arr = order[take]
-            last_pos = int(take[-1]) if len(take) == to_find else n - 1
-        else:
-            infos = snap.node_infos
-            for pos in passing_positions:
-                row = int(order[pos])
-                ni = infos[row]
-                if row in nominated_rows:
-                    st = fwk.run_filter_plugins_with_nominated_pods(state, pod, ni)
-                elif scalar:
-                    st = fwk.run_scalar_filters(scalar, state, pod, ni)
-                else:
-                    st = None
-                if st is None:
-                    feasible.append(row)
-                    if len(feasible) == to_find:
-                        last_pos = int(pos)
-                        break
-                elif st.code == Code.ERROR:
-                    raise _StatusError(st)
-            else:
-                last_pos = n - 1
-            feasible_arr = np.array(feasible, dtype=np.intp)
-        processed = last_pos + 1
-        self.next_start_node_index = (self.next_start_node_index + processed) % n_all
-
-        if len(feasible_arr) == 0:
+        nominated_rows = {snap.by_name[nm].index for nm in _nominated_nodes(fwk, snap, pod)}
+        feasible, processed = _scan(
+            fwk, state, pod, snap, order, combined, scalar, nominated_rows, to_find
+        )
+        self.next_start_node_index = (self.next_start_node_index + processed) % len(snap)
+        if len(feasible) == 0:
             # Every candidate was examined; say why each failed, in plugin order.
             self._diagnose(fwk, state, pod, snap, order, masks, nominated_rows, diagnosis)
-        return feasible_arr, diagnosis
+        return feasible, diagnosis
+
+    def _run_pre_filter(
+        self, fwk: Framework, state: CycleState, pod: Pod, snap: Snapshot, diagnosis: Diagnosis
+    ) -> tuple[set[str] | None, list[str]] | None:
+        """PreFilter: (the node names it allows, or None for all; the plugins that
+        narrowed them), or None when it rejected the pod on every node (recorded in
+        ``diagnosis``). An Error status raises."""
+        t0 = time.perf_counter()
+        pre_res, s, narrowing = fwk.run_pre_filter(state, pod, snap.node_infos)
+        if (observe := self.on_extension_point) is not None:
+            observe("PreFilter", s, fwk.profile_name, time.perf_counter() - t0)
+        if s is not None:
+            if s.code == Code.ERROR:
+                raise _StatusError(s)
+            diagnosis.pre_filter_msg = s.message()
+            for ni in snap.node_infos:
+                diagnosis.node_to_status[ni.name] = s
+            _record_rejector(diagnosis, s)
+            return None
+        return (None if pre_res is None else pre_res.node_names), narrowing
 
     def _diagnose(
         self,
@@ -297,6 +251,80 @@ class _StatusError(Exception):
     def __init__(self, status: Status) -> None:
         super().__init__(status.message())
         self.status = status
+
+
+def _fitting_nominated_node(
+    fwk: Framework, state: CycleState, pod: Pod, snap: Snapshot, allowed: set[str] | None
+) -> int | None:
+    """The row of the pod's nominated node (from an earlier preemption) when PreFilter
+    allows it and it still fits; it is tried before any other node."""
+    if not pod.nominated_node_name:
+        return None
+    nom = snap.get(pod.nominated_node_name)
+    if nom is None or (allowed is not None and nom.name not in allowed):
+        return None
+    st = fwk.run_filter_plugins_with_nominated_pods(state, pod, nom)
+    if st is None:
+        return nom.index
+    if st.code == Code.ERROR:
+        raise _StatusError(st)
+    return None
+
+
+def _candidates(
+    snap: Snapshot, allowed: set[str] | None, narrowing: list[str], diagnosis: Diagnosis
+) -> npt.NDArray[np.intp]:
+    """The rows Filter examines, in index order: all nodes, or those PreFilter allows
+    (the others are recorded in ``diagnosis`` as unresolvable)."""
+    if allowed is None:
+        return np.arange(len(snap), dtype=np.intp)
+    rows = sorted(snap.by_name[n].index for n in allowed if n in snap.by_name)
+    absent = Status.unresolvable(f"node(s) didn't satisfy plugin(s) {go_list(sorted(narrowing))}")
+    for ni in snap.node_infos:
+        if ni.name not in allowed:
+            diagnosis.node_to_status[ni.name] = absent
+    return np.array(rows, dtype=np.intp)
+
+
+def _scan(
+    fwk: Framework,
+    state: CycleState,
+    pod: Pod,
+    snap: Snapshot,
+    order: npt.NDArray[np.intp],
+    combined: npt.NDArray[np.bool_] | None,
+    scalar: list[Any],
+    nominated_rows: set[int],
+    to_find: int,
+) -> tuple[npt.NDArray[np.intp], int]:
+    """Walks ``order`` (candidates from the rotating offset) until ``to_find`` nodes fit:
+    (the feasible rows, how many positions of ``order`` were examined). Nodes the vector
+    mask ``combined`` rejects are skipped; scalar filters (and, on nodes with nominated
+    pods, the whole Filter with them) run only on the rest."""
+    n = len(order)
+    passing_positions = (
+        np.arange(n, dtype=np.intp) if combined is None else np.flatnonzero(combined[order])
+    )
+    if not scalar and not nominated_rows:
+        take = passing_positions[:to_find]
+        return order[take], (int(take[-1]) if len(take) == to_find else n - 1) + 1
+    feasible: list[int] = []
+    infos = snap.node_infos
+    for pos in passing_positions:
+        row = int(order[pos])
+        if row in nominated_rows:
+            st = fwk.run_filter_plugins_with_nominated_pods(state, pod, infos[row])
+        elif scalar:
+            st = fwk.run_scalar_filters(scalar, state, pod, infos[row])
+        else:
+            st = None
+        if st is None:
+            feasible.append(row)
+            if len(feasible) == to_find:
+                return np.array(feasible, dtype=np.intp), int(pos) + 1
+        elif st.code == Code.ERROR:
+            raise _StatusError(st)
+    return np.array(feasible, dtype=np.intp), n
 
 
 def _record_rejector(diagnosis: Diagnosis, st: Status) -> None:
