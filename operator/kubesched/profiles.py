@@ -15,7 +15,6 @@ and a message that names the field.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -314,10 +313,3 @@ def _registered_events(built: dict[str, Any]) -> dict[str, list[ClusterEventWith
                 ClusterEventWithHint(ClusterEvent(EventResource.WILDCARD, ActionType.ALL))
             ]
     return events
-
-
-def compile_all(
-    specs: Sequence[ProfileSpec], services_for: Any, registry: Registry | None = None
-) -> list[CompiledProfile]:
-    """Compile several profiles; ``services_for(name)`` gives each its services."""
-    return [compile_profile(s, services_for(s.scheduler_name), registry) for s in specs]

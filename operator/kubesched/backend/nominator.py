@@ -50,8 +50,5 @@ class Nominator:
     def nominated_node(self, uid: str) -> str:
         return self._node_of.get(uid, "")
 
-    def has_nominations(self) -> bool:
-        return bool(self._by_node)
-
     def nodes(self) -> list[str]:
         return list(self._by_node)

@@ -38,7 +38,6 @@ from kubesched.backend.queue_events import (
     pod_update_event,
 )
 from kubesched.backend.queue_heap import PodHeap
-from kubesched.backend.queue_set import QueueClosed, QueueSet
 from kubesched.framework.interface import (
     ActionType,
     ClusterEvent,
@@ -54,8 +53,6 @@ __all__ = [
     "BACKOFF",
     "GATED",
     "UNSCHEDULABLE",
-    "QueueClosed",
-    "QueueSet",
     "SchedulingQueue",
 ]
 

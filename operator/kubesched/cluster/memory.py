@@ -459,6 +459,3 @@ class MemoryCluster:
             if c.get("type") == type_:
                 return dict(c)
         return None
-
-    def snapshot_copy(self) -> dict[str, dict[str, dict[str, Any]]]:
-        return copy.deepcopy(self.objects)

@@ -119,11 +119,6 @@ class Resource:
         yield EPHEMERAL_STORAGE
         yield from self.scalar
 
-    def is_zero(self) -> bool:
-        return not (
-            self.milli_cpu or self.memory or self.ephemeral_storage or any(self.scalar.values())
-        )
-
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Resource):
             return NotImplemented

@@ -12,9 +12,6 @@ from typing import Any
 
 from kubesched.framework.quantity import QuantityError, value
 from kubesched.framework.resources import (
-    CPU,
-    MEMORY,
-    PODS,
     Resource,
     parse_resource_list,
     pod_requests,
@@ -150,10 +147,6 @@ class Toleration:
             # (alpha, off in kube-scheduler v1.37): without it they tolerate nothing.
             return False
         return self.value == taint.value
-
-
-def tolerates_any(tolerations: list[Toleration], taint: Taint) -> bool:
-    return any(t.tolerates(taint) for t in tolerations)
 
 
 class Pod:
@@ -350,10 +343,3 @@ class Node:
 
     def __repr__(self) -> str:
         return f"<Node {self.name}>"
-
-
-def resource_summary(r: Resource) -> dict[str, int]:
-    """A compact dict for logs and explain output."""
-    out = {CPU: r.milli_cpu, MEMORY: r.memory, PODS: r.allowed_pods}
-    out.update(r.scalar)
-    return out

@@ -38,7 +38,7 @@ from kubesched.framework.runtime import PluginChain
 from kubesched.framework.status import Code, Status
 
 if TYPE_CHECKING:
-    from kubesched.backend.queue import QueueSet
+    from kubesched.backend.queue_set import QueueSet
 
 __all__ = ["PLUGIN_METRICS_SAMPLE_PERCENT", "SchedulerMetrics", "status_label", "timed_chain"]
 

@@ -21,7 +21,8 @@ from typing import Any
 from kubesched.api.profile import ProfileSpec
 from kubesched.backend.cache import Cache
 from kubesched.backend.nominator import Nominator
-from kubesched.backend.queue import QueueSet, SchedulingQueue
+from kubesched.backend.queue import SchedulingQueue
+from kubesched.backend.queue_set import QueueSet
 from kubesched.framework.cluster_port import (
     ClusterPort,
     Conflict,

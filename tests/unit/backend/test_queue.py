@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from kubesched.backend.queue import QueueClosed, QueueSet, SchedulingQueue
+from kubesched.backend.queue import SchedulingQueue
 from kubesched.backend.queue_events import is_pod_updated, pod_update_actions
 from kubesched.backend.queue_heap import PodHeap
+from kubesched.backend.queue_set import QueueClosed, QueueSet
 from kubesched.framework.interface import (
     ActionType,
     ClusterEvent,

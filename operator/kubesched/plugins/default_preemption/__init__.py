@@ -68,7 +68,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -444,8 +444,3 @@ class DefaultPreemption:
 
 def new(args: Args, handle: Handle) -> DefaultPreemption:
     return DefaultPreemption(args, handle)
-
-
-def victim_names(pods: Iterable[Pod]) -> list[str]:
-    """Pod keys, for logs and tests."""
-    return [p.key for p in pods]
