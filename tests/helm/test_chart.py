@@ -19,10 +19,9 @@ import pytest
 import yaml
 
 from kubesched import cli
-from kubesched.cluster.kube import LIST_PATHS
+from kubesched.cluster.kinds import KINDS, Reader
 from kubesched.framework.labels import parse_label_selector
 from kubesched.operator import run as run_module
-from kubesched.operator.handlers import WATCHED
 from kubesched.operator.settings import Settings
 from tests.helm.chart import (
     CHART,
@@ -524,26 +523,19 @@ def test_nothing_is_granted_on_everything(helm: Helm) -> None:
 
 
 def test_every_kind_the_operator_reads_is_listable_and_watchable(helm: Helm) -> None:
-    """The watches (handlers.WATCHED) and the initial sync (kube.LIST_PATHS): a kind added
-    there without a rule here would fail with 403 in a real cluster."""
+    """The table of kinds (cluster.kinds.KINDS) against the ClusterRole: a kind ``run``
+    watches or lists without a rule here would fail with 403 in a real cluster, and a rule
+    for a kind only ``explain`` reads (with the user's credentials) is more than needed."""
     rules = scheduler_role(helm.template())["rules"]
-    for w in WATCHED:
-        group = w.group_version.rpartition("/")[0]
-        for verb in ("list", "watch"):
-            assert grants(rules, group, w.plural, verb), f"{verb} {w.plural} ({group!r})"
-    for kind, (prefix, plural) in LIST_PATHS.items():
-        group = "" if prefix == "/api/v1" else prefix.split("/")[2]
-        if kind in EXPLAIN_ONLY:
-            assert kind not in {w.kind for w in WATCHED}
-            assert not grants(rules, group, plural, "list"), f"list {plural}: not needed"
-            continue
-        assert grants(rules, group, plural, "list"), f"list {plural} ({group!r})"
-
-
-EXPLAIN_ONLY = {"ResourceClaimTemplate"}
-"""Kinds of LIST_PATHS only ``kubesched explain`` reads, with the user's credentials (a pod
-whose claim the resourceclaim controller has yet to create is explained from its
-template); ``kubesched run`` never lists them, as kube-scheduler never reads templates."""
+    for k in KINDS:
+        group = k.group_version.rpartition("/")[0]
+        if k.reader is Reader.RUN:
+            for verb in ("list", "watch"):
+                assert grants(rules, group, k.plural, verb), f"{verb} {k.plural} ({group!r})"
+        elif k.reader is Reader.EXPLAIN:
+            assert not grants(rules, group, k.plural, "list"), f"list {k.plural}: not needed"
+        else:
+            assert grants(rules, group, k.plural, "list"), f"list {k.plural} ({group!r})"
 
 
 def test_extra_cluster_rules_are_appended(helm: Helm) -> None:

@@ -204,7 +204,7 @@ async def test_explain_reads_every_kind_and_the_profiles_of_a_cluster(
 ) -> None:
     from aiohttp import web
 
-    from kubesched.cluster.kube import LIST_PATHS
+    from kubesched.cluster.kinds import LIST_PATHS
 
     node = {
         "metadata": {"name": "n1", "uid": "u-n1", "labels": {"zone": "a"}},

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kubesched.bench.controlplane import ControlPlane, Process
+from kubesched.cluster.kinds import CLUSTER_SCOPED, KINDS
 
 __all__ = [
     "CLAIM_CONTROLLER",
@@ -32,13 +33,7 @@ __all__ = [
 
 GROUP_VERSION = "resource.k8s.io/v1"
 CLAIM_CONTROLLER = "resourceclaim-controller"
-_PLURALS = {
-    "DeviceClass": "deviceclasses",
-    "ResourceSlice": "resourceslices",
-    "ResourceClaimTemplate": "resourceclaimtemplates",
-    "ResourceClaim": "resourceclaims",
-}
-_CLUSTER_SCOPED = ("DeviceClass", "ResourceSlice")
+_PLURALS = {k.kind: k.plural for k in KINDS if k.group_version == GROUP_VERSION}
 
 
 def api_path(obj: Mapping[str, Any], namespace: str) -> str | None:
@@ -46,7 +41,7 @@ def api_path(obj: Mapping[str, Any], namespace: str) -> str | None:
     kind = str(obj.get("kind") or "")
     if obj.get("apiVersion") != GROUP_VERSION or kind not in _PLURALS:
         return None
-    if kind in _CLUSTER_SCOPED:
+    if kind in CLUSTER_SCOPED:
         return f"/apis/{GROUP_VERSION}/{_PLURALS[kind]}"
     return f"/apis/{GROUP_VERSION}/namespaces/{namespace}/{_PLURALS[kind]}"
 
@@ -61,7 +56,7 @@ def cluster_scoped(
     """Localize a cluster-scoped DRA object in place (see the module docstring); False
     for any other object, left as it is."""
     kind = obj.get("kind")
-    if obj.get("apiVersion") != GROUP_VERSION or kind not in _CLUSTER_SCOPED:
+    if obj.get("apiVersion") != GROUP_VERSION or kind not in CLUSTER_SCOPED:
         return False
     if kind == "ResourceSlice":
         spec = obj.setdefault("spec", {})

@@ -41,7 +41,8 @@ from typing import Any
 import aiohttp
 import orjson
 
-from kubesched.cluster.kube import LIST_PATHS, KubeCluster, trim
+from kubesched.cluster.kinds import LIST_PATHS
+from kubesched.cluster.kube import KubeCluster, trim
 from kubesched.cluster.prefetch import Page
 from kubesched.framework.cluster_port import ClusterError
 

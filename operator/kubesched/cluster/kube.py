@@ -53,14 +53,13 @@ from kubernetes_asyncio import client as k8s_client
 
 from kubesched.cluster import kube_claims
 from kubesched.cluster.event_writer import EventWriter, QueuedEvent
+from kubesched.cluster.kinds import LIST_PATHS, in_namespace, object_key
 from kubesched.cluster.kubeconfig import KubeconfigError, load_client_configuration
-from kubesched.cluster.memory import CLUSTER_SCOPED
 from kubesched.framework.cluster_port import ClusterError, Conflict, NotFound, PodCondition
 from kubesched.framework.types import Pod
 
 __all__ = [
     "LIST_PAGE_SIZE",
-    "LIST_PATHS",
     "KubeCluster",
     "KubeconfigError",
     "RateLimiter",
@@ -77,40 +76,6 @@ SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 NOTE_MAX_BYTES = 1024
 """events.k8s.io/v1 rejects a ``note`` longer than 1 kB; longer messages are cut."""
-
-API_PATHS = {
-    "Pod": ("/api/v1", "pods"),
-    "Node": ("/api/v1", "nodes"),
-    "PersistentVolumeClaim": ("/api/v1", "persistentvolumeclaims"),
-    "PersistentVolume": ("/api/v1", "persistentvolumes"),
-}
-
-LIST_PATHS = {
-    **API_PATHS,
-    # the other watched kinds: listed once before the first cycle (``run``'s initial sync),
-    # as kube-scheduler waits for every informer's cache before it schedules
-    "Namespace": ("/api/v1", "namespaces"),
-    "Service": ("/api/v1", "services"),
-    "ReplicationController": ("/api/v1", "replicationcontrollers"),
-    "ReplicaSet": ("/apis/apps/v1", "replicasets"),
-    "StatefulSet": ("/apis/apps/v1", "statefulsets"),
-    "StorageClass": ("/apis/storage.k8s.io/v1", "storageclasses"),
-    "CSINode": ("/apis/storage.k8s.io/v1", "csinodes"),
-    "CSIDriver": ("/apis/storage.k8s.io/v1", "csidrivers"),
-    "PodDisruptionBudget": ("/apis/policy/v1", "poddisruptionbudgets"),
-    "PriorityClass": ("/apis/scheduling.k8s.io/v1", "priorityclasses"),
-    "PodGroup": ("/apis/kubesched.dev/v1alpha1", "podgroups"),
-    # Dynamic Resource Allocation (framework.cluster_port.DRA_KINDS)
-    "DeviceClass": ("/apis/resource.k8s.io/v1", "deviceclasses"),
-    "ResourceSlice": ("/apis/resource.k8s.io/v1", "resourceslices"),
-    "ResourceClaim": ("/apis/resource.k8s.io/v1", "resourceclaims"),
-    "ResourceClaimTemplate": ("/apis/resource.k8s.io/v1", "resourceclaimtemplates"),
-    # the foreign gang APIs (kubesched.api.gangs), watched while served (gang_sources)
-    "PodGroup.scheduling.k8s.io": ("/apis/scheduling.k8s.io/v1beta1", "podgroups"),
-    "Workload.scheduling.k8s.io": ("/apis/scheduling.k8s.io/v1beta1", "workloads"),
-    "PodGroup.scheduling.x-k8s.io": ("/apis/scheduling.x-k8s.io/v1alpha1", "podgroups"),
-}
-
 
 LIST_PAGE_SIZE = 500
 """Objects per LIST request (``limit``; client-go's reflector pages by 500 too)."""
@@ -612,21 +577,13 @@ class KubeCluster:
     @staticmethod
     def key_of(kind: str, obj: Obj) -> str:
         meta = obj.get("metadata") or {}
-        name = str(meta.get("name") or "")
-        if kind in CLUSTER_SCOPED:
-            return name
-        return f"{meta.get('namespace') or 'default'}/{name}"
+        return object_key(kind, meta.get("namespace"), str(meta.get("name") or ""))
 
     def get(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
-        key = name if kind in CLUSTER_SCOPED else f"{namespace or 'default'}/{name}"
-        return self.objects.get(kind, {}).get(key)
+        return self.objects.get(kind, {}).get(object_key(kind, namespace, name))
 
     def list(self, kind: str, namespace: str | None = None) -> Iterable[Mapping[str, Any]]:
-        objs = self.objects.get(kind, {})
-        if namespace is None or kind in CLUSTER_SCOPED:
-            return builtins.list(objs.values())
-        prefix = f"{namespace}/"
-        return [o for k, o in objs.items() if k.startswith(prefix)]
+        return in_namespace(kind, self.objects.get(kind, {}), namespace)
 
     def put(self, kind: str, obj: dict[str, Any]) -> dict[str, Any] | None:
         """Store the latest version; returns the previous one."""

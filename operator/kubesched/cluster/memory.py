@@ -18,26 +18,13 @@ from typing import Any
 
 from kubesched.api.gangs import store_kind
 from kubesched.cluster.claim_controller import claims_for_pod, released_claims
+from kubesched.cluster.kinds import in_namespace, object_key
 from kubesched.framework.cluster_port import ClusterError, Conflict, NotFound, PodCondition
 from kubesched.framework.types import Pod
 
 __all__ = ["MemoryCluster", "RecordedEvent"]
 
 Subscriber = Callable[[str, str, Mapping[str, Any], "Mapping[str, Any] | None"], None]
-
-CLUSTER_SCOPED = {
-    "Node",
-    "Namespace",
-    "PriorityClass",
-    "PersistentVolume",
-    "StorageClass",
-    "CSINode",
-    "CSIDriver",
-    "SchedulingProfile",
-    "DeviceClass",
-    "ResourceSlice",
-}
-
 
 DRA_FINALIZER = "resource.kubernetes.io/delete-protection"
 """The finalizer kube-scheduler puts on a ResourceClaim before it stores an allocation."""
@@ -81,10 +68,7 @@ class MemoryCluster:
         # the three PodGroup kinds (and Workload) are kept apart by their API group
         kind = store_kind(str(obj.get("apiVersion") or ""), str(obj.get("kind") or ""))
         meta = obj.get("metadata") or {}
-        name = str(meta.get("name") or "")
-        if kind in CLUSTER_SCOPED:
-            return kind, name
-        return kind, f"{meta.get('namespace') or 'default'}/{name}"
+        return kind, object_key(kind, meta.get("namespace"), str(meta.get("name") or ""))
 
     def subscribe(self, fn: Subscriber, *, replay: bool = True) -> None:
         """Receive watch events; ``replay`` sends ADDED for what exists (a list)."""
@@ -162,15 +146,10 @@ class MemoryCluster:
                     self._store_claim(claim_key, changed, claims[claim_key])
 
     def get(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
-        key = name if kind in CLUSTER_SCOPED else f"{namespace or 'default'}/{name}"
-        return self.objects.get(kind, {}).get(key)
+        return self.objects.get(kind, {}).get(object_key(kind, namespace, name))
 
     def list(self, kind: str, namespace: str | None = None) -> builtins.list[Mapping[str, Any]]:
-        objs = self.objects.get(kind, {})
-        if namespace is None or kind in CLUSTER_SCOPED:
-            return list(objs.values())
-        prefix = f"{namespace}/"
-        return [o for k, o in objs.items() if k.startswith(prefix)]
+        return in_namespace(kind, self.objects.get(kind, {}), namespace)
 
     def pod(self, key: str) -> Mapping[str, Any] | None:
         return self.objects.get("Pod", {}).get(key)

@@ -1,7 +1,7 @@
 """One read of everything the scheduler looks at, from a live API server
 (``kubesched explain`` against a cluster).
 
-The kinds are ``kubesched run``'s (:data:`kubesched.cluster.kube.LIST_PATHS`: pods,
+The kinds are ``kubesched run``'s (:data:`kubesched.cluster.kinds.LIST_PATHS`: pods,
 nodes, volumes, storage classes, CSI nodes, PDBs, priority classes, services and
 controllers for default spreading, the three gang APIs) plus the SchedulingProfiles, so
 an explanation uses the same objects and the same profile chain the running scheduler
@@ -19,13 +19,14 @@ from typing import Any
 
 from kubernetes_asyncio import client as k8s_client
 
-from kubesched.cluster.kube import LIST_PATHS, KubeCluster
+from kubesched.cluster.kinds import LIST_PATHS, PROFILE
+from kubesched.cluster.kube import KubeCluster
 from kubesched.cluster.kubeconfig import load_client_configuration
 from kubesched.framework.cluster_port import ClusterError, NotFound
 
 __all__ = ["PROFILE_PATH", "ClusterRead", "ClusterReadError", "read_cluster"]
 
-PROFILE_PATH = ("/apis/kubesched.dev/v1alpha1", "schedulingprofiles")
+PROFILE_PATH = (PROFILE.prefix, PROFILE.plural)
 REQUIRED = ("Pod", "Node")
 
 

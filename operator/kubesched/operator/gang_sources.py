@@ -31,7 +31,8 @@ from typing import Any
 
 from kubesched.api.gangs import STORE_KINDS, WORKLOAD_STORE_KIND, GangAPI
 from kubesched.cluster.informer import Dispatch, Informer
-from kubesched.cluster.kube import LIST_PATHS, KubeCluster
+from kubesched.cluster.kinds import LIST_PATHS
+from kubesched.cluster.kube import KubeCluster
 from kubesched.framework.cluster_port import ClusterError, NotFound
 
 __all__ = ["DISCOVERY_INTERVAL", "SOURCES", "GangAPIForbidden", "GangSources", "Source"]

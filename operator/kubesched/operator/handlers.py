@@ -23,59 +23,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import kopf
 
+from kubesched.cluster.kinds import OPTIONAL_KINDS, WATCHED, Kind
 from kubesched.cluster.kube import KubeCluster
 from kubesched.framework.cluster_port import NotFound
 from kubesched.scheduler.eventhandlers import EventHandlers
 
-__all__ = ["DIRECT_KINDS", "WATCHED", "WatchRouter", "Watched", "build_registry"]
+__all__ = ["DIRECT_KINDS", "WatchRouter", "build_registry"]
 
 log = logging.getLogger("kubesched.operator.handlers")
 
 Obj = Mapping[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Watched:
-    kind: str
-    group_version: str
-    plural: str
-
-
-WATCHED: tuple[Watched, ...] = (
-    Watched("Pod", "v1", "pods"),
-    Watched("Node", "v1", "nodes"),
-    Watched("Namespace", "v1", "namespaces"),
-    Watched("PersistentVolumeClaim", "v1", "persistentvolumeclaims"),
-    Watched("PersistentVolume", "v1", "persistentvolumes"),
-    Watched("Service", "v1", "services"),
-    Watched("ReplicationController", "v1", "replicationcontrollers"),
-    Watched("ReplicaSet", "apps/v1", "replicasets"),
-    Watched("StatefulSet", "apps/v1", "statefulsets"),
-    Watched("StorageClass", "storage.k8s.io/v1", "storageclasses"),
-    Watched("CSINode", "storage.k8s.io/v1", "csinodes"),
-    Watched("CSIDriver", "storage.k8s.io/v1", "csidrivers"),
-    Watched("PodDisruptionBudget", "policy/v1", "poddisruptionbudgets"),
-    Watched("PriorityClass", "scheduling.k8s.io/v1", "priorityclasses"),
-    Watched("DeviceClass", "resource.k8s.io/v1", "deviceclasses"),
-    Watched("ResourceSlice", "resource.k8s.io/v1", "resourceslices"),
-    Watched("ResourceClaim", "resource.k8s.io/v1", "resourceclaims"),
-    Watched("PodGroup", "kubesched.dev/v1alpha1", "podgroups"),
-)
-"""Pods and nodes, and what the plugins read from the store or requeue on. PodGroups
-(Coscheduling's gangs) need their CRD: without it Kopf skips the watch and the initial
-sync lists none (Kopf's CRD scanning is off, so a CRD installed later needs a restart).
-DeviceClasses, ResourceSlices and ResourceClaims (resource.k8s.io/v1, served since
-Kubernetes 1.34) feed DynamicResources."""
-
-
-OPTIONAL_KINDS = frozenset({"PodGroup", "DeviceClass", "ResourceSlice", "ResourceClaim"})
-"""A missing CRD means none exist, not an error; so does an API server that does not serve
-resource.k8s.io/v1 (before 1.34, or with the API turned off): no pod can have a claim."""
 
 
 def _rv(obj: Obj) -> int | None:
@@ -239,7 +200,7 @@ def build_registry(router: WatchRouter, *, skip: Collection[str] = ()) -> kopf.O
     return registry
 
 
-def _register(registry: kopf.OperatorRegistry, router: WatchRouter, w: Watched) -> None:
+def _register(registry: kopf.OperatorRegistry, router: WatchRouter, w: Kind) -> None:
     group, _, version = w.group_version.rpartition("/")
     kind = w.kind
 

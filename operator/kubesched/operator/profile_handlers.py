@@ -51,6 +51,7 @@ from typing import Any
 import kopf
 
 from kubesched.api.profile import ProfileSpec
+from kubesched.cluster.kinds import PROFILE
 from kubesched.cluster.kube import KubeCluster
 from kubesched.framework.cluster_port import ClusterError, NotFound
 from kubesched.framework.labels import parse_label_selector
@@ -63,7 +64,8 @@ __all__ = ["GROUP", "PLURAL", "VERSION", "ProfileController", "register"]
 
 log = logging.getLogger("kubesched.operator.profiles")
 
-GROUP, VERSION, PLURAL = "kubesched.dev", "v1alpha1", "schedulingprofiles"
+GROUP, _, VERSION = PROFILE.group_version.partition("/")
+PLURAL = PROFILE.plural
 PATH = f"/apis/{GROUP}/{VERSION}/{PLURAL}"
 JSON_PATCH = "application/json-patch+json"
 RETRY_DELAY = 5.0

@@ -43,12 +43,13 @@ from kubernetes_asyncio import client as k8s_client
 
 from kubesched.cluster.event_writer import EventWriterCollector
 from kubesched.cluster.informer import Informer
+from kubesched.cluster.kinds import WATCHED
 from kubesched.cluster.kube import KubeCluster, RateLimiter, load_client_configuration
 from kubesched.cluster.prefetch import Prefetch
 from kubesched.operator import logredact, podgroup_handlers
 from kubesched.operator.delegated_auth import DelegatedAuth
 from kubesched.operator.gang_sources import GangSources
-from kubesched.operator.handlers import DIRECT_KINDS, WATCHED, WatchRouter, build_registry
+from kubesched.operator.handlers import DIRECT_KINDS, WatchRouter, build_registry
 from kubesched.operator.profile_handlers import ProfileController
 from kubesched.operator.profile_handlers import register as register_profile_handlers
 from kubesched.operator.server import serve

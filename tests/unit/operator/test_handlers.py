@@ -8,8 +8,9 @@ from typing import Any, cast
 import pytest
 from kubernetes_asyncio import client as k8s_client
 
+from kubesched.cluster.kinds import WATCHED
 from kubesched.cluster.kube import KubeCluster
-from kubesched.operator.handlers import DIRECT_KINDS, WATCHED, WatchRouter, build_registry
+from kubesched.operator.handlers import DIRECT_KINDS, WatchRouter, build_registry
 from kubesched.scheduler.eventhandlers import EventHandlers
 
 JSON = dict[str, Any]
