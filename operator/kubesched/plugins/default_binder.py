@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
-
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import Handle
+from kubesched.framework.registry import NoArgs
 from kubesched.framework.status import Status
 from kubesched.framework.types import Pod
 
-__all__ = ["NAME", "Args", "DefaultBinder", "new"]
+__all__ = ["NAME", "DefaultBinder", "new"]
 
 NAME = "DefaultBinder"
-
-
-class Args(BaseModel):
-    """DefaultBinder takes no arguments."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
 class DefaultBinder:
@@ -36,5 +29,5 @@ class DefaultBinder:
         return None
 
 
-def new(args: Args, handle: Handle) -> DefaultBinder:
+def new(args: NoArgs, handle: Handle) -> DefaultBinder:
     return DefaultBinder(handle)

@@ -26,11 +26,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import MAX_NODE_SCORE, Handle
 from kubesched.framework.nodeinfo import ImageState, NodeInfo
+from kubesched.framework.registry import NoArgs
 from kubesched.framework.status import Status
 from kubesched.framework.types import Pod
 
@@ -43,7 +43,6 @@ __all__ = [
     "MAX_CONTAINER_THRESHOLD",
     "MIN_THRESHOLD",
     "NAME",
-    "Args",
     "ImageLocality",
     "calculate_priority",
     "new",
@@ -58,12 +57,6 @@ MIN_THRESHOLD = 23 * MB
 MAX_CONTAINER_THRESHOLD = 1000 * MB
 
 _STATE_KEY = "Images" + NAME
-
-
-class Args(BaseModel):
-    """ImageLocality takes no arguments."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
 def normalized_image_name(name: str) -> str:
@@ -160,5 +153,5 @@ class ImageLocality:
         return None
 
 
-def new(args: Args, handle: Handle) -> ImageLocality:
+def new(args: NoArgs, handle: Handle) -> ImageLocality:
     return ImageLocality(handle)

@@ -33,8 +33,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import (
     ActionType,
@@ -46,6 +44,7 @@ from kubesched.framework.interface import (
     PreFilterResult,
 )
 from kubesched.framework.nodeinfo import NodeInfo
+from kubesched.framework.registry import NoArgs
 from kubesched.framework.status import Status
 from kubesched.framework.types import Node, Pod
 
@@ -53,7 +52,6 @@ __all__ = [
     "ERR_REASON",
     "KNOWN_FEATURES",
     "NAME",
-    "Args",
     "NodeDeclaredFeatures",
     "new",
     "node_features",
@@ -84,12 +82,6 @@ KNOWN_FEATURES: frozenset[str] = frozenset(
     }
 )
 """Every feature of component-helpers v0.37.2's registry (``features.AllFeatures``)."""
-
-
-class Args(BaseModel):
-    """NodeDeclaredFeatures takes no arguments."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
 def _items(obj: Any) -> Iterable[Mapping[str, Any]]:
@@ -205,5 +197,5 @@ def _after_target_pod_update(pod: Pod, old: object, new: object) -> bool:
     return required_features(old.spec) != required_features(new.spec)
 
 
-def new(args: Args, handle: Handle) -> NodeDeclaredFeatures:
+def new(args: NoArgs, handle: Handle) -> NodeDeclaredFeatures:
     return NodeDeclaredFeatures()

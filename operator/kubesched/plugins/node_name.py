@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import (
@@ -25,6 +24,7 @@ from kubesched.framework.interface import (
     PreFilterResult,
 )
 from kubesched.framework.nodeinfo import NodeInfo
+from kubesched.framework.registry import NoArgs
 from kubesched.framework.status import Status
 from kubesched.framework.types import Pod
 
@@ -33,17 +33,11 @@ if TYPE_CHECKING:
 
     from kubesched.framework.snapshot import Snapshot
 
-__all__ = ["ERR_REASON", "NAME", "Args", "NodeName", "new"]
+__all__ = ["ERR_REASON", "NAME", "NodeName", "new"]
 
 NAME = "NodeName"
 
 ERR_REASON = "node(s) didn't match the requested node name"
-
-
-class Args(BaseModel):
-    """NodeName takes no arguments."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
 def fits(pod: Pod, node_info: NodeInfo) -> bool:
@@ -85,5 +79,5 @@ class NodeName:
         return mask
 
 
-def new(args: Args, handle: Handle) -> NodeName:
+def new(args: NoArgs, handle: Handle) -> NodeName:
     return NodeName()

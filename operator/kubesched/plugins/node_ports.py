@@ -18,7 +18,6 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import (
@@ -31,6 +30,7 @@ from kubesched.framework.interface import (
     PreFilterResult,
 )
 from kubesched.framework.nodeinfo import NodeInfo
+from kubesched.framework.registry import NoArgs
 from kubesched.framework.status import Status
 from kubesched.framework.types import Pod
 
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
     from kubesched.framework.snapshot import Snapshot
 
-__all__ = ["ERR_REASON", "NAME", "Args", "NodePorts", "fits_ports", "new"]
+__all__ = ["ERR_REASON", "NAME", "NodePorts", "fits_ports", "new"]
 
 NAME = "NodePorts"
 
@@ -51,12 +51,6 @@ WILDCARD_IP = "0.0.0.0"
 
 HostPort = tuple[str, str, int]
 """``(hostIP, protocol, hostPort)`` with kube's defaults applied."""
-
-
-class Args(BaseModel):
-    """NodePorts takes no arguments."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
 def conflicts(want: HostPort, in_use: Mapping[HostPort, int]) -> bool:
@@ -132,5 +126,5 @@ def _after_pod_deleted(pod: Pod, old: object, new: object) -> bool:
     return not fits_ports(pod.host_ports, freed)
 
 
-def new(args: Args, handle: Handle) -> NodePorts:
+def new(args: NoArgs, handle: Handle) -> NodePorts:
     return NodePorts()

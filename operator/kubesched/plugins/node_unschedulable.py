@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.helpers import tolerations_tolerate_taint
@@ -21,6 +20,7 @@ from kubesched.framework.interface import (
     PreFilterResult,
 )
 from kubesched.framework.nodeinfo import NodeInfo
+from kubesched.framework.registry import NoArgs
 from kubesched.framework.status import Status
 from kubesched.framework.types import Node, Pod, Taint
 
@@ -34,7 +34,6 @@ __all__ = [
     "ERR_REASON_UNSCHEDULABLE",
     "NAME",
     "TAINT_NODE_UNSCHEDULABLE",
-    "Args",
     "NodeUnschedulable",
     "new",
 ]
@@ -46,12 +45,6 @@ ERR_REASON_UNKNOWN_CONDITION = "node(s) had unknown conditions"
 
 TAINT_NODE_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
 _UNSCHEDULABLE_TAINT = Taint(TAINT_NODE_UNSCHEDULABLE, "", "NoSchedule")
-
-
-class Args(BaseModel):
-    """NodeUnschedulable takes no arguments."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
 def tolerates_unschedulable(pod: Pod) -> bool:
@@ -116,5 +109,5 @@ def _after_pod_toleration_change(pod: Pod, old: object, new: object) -> bool:
     return new.uid == pod.uid and tolerates_unschedulable(new)
 
 
-def new(args: Args, handle: Handle) -> NodeUnschedulable:
+def new(args: NoArgs, handle: Handle) -> NodeUnschedulable:
     return NodeUnschedulable()

@@ -31,8 +31,6 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import (
     ActionType,
@@ -44,6 +42,7 @@ from kubesched.framework.interface import (
     PreFilterResult,
 )
 from kubesched.framework.nodeinfo import NodeInfo
+from kubesched.framework.registry import NoArgs
 from kubesched.framework.status import Status
 from kubesched.framework.storage import (
     CSI_DRIVER,
@@ -61,7 +60,6 @@ from kubesched.framework.types import Pod
 __all__ = [
     "ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED",
     "NAME",
-    "Args",
     "CSILimits",
     "driver_not_installed",
     "new",
@@ -73,12 +71,6 @@ ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED = "node(s) exceed max volume count"
 
 CSI_ATTACH_LIMIT_PREFIX = "attachable-volumes-csi-"
 _RESOURCE_NAME_LENGTH_LIMIT = 63
-
-
-class Args(BaseModel):
-    """NodeVolumeLimits takes no arguments."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
 def csi_attach_limit_key(driver: str) -> str:
@@ -260,5 +252,5 @@ def _after_csi_node_update(pod: Pod, old: object, new: object) -> bool:
     return any(n > before.get(name, 0) for name, n in _driver_counts(new).items())
 
 
-def new(args: Args, handle: Handle) -> CSILimits:
+def new(args: NoArgs, handle: Handle) -> CSILimits:
     return CSILimits(handle)

@@ -3,20 +3,13 @@ pod queued earlier (FIFO), then arrival order."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
-
 from kubesched.framework.interface import Handle
 from kubesched.framework.nodeinfo import QueuedPodInfo
+from kubesched.framework.registry import NoArgs
 
-__all__ = ["NAME", "Args", "PrioritySort", "new"]
+__all__ = ["NAME", "PrioritySort", "new"]
 
 NAME = "PrioritySort"
-
-
-class Args(BaseModel):
-    """PrioritySort takes no arguments."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
 class PrioritySort:
@@ -34,5 +27,5 @@ class PrioritySort:
         return (-qpi.pod.priority, qpi.timestamp, qpi.seq)
 
 
-def new(args: Args, handle: Handle) -> PrioritySort:
+def new(args: NoArgs, handle: Handle) -> PrioritySort:
     return PrioritySort()

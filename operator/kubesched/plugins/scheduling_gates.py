@@ -10,8 +10,6 @@ kube-scheduler registers, for the queue's event-driven path.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
-
 from kubesched.framework.interface import (
     ActionType,
     ClusterEvent,
@@ -19,18 +17,13 @@ from kubesched.framework.interface import (
     EventResource,
     Handle,
 )
+from kubesched.framework.registry import NoArgs
 from kubesched.framework.status import Status
 from kubesched.framework.types import Pod
 
-__all__ = ["NAME", "Args", "SchedulingGates", "gates_message", "new"]
+__all__ = ["NAME", "SchedulingGates", "gates_message", "new"]
 
 NAME = "SchedulingGates"
-
-
-class Args(BaseModel):
-    """SchedulingGates takes no arguments."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
 def gates_message(gates: list[str]) -> str:
@@ -62,5 +55,5 @@ class SchedulingGates:
         ]
 
 
-def new(args: Args, handle: Handle) -> SchedulingGates:
+def new(args: NoArgs, handle: Handle) -> SchedulingGates:
     return SchedulingGates()

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.helpers import (
@@ -30,6 +29,7 @@ from kubesched.framework.interface import (
     PreFilterResult,
 )
 from kubesched.framework.nodeinfo import NodeInfo
+from kubesched.framework.registry import NoArgs
 from kubesched.framework.status import Status
 from kubesched.framework.types import Node, Pod, Taint, Toleration
 
@@ -40,19 +40,13 @@ if TYPE_CHECKING:
 
     from kubesched.framework.snapshot import Snapshot
 
-__all__ = ["NAME", "Args", "TaintToleration", "new", "untolerated_taint_reason"]
+__all__ = ["NAME", "TaintToleration", "new", "untolerated_taint_reason"]
 
 NAME = "TaintToleration"
 
 PRE_SCORE_STATE_KEY = "PreScore" + NAME
 
 PREFER_NO_SCHEDULE = "PreferNoSchedule"
-
-
-class Args(BaseModel):
-    """TaintToleration takes no arguments."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
 def untolerated_taint_reason(taint: Taint) -> str:
@@ -188,5 +182,5 @@ def _after_own_update(pod: Pod, old: object, new: object) -> bool:
     return not isinstance(new, Pod) or new.uid == pod.uid
 
 
-def new(args: Args, handle: Handle) -> TaintToleration:
+def new(args: NoArgs, handle: Handle) -> TaintToleration:
     return TaintToleration()

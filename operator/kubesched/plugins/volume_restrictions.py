@@ -24,8 +24,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import (
     ActionType,
@@ -37,6 +35,7 @@ from kubesched.framework.interface import (
     PreFilterResult,
 )
 from kubesched.framework.nodeinfo import NodeInfo
+from kubesched.framework.registry import NoArgs
 from kubesched.framework.status import Status
 from kubesched.framework.storage import PVC, access_modes, not_found
 from kubesched.framework.types import Pod
@@ -45,7 +44,6 @@ __all__ = [
     "ERR_REASON_DISK_CONFLICT",
     "ERR_REASON_RWOP_CONFLICT",
     "NAME",
-    "Args",
     "VolumeRestrictions",
     "new",
 ]
@@ -61,12 +59,6 @@ ERR_REASON_RWOP_CONFLICT = (
 READ_WRITE_ONCE_POD = "ReadWriteOncePod"
 
 _CONFLICT_SOURCES = ("gcePersistentDisk", "awsElasticBlockStore", "rbd", "iscsi")
-
-
-class Args(BaseModel):
-    """VolumeRestrictions takes no arguments."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
 def needs_restrictions_check(vol: Mapping[str, Any]) -> bool:
@@ -213,5 +205,5 @@ class VolumeRestrictions:
         return None
 
 
-def new(args: Args, handle: Handle) -> VolumeRestrictions:
+def new(args: NoArgs, handle: Handle) -> VolumeRestrictions:
     return VolumeRestrictions(handle)

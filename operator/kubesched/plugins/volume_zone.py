@@ -19,8 +19,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict
-
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import (
     ActionType,
@@ -32,11 +30,12 @@ from kubesched.framework.interface import (
     PreFilterResult,
 )
 from kubesched.framework.nodeinfo import NodeInfo
+from kubesched.framework.registry import NoArgs
 from kubesched.framework.status import Status
 from kubesched.framework.storage import PV, PVC, STORAGE_CLASS, not_found, pvc_class
 from kubesched.framework.types import Pod
 
-__all__ = ["ERR_REASON_CONFLICT", "NAME", "TOPOLOGY_LABELS", "Args", "VolumeZone", "new"]
+__all__ = ["ERR_REASON_CONFLICT", "NAME", "TOPOLOGY_LABELS", "VolumeZone", "new"]
 
 NAME = "VolumeZone"
 PRE_FILTER_STATE_KEY = "PreFilter" + NAME
@@ -49,12 +48,6 @@ ZONE = "topology.kubernetes.io/zone"
 REGION = "topology.kubernetes.io/region"
 TOPOLOGY_LABELS = (BETA_ZONE, BETA_REGION, ZONE, REGION)
 _GA = {BETA_ZONE: ZONE, BETA_REGION: REGION}
-
-
-class Args(BaseModel):
-    """VolumeZone takes no arguments."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,5 +168,5 @@ class VolumeZone:
         return None
 
 
-def new(args: Args, handle: Handle) -> VolumeZone:
+def new(args: NoArgs, handle: Handle) -> VolumeZone:
     return VolumeZone(handle)

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from kubesched.framework.cluster_port import NotFound
 from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.registry import NoArgs
 from kubesched.framework.status import Code
 from kubesched.plugins import default_binder
 from tests.builders import make_pod
@@ -9,14 +10,14 @@ from tests.unit.plugins.fakes import FakeHandle
 
 
 async def test_bind_writes_the_binding(handle: FakeHandle) -> None:
-    plugin = default_binder.new(default_binder.Args(), handle)
+    plugin = default_binder.new(NoArgs(), handle)
     pod = make_pod("web").pod()
     assert await plugin.bind(CycleState(), pod, "n1") is None
     assert handle.cluster.binds == [("default/web", "n1")]
 
 
 async def test_bind_failure_is_an_error_status(handle: FakeHandle) -> None:
-    plugin = default_binder.new(default_binder.Args(), handle)
+    plugin = default_binder.new(NoArgs(), handle)
     err = NotFound('pods "web" not found')
     handle.cluster.bind_error = err
     status = await plugin.bind(CycleState(), make_pod("web").pod(), "n1")

@@ -14,6 +14,7 @@ import pytest
 
 from kubesched.backend.cache import Cache
 from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.registry import NoArgs
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.types import Pod
 from kubesched.plugins import image_locality
@@ -32,7 +33,7 @@ def cluster(*nodes: NodeBuilder) -> Snapshot:
 
 
 def scores(snap: Snapshot, pod: Pod) -> dict[str, int]:
-    pl = image_locality.new(image_locality.Args(), FakeHandle(snap))
+    pl = image_locality.new(NoArgs(), FakeHandle(snap))
     state = CycleState()
     out = {}
     for ni in snap.node_infos:

@@ -10,6 +10,7 @@ import pytest
 
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import ActionType, ClusterEvent, EventResource
+from kubesched.framework.registry import NoArgs
 from kubesched.framework.runtime import FrameworkServices
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Status
@@ -28,7 +29,7 @@ REASON = "node(s) didn't match Pod's required features"
 
 
 def plugin() -> ndf.NodeDeclaredFeatures:
-    return ndf.new(ndf.Args(), FakeHandle())
+    return ndf.new(NoArgs(), FakeHandle())
 
 
 def restart_rule(action: str) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from hypothesis import HealthCheck, given, settings
 
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import ActionType, ClusterEvent, EventResource, PreFilterResult
+from kubesched.framework.registry import NoArgs
 from kubesched.framework.runtime import FrameworkServices
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Status
@@ -29,12 +30,12 @@ MISMATCH = Status.unresolvable("node(s) didn't match the requested node name", p
     ],
 )
 def test_filter(pod: Pod, node: str, expected: Status | None, handle: FakeHandle) -> None:
-    plugin = node_name.new(node_name.Args(), handle)
+    plugin = node_name.new(NoArgs(), handle)
     assert plugin.filter(CycleState(), pod, make_node(node).info()) == expected
 
 
 def test_filter_mask_selects_the_named_row(handle: FakeHandle) -> None:
-    plugin = node_name.new(node_name.Args(), handle)
+    plugin = node_name.new(NoArgs(), handle)
     snap = Snapshot([make_node(n).info() for n in ("a", "b", "c")])
     mask = plugin.filter_mask(CycleState(), make_pod("p").spec(nodeName="b").pod(), snap)
     assert mask is not None
@@ -45,7 +46,7 @@ def test_filter_mask_selects_the_named_row(handle: FakeHandle) -> None:
 
 
 def test_events(handle: FakeHandle) -> None:
-    plugin = node_name.new(node_name.Args(), handle)
+    plugin = node_name.new(NoArgs(), handle)
     assert [e.event for e in plugin.events_to_register()] == [
         ClusterEvent(EventResource.NODE, ActionType.ADD)
     ]
@@ -55,7 +56,7 @@ def test_events(handle: FakeHandle) -> None:
 @given(cases())
 def test_filter_mask_equals_filter(case: tuple[Snapshot, Pod]) -> None:
     snap, pod = case
-    plugin = node_name.new(node_name.Args(), FakeHandle(snap))
+    plugin = node_name.new(NoArgs(), FakeHandle(snap))
     state = CycleState()
     mask = plugin.filter_mask(state, pod, snap)
     expected = [plugin.filter(state, pod, ni) is None for ni in snap.node_infos]
@@ -65,7 +66,7 @@ def test_filter_mask_equals_filter(case: tuple[Snapshot, Pod]) -> None:
 
 # -- v1.37: PreFilter narrows to the named node ----------------------------------------------------
 def test_pre_filter_narrows_to_the_named_node(handle: FakeHandle) -> None:
-    plugin = node_name.new(node_name.Args(), handle)
+    plugin = node_name.new(NoArgs(), handle)
     result, status = plugin.pre_filter(CycleState(), make_pod("p").spec(nodeName="b").pod(), [])
     assert status is None
     assert result == PreFilterResult({"b"})

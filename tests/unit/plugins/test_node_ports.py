@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import ActionType, ClusterEvent, EventResource
 from kubesched.framework.nodeinfo import NodeInfo
+from kubesched.framework.registry import NoArgs
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import Pod
@@ -19,7 +20,7 @@ REASON = "node(s) didn't have free ports for the requested pod ports"
 
 
 def plugin() -> node_ports.NodePorts:
-    return node_ports.new(node_ports.Args(), FakeHandle())
+    return node_ports.new(NoArgs(), FakeHandle())
 
 
 def port_pod(name: str, *ports: tuple[int, str, str]) -> Pod:

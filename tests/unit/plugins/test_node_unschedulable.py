@@ -7,6 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import ActionType, ClusterEvent, EventResource
 from kubesched.framework.nodeinfo import NodeInfo
+from kubesched.framework.registry import NoArgs
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Status
 from kubesched.framework.types import Pod
@@ -61,12 +62,12 @@ KEY = "node.kubernetes.io/unschedulable"
     ],
 )
 def test_filter(pod: Pod, node: NodeInfo, expected: Status | None, handle: FakeHandle) -> None:
-    plugin = node_unschedulable.new(node_unschedulable.Args(), handle)
+    plugin = node_unschedulable.new(NoArgs(), handle)
     assert plugin.filter(CycleState(), pod, node) == expected
 
 
 def test_events(handle: FakeHandle) -> None:
-    plugin = node_unschedulable.new(node_unschedulable.Args(), handle)
+    plugin = node_unschedulable.new(NoArgs(), handle)
     assert [e.event for e in plugin.events_to_register()] == [
         ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_TAINT),
         ClusterEvent(EventResource.POD, ActionType.UPDATE_POD_TOLERATIONS),
@@ -77,7 +78,7 @@ def test_events(handle: FakeHandle) -> None:
 @given(cases())
 def test_filter_mask_equals_filter(case: tuple[Snapshot, Pod]) -> None:
     snap, pod = case
-    plugin = node_unschedulable.new(node_unschedulable.Args(), FakeHandle(snap))
+    plugin = node_unschedulable.new(NoArgs(), FakeHandle(snap))
     state = CycleState()
     mask = plugin.filter_mask(state, pod, snap)
     expected = [plugin.filter(state, pod, ni) is None for ni in snap.node_infos]
@@ -87,8 +88,7 @@ def test_filter_mask_equals_filter(case: tuple[Snapshot, Pod]) -> None:
 
 def test_hints(handle: FakeHandle) -> None:
     node_hint, pod_hint = (
-        r.hint
-        for r in node_unschedulable.new(node_unschedulable.Args(), handle).events_to_register()
+        r.hint for r in node_unschedulable.new(NoArgs(), handle).events_to_register()
     )
     assert node_hint is not None and pod_hint is not None
     pod = make_pod("p").uid("p").pod()

@@ -5,6 +5,7 @@ from typing import Any
 import pytest
 
 from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.registry import NoArgs
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import Pod
 from kubesched.plugins import node_volume_limits as nvl
@@ -36,7 +37,7 @@ def using(name: str, *claim_names: str, node: str = "") -> Pod:
 
 def run(pod: Pod, existing: list[Pod], objs: list[dict[str, Any]]) -> Status | None:
     ni = make_node("n1").info(*existing)
-    pl = nvl.new(nvl.Args(), FakeHandle(store=FakeStore(*objs)))
+    pl = nvl.new(NoArgs(), FakeHandle(store=FakeStore(*objs)))
     state = CycleState()
     _, s = pl.pre_filter(state, pod, [ni])
     if s is not None:
@@ -103,7 +104,7 @@ def test_node_allocatable_attach_limit_is_ignored() -> None:
     # kube-scheduler (v1.34 and v1.37) reads limits from CSINode only.
     objs = claims("a", "b")
     ni = make_node("n1").alloc(cpu="4", **{"attachable-volumes-csi-" + DRIVER: "1"}).info()
-    pl = nvl.new(nvl.Args(), FakeHandle(store=FakeStore(*objs)))
+    pl = nvl.new(NoArgs(), FakeHandle(store=FakeStore(*objs)))
     assert pl.filter(CycleState(), using("p", "a", "b"), ni) is None
 
 
@@ -190,7 +191,7 @@ def test_driver_must_be_installed(
 def test_csinode_update_hint_queues_when_a_limit_grows() -> None:
     reg = [
         r
-        for r in nvl.new(nvl.Args(), FakeHandle()).events_to_register()
+        for r in nvl.new(NoArgs(), FakeHandle()).events_to_register()
         if r.event.resource.value == "CSINode" and r.hint is not None
     ]
     assert len(reg) == 1

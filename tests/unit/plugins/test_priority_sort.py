@@ -5,6 +5,7 @@ import itertools
 import pytest
 
 from kubesched.framework.nodeinfo import QueuedPodInfo
+from kubesched.framework.registry import NoArgs
 from kubesched.plugins import priority_sort
 from tests.builders import make_pod
 from tests.unit.plugins.fakes import FakeHandle
@@ -32,13 +33,13 @@ def qpi(priority: int, timestamp: float, seq: int = 0) -> QueuedPodInfo:
     ],
 )
 def test_less(a: QueuedPodInfo, b: QueuedPodInfo, expected: bool, handle: FakeHandle) -> None:
-    plugin = priority_sort.new(priority_sort.Args(), handle)
+    plugin = priority_sort.new(NoArgs(), handle)
     assert plugin.less(a, b) is expected
     assert (plugin.sort_key(a) < plugin.sort_key(b)) is expected
 
 
 def test_sort_key_orders_a_queue_like_less(handle: FakeHandle) -> None:
-    plugin = priority_sort.new(priority_sort.Args(), handle)
+    plugin = priority_sort.new(NoArgs(), handle)
     infos = [qpi(0, 3.0, 1), qpi(100, 9.0, 2), qpi(0, 1.0, 3), qpi(100, 9.0, 0), qpi(50, 0.0, 4)]
     ordered = sorted(infos, key=plugin.sort_key)
     assert [(q.pod.priority, q.timestamp, q.seq) for q in ordered] == [

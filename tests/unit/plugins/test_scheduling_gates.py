@@ -6,6 +6,7 @@ import pytest
 
 from kubesched.backend.queue import SchedulingQueue
 from kubesched.framework.interface import ActionType, ClusterEvent, EventResource
+from kubesched.framework.registry import NoArgs
 from kubesched.framework.status import Code
 from kubesched.framework.types import Pod
 from kubesched.plugins import scheduling_gates
@@ -14,7 +15,7 @@ from tests.unit.plugins.fakes import FakeHandle
 
 
 def plugin() -> scheduling_gates.SchedulingGates:
-    return scheduling_gates.new(scheduling_gates.Args(), FakeHandle())
+    return scheduling_gates.new(NoArgs(), FakeHandle())
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import ActionType, ClusterEvent, EventResource
+from kubesched.framework.registry import NoArgs
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Status
 from kubesched.framework.types import Pod
@@ -85,7 +86,7 @@ def untolerated(key: str, value: str) -> Status:
     ],
 )
 def test_filter(pod: Pod, node: NodeBuilder, expected: Status | None, handle: FakeHandle) -> None:
-    plugin = taint_toleration.new(taint_toleration.Args(), handle)
+    plugin = taint_toleration.new(NoArgs(), handle)
     assert plugin.filter(CycleState(), pod, node.info()) == expected
 
 
@@ -126,7 +127,7 @@ def test_filter(pod: Pod, node: NodeBuilder, expected: Status | None, handle: Fa
     ],
 )
 def test_score(pod: Pod, node: NodeBuilder, expected: int, handle: FakeHandle) -> None:
-    plugin = taint_toleration.new(taint_toleration.Args(), handle)
+    plugin = taint_toleration.new(NoArgs(), handle)
     state = CycleState()
     assert plugin.pre_score(state, pod, []) is None
     assert plugin.score(state, pod, node.info()) == (expected, None)
@@ -145,14 +146,14 @@ def test_score(pod: Pod, node: NodeBuilder, expected: int, handle: FakeHandle) -
     ],
 )
 def test_normalize_score(raw: list[int], normalized: list[int], handle: FakeHandle) -> None:
-    plugin = taint_toleration.new(taint_toleration.Args(), handle)
+    plugin = taint_toleration.new(NoArgs(), handle)
     scores = np.array(raw, dtype=np.int64)
     assert plugin.normalize_score(CycleState(), make_pod("p").pod(), scores) is None
     assert scores.tolist() == normalized
 
 
 def test_events(handle: FakeHandle) -> None:
-    plugin = taint_toleration.new(taint_toleration.Args(), handle)
+    plugin = taint_toleration.new(NoArgs(), handle)
     assert [e.event for e in plugin.events_to_register()] == [
         ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_TAINT),
         ClusterEvent(EventResource.POD, ActionType.UPDATE_POD_TOLERATIONS),
@@ -163,7 +164,7 @@ def test_events(handle: FakeHandle) -> None:
 @given(cases())
 def test_filter_mask_equals_filter(case: tuple[Snapshot, Pod]) -> None:
     snap, pod = case
-    plugin = taint_toleration.new(taint_toleration.Args(), FakeHandle(snap))
+    plugin = taint_toleration.new(NoArgs(), FakeHandle(snap))
     state = CycleState()
     mask = plugin.filter_mask(state, pod, snap)
     expected = [plugin.filter(state, pod, ni) is None for ni in snap.node_infos]
@@ -176,7 +177,7 @@ def test_filter_mask_equals_filter(case: tuple[Snapshot, Pod]) -> None:
 def test_score_vector_equals_score(case: tuple[Snapshot, Pod], data: st.DataObject) -> None:
     snap, pod = case
     rows = draw_rows(data, len(snap))
-    plugin = taint_toleration.new(taint_toleration.Args(), FakeHandle(snap))
+    plugin = taint_toleration.new(NoArgs(), FakeHandle(snap))
     state = CycleState()
     plugin.pre_score(state, pod, snap.node_infos)
     got = plugin.score_vector(state, pod, snap, rows)
@@ -187,7 +188,7 @@ def test_score_vector_equals_score(case: tuple[Snapshot, Pod], data: st.DataObje
 
 def test_hints(handle: FakeHandle) -> None:
     node_hint, pod_hint = (
-        r.hint for r in taint_toleration.new(taint_toleration.Args(), handle).events_to_register()
+        r.hint for r in taint_toleration.new(NoArgs(), handle).events_to_register()
     )
     assert node_hint is not None and pod_hint is not None
     pod = make_pod("p").uid("p").pod()

@@ -6,6 +6,7 @@ import pytest
 
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import ActionType
+from kubesched.framework.registry import NoArgs
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import Pod
@@ -41,7 +42,7 @@ RBD_RO = {"rbd": {"monitors": ["m1"], "image": "img", "readOnly": True}}
 def run(pod: Pod, *existing: Pod, store: FakeStore | None = None) -> Status | None:
     ni = make_node("n1").info(*existing)
     handle = FakeHandle(Snapshot([ni]), store=store or FakeStore())
-    pl = vr.new(vr.Args(), handle)
+    pl = vr.new(NoArgs(), handle)
     state = CycleState()
     _, s = pl.pre_filter(state, pod, [ni])
     if s is not None:
@@ -101,7 +102,7 @@ def test_rwop_conflict_counts_users_on_any_node() -> None:
     store = FakeStore(make_pvc("data", modes=("ReadWriteOncePod",)))
     n1 = make_node("n1").info()
     n2 = make_node("n2").info(make_pod("user").pvc("data").node("n2").pod())
-    pl = vr.new(vr.Args(), FakeHandle(Snapshot([n1, n2]), store=store))
+    pl = vr.new(NoArgs(), FakeHandle(Snapshot([n1, n2]), store=store))
     state = CycleState()
     pod = make_pod("p").pvc("data").pod()
     assert pl.pre_filter(state, pod, [n1, n2]) == (None, None)
@@ -112,7 +113,7 @@ def test_rwop_remove_pod_lets_preemption_resolve_the_conflict() -> None:
     store = FakeStore(make_pvc("data", modes=("ReadWriteOncePod",)))
     user = make_pod("user").pvc("data").node("n1").pod()
     ni = make_node("n1").info(user)
-    pl = vr.new(vr.Args(), FakeHandle(Snapshot([ni]), store=store))
+    pl = vr.new(NoArgs(), FakeHandle(Snapshot([ni]), store=store))
     state = CycleState()
     pod = make_pod("p").pvc("data").pod()
     pl.pre_filter(state, pod, [ni])
@@ -135,6 +136,6 @@ def test_missing_claim_is_unresolvable() -> None:
 
 def test_node_events_are_additions_only() -> None:
     # A node update never changes this plugin's answer (kube-scheduler v1.37).
-    pl = vr.new(vr.Args(), FakeHandle())
+    pl = vr.new(NoArgs(), FakeHandle())
     node_events = [r.event for r in pl.events_to_register() if r.event.resource.value == "Node"]
     assert [e.action for e in node_events] == [ActionType.ADD]

@@ -6,6 +6,7 @@ import pytest
 
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import ActionType
+from kubesched.framework.registry import NoArgs
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Code, Status
 from kubesched.plugins import volume_zone as vz
@@ -25,7 +26,7 @@ def run(pv_labels: dict[str, str], node_labels: dict[str, str]) -> Status | None
     for k, v in node_labels.items():
         nb.label(k, v)
     ni = nb.info()
-    pl = vz.new(vz.Args(), FakeHandle(Snapshot([ni]), store=store))
+    pl = vz.new(NoArgs(), FakeHandle(Snapshot([ni]), store=store))
     state = CycleState()
     pod = make_pod("p").pvc("data").pod()
     _, s = pl.pre_filter(state, pod, [ni])
@@ -62,7 +63,7 @@ def test_pv_without_topology_skips() -> None:
 
 
 def prefilter(*objs: dict[str, Any]) -> Status | None:
-    pl = vz.new(vz.Args(), FakeHandle(store=FakeStore(*objs)))
+    pl = vz.new(NoArgs(), FakeHandle(store=FakeStore(*objs)))
     return pl.pre_filter(CycleState(), make_pod("p").pvc("data").pod(), [])[1]
 
 
@@ -99,6 +100,6 @@ def test_wait_for_first_consumer_claim_is_skipped() -> None:
 
 def test_node_events_are_additions_and_label_updates() -> None:
     # Taint updates do not requeue (kube-scheduler v1.37, queueing hints on).
-    pl = vz.new(vz.Args(), FakeHandle())
+    pl = vz.new(NoArgs(), FakeHandle())
     node_events = [r.event for r in pl.events_to_register() if r.event.resource.value == "Node"]
     assert [e.action for e in node_events] == [ActionType.ADD | ActionType.UPDATE_NODE_LABEL]
