@@ -24,10 +24,23 @@ from kubesched.api.profile import PluginRef, Plugins, PluginSet, ProfileSpec
 from kubesched.framework.interface import (
     EXTENSION_POINTS,
     ActionType,
+    BindPlugin,
     ClusterEvent,
     ClusterEventWithHint,
     EnqueueExtensions,
     EventResource,
+    FilterPlugin,
+    PermitPlugin,
+    Plugin,
+    PostBindPlugin,
+    PostFilterPlugin,
+    PreBindPlugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    PreScorePlugin,
+    QueueSortPlugin,
+    ReservePlugin,
+    ScorePlugin,
 )
 from kubesched.framework.registry import Registry
 from kubesched.framework.runtime import Framework, FrameworkServices, PluginChain
@@ -43,20 +56,20 @@ __all__ = [
 
 log = logging.getLogger("kubesched.profiles")
 
-# KubeSchedulerConfiguration name -> (Plugins attribute, PluginChain attribute)
-_POINTS: dict[str, tuple[str, str]] = {
-    "preEnqueue": ("pre_enqueue", "pre_enqueue"),
-    "queueSort": ("queue_sort", "queue_sort"),
-    "preFilter": ("pre_filter", "pre_filter"),
-    "filter": ("filter", "filter"),
-    "postFilter": ("post_filter", "post_filter"),
-    "preScore": ("pre_score", "pre_score"),
-    "score": ("score", "score"),
-    "reserve": ("reserve", "reserve"),
-    "permit": ("permit", "permit"),
-    "preBind": ("pre_bind", "pre_bind"),
-    "bind": ("bind", "bind"),
-    "postBind": ("post_bind", "post_bind"),
+# KubeSchedulerConfiguration name -> Plugins attribute
+_POINTS: dict[str, str] = {
+    "preEnqueue": "pre_enqueue",
+    "queueSort": "queue_sort",
+    "preFilter": "pre_filter",
+    "filter": "filter",
+    "postFilter": "post_filter",
+    "preScore": "pre_score",
+    "score": "score",
+    "reserve": "reserve",
+    "permit": "permit",
+    "preBind": "pre_bind",
+    "bind": "bind",
+    "postBind": "post_bind",
 }
 
 
@@ -149,9 +162,9 @@ def compile_profile(
             p.name,
             f"plugins.multiPoint.enabled[{j}].name" if j is not None else "default plugins",
         )
-    resolved: dict[str, list[Any]] = {}
+    resolved: dict[str, list[Plugin]] = {}
     weights: dict[str, int | None] = {}
-    for point, (attr, _) in _POINTS.items():
+    for point, attr in _POINTS.items():
         resolved[point] = _resolve_point(point, getattr(plugins, attr), mp, instances, weights)
     mp_weights = {p.name: p.weight for p in mp.enabled}
     chain = _assemble_chain(resolved, weights, mp_weights, instances)
@@ -188,9 +201,9 @@ class _Instances:
         self.registry = registry
         self.args_by_name = args_by_name
         self.fwk = fwk
-        self.built: dict[str, Any] = {}
+        self.built: dict[str, Plugin] = {}
 
-    def get(self, name: str, where: str) -> Any:
+    def get(self, name: str, where: str) -> Plugin:
         """The plugin ``name``; ``where`` is the field that named it, for messages."""
         if name in self.built:
             return self.built[name]
@@ -224,7 +237,7 @@ def _resolve_point(
     mp: PluginSet,
     instances: _Instances,
     weights: dict[str, int | None],
-) -> list[Any]:
+) -> list[Plugin]:
     """The plugins of one extension point, in order: overrides of multiPoint entries,
     multiPoint's, then the point's other plugins. Records explicit ``score`` weights."""
     proto = EXTENSION_POINTS[point]
@@ -268,7 +281,7 @@ def _resolve_point(
 
 
 def _assemble_chain(
-    resolved: dict[str, list[Any]],
+    resolved: dict[str, list[Plugin]],
     weights: dict[str, int | None],
     mp_weights: dict[str, int | None],
     instances: _Instances,
@@ -288,19 +301,33 @@ def _assemble_chain(
         )
     if not resolved["bind"]:
         raise ProfileError("InvalidPlugin", "plugins.bind: at least one bind plugin is needed")
+    # Each point was resolved by ``isinstance`` against its Protocol: these filters keep
+    # every plugin and give mypy the point's type (once per compile, never per cycle).
+    if not isinstance(qs[0], QueueSortPlugin):  # the PrioritySort fallback was not checked
+        raise ProfileError(
+            "InvalidPlugin",
+            f"plugins.queueSort: plugin {qs[0].name!r} does not implement queueSort",
+        )
     chain.queue_sort = qs[0]
-    for point, (_, chain_attr) in _POINTS.items():
-        if point in ("queueSort", "score"):
-            continue
-        setattr(chain, chain_attr, resolved[point])
+    chain.pre_enqueue = [p for p in resolved["preEnqueue"] if isinstance(p, PreEnqueuePlugin)]
+    chain.pre_filter = [p for p in resolved["preFilter"] if isinstance(p, PreFilterPlugin)]
+    chain.filter = [p for p in resolved["filter"] if isinstance(p, FilterPlugin)]
+    chain.post_filter = [p for p in resolved["postFilter"] if isinstance(p, PostFilterPlugin)]
+    chain.pre_score = [p for p in resolved["preScore"] if isinstance(p, PreScorePlugin)]
     chain.score = [
         (p, (weights.get(p.name) if p.name in weights else mp_weights.get(p.name)) or 1)
         for p in resolved["score"]
+        if isinstance(p, ScorePlugin)
     ]
+    chain.reserve = [p for p in resolved["reserve"] if isinstance(p, ReservePlugin)]
+    chain.permit = [p for p in resolved["permit"] if isinstance(p, PermitPlugin)]
+    chain.pre_bind = [p for p in resolved["preBind"] if isinstance(p, PreBindPlugin)]
+    chain.bind = [p for p in resolved["bind"] if isinstance(p, BindPlugin)]
+    chain.post_bind = [p for p in resolved["postBind"] if isinstance(p, PostBindPlugin)]
     return chain
 
 
-def _registered_events(built: dict[str, Any]) -> dict[str, list[ClusterEventWithHint]]:
+def _registered_events(built: dict[str, Plugin]) -> dict[str, list[ClusterEventWithHint]]:
     """The cluster events each plugin says can make its pods schedulable."""
     events: dict[str, list[ClusterEventWithHint]] = {}
     for name, obj in built.items():

@@ -15,6 +15,7 @@ from kubesched.framework.runtime import PluginChain
 from kubesched.framework.status import Status
 from kubesched.framework.types import Pod
 from kubesched.plugins import in_tree_registry
+from kubesched.plugins.node_resources_fit import NodeResourcesFit
 from kubesched.profiles import ProfileError, compile_profile, default_profile_spec
 
 # kube-scheduler v1.37.2's default plugins per extension point, in order (the multiPoint
@@ -250,6 +251,7 @@ def test_plugin_config_args_reach_the_plugin() -> None:
         }
     )
     fit = next(p for p in chain.filter if p.name == "NodeResourcesFit")
+    assert isinstance(fit, NodeResourcesFit)
     assert fit.strategy.value == "MostAllocated"
 
 

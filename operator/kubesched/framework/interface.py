@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.nodeinfo import NodeInfo, QueuedPodInfo
@@ -51,8 +51,10 @@ __all__ = [
     "PreFilterResult",
     "PreScorePlugin",
     "QueueSortPlugin",
+    "QueueingHintFn",
     "ReservePlugin",
     "ScorePlugin",
+    "SortKey",
     "VectorFilterPlugin",
     "VectorScorePlugin",
     "WaitingPod",
@@ -138,8 +140,13 @@ class ClusterEvent:
         return covered and bool(self.action & registered.action)
 
 
-# A hint callback: (pod being requeued, old object, new object) -> True to requeue.
-QueueingHintFn = Any
+class QueueingHintFn(Protocol):
+    """A queueing hint: whether a cluster event may make ``pod`` schedulable (True: requeue
+    it). ``old``/``new`` are the object before and after (None on add/delete): a
+    :class:`Pod`, a :class:`Node`, or the raw mapping of other kinds. A hint narrows them
+    itself; one that raises counts as True."""
+
+    def __call__(self, pod: Pod, old: object, new: object, /) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,7 +260,13 @@ class Handle(Protocol):
 
 # -- extension points -------------------------------------------------------------------------
 class Plugin(Protocol):
+    """What every plugin has; a plugin factory returns one."""
+
     name: str
+
+
+SortKey = tuple[float | str, ...]
+"""A QueueSort key: numbers and strings compared in order (smaller first)."""
 
 
 @runtime_checkable
@@ -269,7 +282,7 @@ class QueueSortPlugin(Protocol):
 
     def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool: ...
 
-    def sort_key(self, qpi: QueuedPodInfo) -> Any:
+    def sort_key(self, qpi: QueuedPodInfo) -> SortKey:
         """A key ordering like ``less`` (smaller first); a fast path for the heap."""
         ...
 

@@ -12,17 +12,28 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from types import ModuleType
-from typing import Any
+from typing import TypeVar, overload
 
 import pydantic
 
-from kubesched.framework.interface import Handle
+from kubesched.framework.interface import Handle, Plugin
 
-__all__ = ["ENTRY_POINT_GROUP", "DuplicatePluginError", "PluginSpec", "Registry"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "DuplicatePluginError",
+    "Factory",
+    "NoArgs",
+    "PluginSpec",
+    "Registry",
+]
 
 ENTRY_POINT_GROUP = "kubesched.plugins"
 
-Factory = Callable[[Any, Handle], Any]
+ArgsT = TypeVar("ArgsT", bound=pydantic.BaseModel)
+
+Factory = Callable[[ArgsT, Handle], Plugin]
+"""A plugin module's ``new(args, handle)``: its decoded ``Args`` and the framework in,
+a plugin out (whose extension points the profile compiler reads off its methods)."""
 
 
 class DuplicatePluginError(ValueError):
@@ -39,10 +50,12 @@ class NoArgs(pydantic.BaseModel):
 class PluginSpec:
     name: str
     args: type[pydantic.BaseModel]
-    factory: Factory
+    factory: Factory[pydantic.BaseModel]
+    """Takes an instance of ``args`` (as :meth:`parse_args` returns); the registry wraps
+    the plugin's own factory so that any other model is refused with a TypeError."""
     source: str = ""
 
-    def parse_args(self, raw: Mapping[str, Any] | None) -> pydantic.BaseModel:
+    def parse_args(self, raw: Mapping[str, object] | None) -> pydantic.BaseModel:
         """Validate args; raises ``pydantic.ValidationError`` with field paths."""
         return self.args.model_validate(dict(raw or {}))
 
@@ -51,19 +64,28 @@ class Registry:
     def __init__(self) -> None:
         self._specs: dict[str, PluginSpec] = {}
 
+    @overload
+    def register(self, name: str, factory: Factory[NoArgs], *, source: str = "") -> None: ...
+
+    @overload
+    def register(
+        self, name: str, factory: Factory[ArgsT], args: type[ArgsT], *, source: str = ""
+    ) -> None: ...
+
     def register(
         self,
         name: str,
-        factory: Factory,
-        args: type[pydantic.BaseModel] = NoArgs,
+        factory: Factory[ArgsT] | Factory[NoArgs],
+        args: type[ArgsT] | type[NoArgs] = NoArgs,
         *,
         source: str = "",
     ) -> None:
+        """Add a plugin; mypy checks that ``factory`` takes ``args``' model."""
         if name in self._specs:
             raise DuplicatePluginError(
                 f"plugin {name!r} is already registered (by {self._specs[name].source or 'in-tree'})"
             )
-        self._specs[name] = PluginSpec(name, args, factory, source)
+        self._specs[name] = PluginSpec(name, args, _checked(name, factory, args), source)
 
     def register_module(self, module: ModuleType, *, source: str = "") -> None:
         name = getattr(module, "NAME", None)
@@ -99,3 +121,18 @@ class Registry:
 
     def names(self) -> list[str]:
         return sorted(self._specs)
+
+
+def _checked(
+    name: str, factory: Factory[ArgsT] | Factory[NoArgs], args: type[ArgsT] | type[NoArgs]
+) -> Factory[pydantic.BaseModel]:
+    """``factory`` taking any model, refusing (TypeError) one that is not ``args``'."""
+
+    def new(parsed: pydantic.BaseModel, handle: Handle) -> Plugin:
+        if not isinstance(parsed, args):
+            raise TypeError(f"plugin {name!r} takes {args.__name__}, not {type(parsed).__name__}")
+        # The overloads of Registry.register pair factory and args; mypy cannot
+        # follow that pairing through the union.
+        return factory(parsed, handle)  # type: ignore[arg-type]
+
+    return new

@@ -13,7 +13,6 @@ import contextlib
 import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -22,8 +21,23 @@ from kubesched.framework.cluster_port import ClusterPort, ObjectStore
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import (
     MAX_NODE_SCORE,
+    BindPlugin,
     ClusterEventWithHint,
+    FilterPlugin,
+    PermitPlugin,
+    PostBindPlugin,
+    PostFilterPlugin,
+    PostFilterResult,
+    PreBindPlugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
     PreFilterResult,
+    PreScorePlugin,
+    QueueSortPlugin,
+    ReservePlugin,
+    ScorePlugin,
+    VectorFilterPlugin,
+    VectorScorePlugin,
 )
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.snapshot import Snapshot
@@ -36,20 +50,22 @@ __all__ = ["Framework", "FrameworkServices", "PluginChain"]
 
 @dataclass(slots=True)
 class PluginChain:
-    """Resolved plugins per extension point, in order (what a profile compiles into)."""
+    """Resolved plugins per extension point, in order (what a profile compiles into).
+    Each field holds its point's Protocol, so only a plugin mypy knows implements the
+    point can be put there (the profile compiler narrows with ``isinstance`` once)."""
 
-    queue_sort: Any = None
-    pre_enqueue: list[Any] = field(default_factory=list)
-    pre_filter: list[Any] = field(default_factory=list)
-    filter: list[Any] = field(default_factory=list)
-    post_filter: list[Any] = field(default_factory=list)
-    pre_score: list[Any] = field(default_factory=list)
-    score: list[tuple[Any, int]] = field(default_factory=list)
-    reserve: list[Any] = field(default_factory=list)
-    permit: list[Any] = field(default_factory=list)
-    pre_bind: list[Any] = field(default_factory=list)
-    bind: list[Any] = field(default_factory=list)
-    post_bind: list[Any] = field(default_factory=list)
+    queue_sort: QueueSortPlugin | None = None
+    pre_enqueue: list[PreEnqueuePlugin] = field(default_factory=list)
+    pre_filter: list[PreFilterPlugin] = field(default_factory=list)
+    filter: list[FilterPlugin] = field(default_factory=list)
+    post_filter: list[PostFilterPlugin] = field(default_factory=list)
+    pre_score: list[PreScorePlugin] = field(default_factory=list)
+    score: list[tuple[ScorePlugin, int]] = field(default_factory=list)
+    reserve: list[ReservePlugin] = field(default_factory=list)
+    permit: list[PermitPlugin] = field(default_factory=list)
+    pre_bind: list[PreBindPlugin] = field(default_factory=list)
+    bind: list[BindPlugin] = field(default_factory=list)
+    post_bind: list[PostBindPlugin] = field(default_factory=list)
 
     def names(self) -> dict[str, list[str]]:
         """Extension point -> plugin names (weights as ``name:weight`` for score)."""
@@ -125,14 +141,20 @@ class Framework:
         self.chain = PluginChain()
         self.events: dict[str, list[ClusterEventWithHint]] = {}
         self.waiting_pods: dict[str, WaitingPodImpl] = {}
-        self._vector_filter: dict[str, bool] = {}
-        self._vector_score: dict[str, bool] = {}
+        self._vector_filter: dict[str, VectorFilterPlugin | None] = {}
+        """Filter plugin name -> the plugin if it also filters vectors (read per cycle)."""
+        self._vector_score: dict[str, VectorScorePlugin | None] = {}
+        """Score plugin name -> the plugin if it also scores vectors (read per cycle)."""
 
     def set_chain(self, chain: PluginChain, events: dict[str, list[ClusterEventWithHint]]) -> None:
         self.chain = chain
         self.events = events
-        self._vector_filter = {p.name: hasattr(p, "filter_mask") for p in chain.filter}
-        self._vector_score = {p.name: hasattr(p, "score_vector") for p, _ in chain.score}
+        self._vector_filter = {
+            p.name: p if isinstance(p, VectorFilterPlugin) else None for p in chain.filter
+        }
+        self._vector_score = {
+            p.name: p if isinstance(p, VectorScorePlugin) else None for p, _ in chain.score
+        }
 
     # -- Handle -------------------------------------------------------------------------------
     @property
@@ -241,17 +263,18 @@ class Framework:
 
     def filter_masks(
         self, state: CycleState, pod: Pod, snapshot: Snapshot
-    ) -> tuple[npt.NDArray[np.bool_] | None, list[Any], dict[str, npt.NDArray[np.bool_]]]:
+    ) -> tuple[npt.NDArray[np.bool_] | None, list[FilterPlugin], dict[str, npt.NDArray[np.bool_]]]:
         """Vector filters over every node: (AND of masks or None, scalar-only plugins,
         per-plugin masks for diagnosis)."""
         combined: npt.NDArray[np.bool_] | None = None
-        scalar: list[Any] = []
+        scalar: list[FilterPlugin] = []
         masks: dict[str, npt.NDArray[np.bool_]] = {}
         skip = state.skip_filter_plugins
         for p in self.chain.filter:
             if skip and p.name in skip:
                 continue
-            m = p.filter_mask(state, pod, snapshot) if self._vector_filter[p.name] else None
+            vector = self._vector_filter[p.name]
+            m = vector.filter_mask(state, pod, snapshot) if vector is not None else None
             if m is None:
                 scalar.append(p)
                 continue
@@ -260,7 +283,7 @@ class Framework:
         return combined, scalar, masks
 
     def run_scalar_filters(
-        self, plugins: list[Any], state: CycleState, pod: Pod, node_info: NodeInfo
+        self, plugins: list[FilterPlugin], state: CycleState, pod: Pod, node_info: NodeInfo
     ) -> Status | None:
         for p in plugins:
             try:
@@ -337,12 +360,12 @@ class Framework:
 
     def run_post_filter(
         self, state: CycleState, pod: Pod, statuses: dict[str, Status]
-    ) -> tuple[Any, Status | None]:
+    ) -> tuple[PostFilterResult | None, Status | None]:
         """Runs PostFilter plugins until one succeeds (or says UnschedulableAndUnresolvable).
         On failure the result is the last one a rejecting plugin returned (e.g. an empty
         nomination from preemption, which clears the pod's nominatedNodeName)."""
         reasons: list[str] = []
-        result: Any = None
+        result: PostFilterResult | None = None
         for p in self.chain.post_filter:
             try:
                 r, s = p.post_filter(state, pod, statuses)
@@ -409,11 +432,10 @@ class Framework:
         for p, _ in self.chain.score:
             if skip and p.name in skip:
                 continue
+            vector = None if scalar else self._vector_score[p.name]
             try:
                 scores = (
-                    p.score_vector(state, pod, snapshot, rows)
-                    if self._vector_score[p.name] and not scalar
-                    else None
+                    vector.score_vector(state, pod, snapshot, rows) if vector is not None else None
                 )
                 if scores is None:
                     out = np.empty(len(rows), dtype=np.int64)

@@ -15,12 +15,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import orjson
 
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import Pod
+
+if TYPE_CHECKING:
+    from kubesched.framework.interface import Plugin
+    from kubesched.framework.runtime import PluginChain
 
 __all__ = [
     "FEATURES",
@@ -37,6 +41,7 @@ __all__ = [
     "PodSigner",
     "SignFragment",
     "SignPlugin",
+    "Signer",
     "host_ports_fragment",
     "image_names_fragment",
     "node_affinity_fragments",
@@ -61,8 +66,11 @@ IMAGE_NAMES = "v1.Pod.Spec.CanonicalImageNames()"
 LABELS = "v1.Pod.Labels"
 FEATURES = "v1.Pod.Spec.RequiredFeatures()"
 
-SignFragment = tuple[str, Any]
-"""(key, JSON-able value)."""
+SignFragment = tuple[str, object]
+"""(key, JSON-able value; :meth:`PodSigner.sign` refuses a pod whose fragments are not)."""
+
+Signer = Callable[[Pod], tuple[list[SignFragment], Status | None]]
+"""A plugin's ``sign_pod``: fragments and None, or a non-success status (unbatchable)."""
 
 _POD_LOCAL_VOLUMES = frozenset({"configMap", "secret", "emptyDir", "downwardAPI", "projected"})
 """Volume sources no scheduler plugin reads: left out of the signature, or no two pods
@@ -141,10 +149,10 @@ class PodSigner:
 
     def __init__(
         self,
-        plugins: Iterable[Any],
-        lookup: Callable[[Any], Callable[[Pod], tuple[list[SignFragment], Status | None]] | None],
+        plugins: Iterable[Plugin],
+        lookup: Callable[[Plugin], Signer | None],
     ) -> None:
-        self.signers: list[tuple[str, Callable[[Pod], tuple[list[SignFragment], Status | None]]]]
+        self.signers: list[tuple[str, Signer]]
         self.signers = []
         self.unsupported: list[str] = []
         seen: set[str] = set()
@@ -171,7 +179,7 @@ class PodSigner:
         """The pod's signature, or None when it is unbatchable."""
         if self.unsupported or pod.spec.get("resourceClaims"):
             return None
-        frags: dict[str, Any] = {SCHEDULER_NAME: pod.scheduler_name}
+        frags: dict[str, object] = {SCHEDULER_NAME: pod.scheduler_name}
         for name, signer in self.signers:
             try:
                 fragments, status = signer(pod)
@@ -189,7 +197,7 @@ class PodSigner:
             return None
 
 
-def signing_plugins(chain: Any) -> Sequence[Any]:
+def signing_plugins(chain: PluginChain) -> Sequence[Plugin]:
     """The plugins of a chain whose answers a signature must cover."""
     return [
         *chain.pre_filter,

@@ -155,9 +155,12 @@ class Scheduler:
         spec = profile.spec
         name = spec.scheduler_name
         old = self.queues.queue(name)
+        queue_sort = chain.queue_sort
+        if queue_sort is None:  # compile_profile never builds such a chain
+            raise ValueError(f"profile {name!r} has no queueSort plugin")
         q = SchedulingQueue(
-            sort_key=getattr(chain.queue_sort, "sort_key", None),
-            less=chain.queue_sort.less,
+            sort_key=getattr(queue_sort, "sort_key", None),
+            less=queue_sort.less,
             pre_enqueue=chain.pre_enqueue,
             events=fwk.events,
             initial_backoff=spec.backoff.initial_seconds,

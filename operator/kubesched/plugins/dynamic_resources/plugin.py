@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -186,8 +186,10 @@ class DynamicResources:
             ),
         ]
 
-    def _claim_changed(self, pod: Pod, old: Obj | None, new: Obj | None) -> bool:
+    def _claim_changed(self, pod: Pod, old_obj: object, new_obj: object) -> bool:
         """kube's isSchedulableAfterClaimChange."""
+        old = old_obj if isinstance(old_obj, Mapping) else None
+        new = new_obj if isinstance(new_obj, Mapping) else None
         if new is None:
             return bool(old is not None and (old.get("status") or {}).get("allocation"))
         uid = (new.get("metadata") or {}).get("uid")

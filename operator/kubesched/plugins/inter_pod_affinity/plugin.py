@@ -255,12 +255,14 @@ class InterPodAffinity:
             ),
         ]
 
-    def _after_pod_change(self, pod: Pod, old: Pod | None, new: Pod | None) -> bool:
+    def _after_pod_change(self, pod: Pod, old_obj: object, new_obj: object) -> bool:
         """Queueing hint (kube-scheduler v1.37). The pod's own label update (TargetPod):
         always. Another pod must be placed or nominated; added, it may satisfy the
         affinity (one pod matching every term); relabelled, it may start to match the
         affinity or stop matching any anti-affinity term; deleted, it may have matched
         an anti-affinity term, or its own anti-affinity may have matched this pod."""
+        old = old_obj if isinstance(old_obj, Pod) else None
+        new = new_obj if isinstance(new_obj, Pod) else None
         if old is not None and new is not None and new.uid == pod.uid:
             return True
         if (new is not None and not (new.node_name or new.nominated_node_name)) or (
@@ -281,10 +283,12 @@ class InterPodAffinity:
             return True
         return _match_any(self._terms.lenient(old).required_anti, pod)
 
-    def _after_node_change(self, pod: Pod, old: Node | None, new: Node | None) -> bool:
+    def _after_node_change(self, pod: Pod, old_obj: object, new_obj: object) -> bool:
         """Queueing hint (kube's isSchedulableAfterNodeChange): a node that gains an
         affinity topology key (new, or added, or changed value), any new node when the
         pod has anti-affinity, or a node losing or changing an anti-affinity key."""
+        old = old_obj if isinstance(old_obj, Node) else None
+        new = new_obj if isinstance(new_obj, Node) else None
         if new is None:
             return True
         terms = self._terms.lenient(pod)
