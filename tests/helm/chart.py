@@ -138,6 +138,13 @@ def one(objects: Iterable[JSON], kind: str) -> JSON:
     return found[0]
 
 
+def deployment_container(objects: Iterable[JSON]) -> JSON:
+    """The scheduler's container in the rendered Deployment."""
+    pod = one(objects, "Deployment")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    return dict(container)
+
+
 AUTH_DELEGATOR = "system:auth-delegator"
 
 

@@ -29,6 +29,7 @@ from tests.helm.chart import (
     REPO,
     Helm,
     HelmError,
+    deployment_container,
     of_kind,
     one,
     scheduler_binding,
@@ -99,12 +100,6 @@ def grants(rules: list[JSON], group: str, resource: str, verb: str) -> bool:
         and verb in r.get("verbs", ())
         for r in rules
     )
-
-
-def deployment_container(objects: list[JSON]) -> JSON:
-    pod = one(objects, "Deployment")["spec"]["template"]["spec"]
-    (container,) = pod["containers"]
-    return dict(container)
 
 
 # -- lint and metadata ----------------------------------------------------------------------

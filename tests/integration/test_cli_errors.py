@@ -271,9 +271,10 @@ def test_every_run_flag_names_its_environment_variable(
     for flag, field in FLAGS.items():
         entry = help_text[help_text.index(f" {flag}") :]
         entry = entry[: entry.index("]") + 1]
-        assert entry.endswith(f"[{env_var(field)}]"), (flag, entry)
-    assert "[KUBESCHED_CLIENT_QPS]" in help_text
+        assert entry.endswith(f"[env {env_var(field)}]"), (flag, entry)
+    assert "[env KUBESCHED_CLIENT_QPS]" in help_text
     assert "--log-level {debug,info,warning,error} the least severe log records" in help_text
+    assert "--opportunistic-batching, --no-opportunistic-batching a pod with" in help_text
 
 
 def test_the_kubectl_plugin_is_the_same_command(capsys: pytest.CaptureFixture[str]) -> None:

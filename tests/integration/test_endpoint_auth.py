@@ -169,7 +169,7 @@ async def test_an_unreachable_api_server_refuses_and_is_not_cached(
     ids=["fresh-run-localhost", "delegated-everywhere", "delegated-one-ip", "ipv6-lo", "name"],
 )
 def test_where_the_endpoints_listen(given: dict[str, Any], address: str) -> None:
-    s = Settings.load(given, env={})
+    s = Settings.load(given)
     assert s.listen_address == address
 
 
@@ -182,15 +182,18 @@ def test_where_the_endpoints_listen(given: dict[str, Any], address: str) -> None
     ids=["flag", "env"],
 )
 def test_an_open_address_without_delegation_is_refused_in_the_users_words(
-    given: dict[str, Any], env: dict[str, str], who: str
+    given: dict[str, Any], env: dict[str, str], who: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import pydantic
 
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
     with pytest.raises(pydantic.ValidationError) as e:
-        Settings.load(given, env=env)
+        Settings.load(given)
     assert _settings_message(e.value, given, env) == (
         f"{who} 0.0.0.0 without --delegate-auth would serve /metrics, /debug and "
         "/explain (every pod) to anyone who reaches it: turn on --delegate-auth or bind "
         "to 127.0.0.1"
     )
-    assert Settings.load(given, env={**env, "KUBESCHED_DELEGATE_AUTH": "true"}).delegate_auth
+    monkeypatch.setenv("KUBESCHED_DELEGATE_AUTH", "true")
+    assert Settings.load(given).delegate_auth

@@ -1,9 +1,9 @@
 """``kubesched run``: schedule pods on a real cluster.
 
-Every flag sets one field of :class:`kubesched.operator.settings.Settings`, as does its
-``KUBESCHED_<FIELD>`` environment variable; :data:`FLAGS` is that mapping, read both to
-build the parser (each flag's help names its variable) and to word a refused value in
-the user's terms (the flag or the variable they set, never the field)."""
+The parser is built from :func:`kubesched.operator.settings.options`: every setting has
+one flag, typed after its field, whose help ends with its environment variable
+(``[env KUBESCHED_PORT]``). A refused value is worded in the user's terms (the flag or the
+variable they set, never the field)."""
 
 from __future__ import annotations
 
@@ -11,43 +11,20 @@ import argparse
 import os
 import re
 import sys
+import types
+import typing
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from kubesched.cli.common import EXIT_OK, BadInput, run_async, seconds
+from kubesched.operator.settings import ENV_PREFIX, Option, Settings, env_name, options
 
-__all__ = ["FLAGS", "add"]
+__all__ = ["ENV_PREFIX", "FLAGS", "add", "env_var"]
 
-ENV_PREFIX = "KUBESCHED_"  # kubesched.operator.settings.ENV_PREFIX (checked by a test)
+#: flag -> Settings field, for every setting. A bool's ``--x`` also has ``--no-x``.
+FLAGS: dict[str, str] = {opt.flag: field for field, opt in options().items()}
 
-#: flag -> Settings field. ``--leader-elect`` also has ``--no-leader-elect``.
-FLAGS: dict[str, str] = {
-    "--kubeconfig": "kubeconfig",
-    "--scheduler-name": "scheduler_names",
-    "--namespace": "namespace",
-    "--leader-elect": "leader_elect",
-    "--lease-name": "lease_name",
-    "--leader-elect-lease-duration": "lease_duration",
-    "--leader-elect-renew-deadline": "renew_deadline",
-    "--leader-elect-retry-period": "retry_period",
-    "--delegate-auth": "delegate_auth",
-    "--bind-address": "bind_address",
-    "--port": "port",
-    "--kube-api-qps": "client_qps",
-    "--kube-api-burst": "client_burst",
-    "--profile-selector": "profile_selector",
-    "--watch-engine": "watch_engine",
-    "--seed": "seed",
-    "--shutdown-flush-seconds": "shutdown_flush_seconds",
-}
-
-
-def env_var(field: str) -> str:
-    return ENV_PREFIX + field.upper()
-
-
-def _dest(flag: str) -> str:
-    return flag.removeprefix("--").replace("-", "_")
+env_var = env_name
 
 
 def _settings_message(err: Any, given: Mapping[str, Any], env: Mapping[str, str]) -> str:
@@ -78,27 +55,26 @@ def _settings_message(err: Any, given: Mapping[str, Any], env: Mapping[str, str]
     return re.sub(rf"\b({names})\b", word, msg)
 
 
+def _given(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings whose flags were given (each flag's ``dest`` is its field)."""
+    given = {field: getattr(args, field) for field in FLAGS.values()}
+    return {field: value for field, value in given.items() if value is not None}
+
+
 def _run(args: argparse.Namespace) -> int:
     # Imported here: kopf and the kube client are not needed by the other subcommands.
     import logging
 
     import pydantic
 
-    from kubesched.operator.settings import Settings
-
-    given = {
-        field: getattr(args, _dest(flag))
-        for flag, field in FLAGS.items()
-        if getattr(args, _dest(flag)) is not None
-    }
-    if "scheduler_names" in given and not given["scheduler_names"]:
-        del given["scheduler_names"]
+    given = _given(args)
     try:
         settings = Settings.load(given)
     except pydantic.ValidationError as e:
         raise BadInput(_settings_message(e, given, os.environ)) from None
     logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     prefetch = None
     if settings.watch_engine == "direct":
@@ -123,8 +99,29 @@ def _run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _help(text: str, field: str) -> str:
-    return f"{text} [{env_var(field)}]" if text else f"[{env_var(field)}]"
+def _argument(field: str, opt: Option) -> dict[str, Any]:
+    """``add_argument``'s keywords for one setting, its type read from the field's."""
+    kw: dict[str, Any] = {"dest": field, "default": None}
+    kw["help"] = f"{opt.help} [env {env_var(field)}]"
+    if opt.metavar:
+        kw["metavar"] = opt.metavar
+    annotation = Settings.model_fields[field].annotation
+    if isinstance(annotation, types.UnionType):  # X | None: the flag gives an X
+        (annotation,) = [a for a in typing.get_args(annotation) if a is not type(None)]
+    origin = typing.get_origin(annotation)
+    if annotation is bool:
+        kw["action"] = argparse.BooleanOptionalAction
+    elif origin is list:
+        kw["action"] = "append"
+    elif origin is Literal:
+        kw["choices"] = typing.get_args(annotation)
+    elif opt.duration:
+        kw["type"] = seconds
+    elif annotation in (int, float):
+        kw["type"] = annotation
+    elif annotation is not str:
+        raise TypeError(f"Settings.{field}: no flag type for {annotation!r}")
+    return kw
 
 
 def add(sub: Any) -> None:
@@ -137,79 +134,6 @@ def add(sub: Any) -> None:
             "shown in brackets; a flag wins over its variable."
         ),
     )
-
-    def flag(name: str, text: str, **kw: Any) -> None:
-        p.add_argument(name, help=_help(text, FLAGS[name]), **kw)
-
-    flag("--kubeconfig", "default: KUBECONFIG, ~/.kube/config, in-cluster", metavar="FILE")
-    flag(
-        "--scheduler-name",
-        "a schedulerName to serve (repeatable; the variable takes a comma-separated list; "
-        "default: kubesched)",
-        metavar="NAME",
-        action="append",
-    )
-    flag("--namespace", "the Lease's namespace (default: POD_NAMESPACE)", metavar="NS")
-    flag(
-        "--leader-elect",
-        "elect a leader on a Lease before scheduling (default: on)",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-    )
-    flag("--lease-name", "default: kubesched", metavar="NAME")
-    for name, default in (
-        ("--leader-elect-lease-duration", "15s"),
-        ("--leader-elect-renew-deadline", "10s"),
-        ("--leader-elect-retry-period", "2s"),
-    ):
-        flag(name, f"kube-scheduler's (default: {default})", type=seconds, metavar="DURATION")
-    flag(
-        "--delegate-auth",
-        "serve /metrics, /debug, /explain and /ui only to bearer tokens the API server "
-        "authenticates (TokenReview) and authorizes to get the path (SubjectAccessReview, "
-        "nonResourceURLs RBAC), as kube-scheduler does; /healthz, /readyz, /livez stay open "
-        "(default: off, and the server listens on 127.0.0.1 only)",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-    )
-    flag(
-        "--bind-address",
-        "the address of every endpoint (default: 0.0.0.0 with --delegate-auth, else "
-        "127.0.0.1; another address needs --delegate-auth)",
-        metavar="ADDR",
-    )
-    flag("--port", "the port of every endpoint (default: 10251)", type=int, metavar="PORT")
-    flag("--kube-api-qps", "default: 50; <= 0 lifts it", type=float, metavar="QPS")
-    flag("--kube-api-burst", "default: 100", type=int, metavar="N")
-    flag(
-        "--profile-selector",
-        "label selector of the SchedulingProfiles to apply, e.g. "
-        "kubesched.dev/release=team-a (default: every SchedulingProfile)",
-        metavar="SELECTOR",
-    )
-    flag(
-        "--watch-engine",
-        "how pods and nodes are watched (default: direct; see docs/bench.md)",
-        choices=("kopf", "direct"),
-    )
-    flag(
-        "--seed",
-        "seed the random choices (preemption's offset, tied gang placements; default: random): placements as "
-        "`kubesched simulate --seed S` makes for the same objects",
-        type=int,
-        metavar="S",
-    )
-    flag(
-        "--shutdown-flush-seconds",
-        "on SIGTERM, at most this long to finish binds in flight and write the queued "
-        "Events (default: 20)",
-        type=float,
-        metavar="SECONDS",
-    )
-    p.add_argument(
-        "--log-level",
-        choices=("debug", "info", "warning", "error"),
-        default="info",
-        help="the least severe log records written to stderr (default: info)",
-    )
+    for field, opt in options().items():
+        p.add_argument(opt.flag, **_argument(field, opt))
     p.set_defaults(handler=_run)

@@ -1,5 +1,12 @@
-"""The one settings model of ``kubesched run``; CLI flags, environment and Helm values map
-onto it thinly (``--lease-name`` -> ``lease_name`` <- ``KUBESCHED_LEASE_NAME``).
+"""The one settings model of ``kubesched run``, and the one place a setting is defined.
+
+Each field carries an :class:`Option`: its ``kubesched run`` flag and help, and its Helm
+chart value (or why the chart has none). From that single definition come the CLI's
+flags (:mod:`kubesched.cli.run` builds its parser from :func:`options`), the environment
+names (pydantic-settings maps ``KUBESCHED_<FIELD>`` onto each field) and the chart checks
+(``tests/helm/test_chart_settings.py`` fails when ``values.yaml`` or ``deployment.yaml``
+drift from it). Adding a setting is adding a field here (plus, for a chart value, its
+line in the chart, which that test demands).
 
 Each field's docstring gives the reason for its default. Precedence: an explicit value
 (a CLI flag) over the environment over the default.
@@ -12,17 +19,52 @@ import os
 import socket
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 from kubesched.framework.labels import parse_label_selector
 
-__all__ = ["ENV_PREFIX", "Settings", "default_namespace"]
+__all__ = ["ENV_PREFIX", "Option", "Settings", "default_namespace", "env_name", "options"]
 
 ENV_PREFIX = "KUBESCHED_"
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+@dataclass(frozen=True)
+class Option:
+    """How one setting reaches the user: a ``kubesched run`` flag, and the chart.
+
+    The flag's type follows the field's: a bool gets ``--x/--no-x``, a list is
+    repeatable, a Literal lists its choices. ``chart`` is the ``values.yaml`` path the
+    chart passes as the flag (``chart_env`` False) or as the ``KUBESCHED_*`` variable
+    (``chart_env`` True); a setting without one says why in ``not_in_chart``."""
+
+    flag: str
+    help: str
+    metavar: str | None = None
+    duration: bool = False
+    """The flag takes kube-scheduler's durations (``15s``, ``500ms``, ``1m``)."""
+    chart: str | None = None
+    chart_env: bool = False
+    not_in_chart: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.flag.startswith("--"):
+            raise ValueError(f"{self.flag}: a flag starts with --")
+        if (self.chart is None) == (not self.not_in_chart):
+            raise ValueError(f"{self.flag}: give exactly one of chart and not_in_chart")
+
+
+EXTRA = "rarely changed: the chart's extraArgs or extraEnv set it"
+
+
+def env_name(field: str) -> str:
+    """The environment variable of a field (pydantic-settings' ``env_prefix`` mapping)."""
+    return ENV_PREFIX + field.upper()
 
 
 def default_namespace(sa_file: Path = SERVICE_ACCOUNT_NAMESPACE) -> str:
@@ -53,42 +95,137 @@ def _default_identity() -> str:
     return f"{socket.gethostname()}_{uuid.uuid4()}"
 
 
-class Settings(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+class Settings(BaseSettings):
+    """Defaults, then the ``KUBESCHED_<FIELD>`` environment variables (pydantic-settings;
+    names match in any case), then the keyword arguments (the CLI flags given)."""
 
-    kubeconfig: str | None = None
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, extra="forbid", validate_assignment=True
+    )
+
+    kubeconfig: Annotated[
+        str | None,
+        Option(
+            "--kubeconfig",
+            "default: KUBECONFIG, ~/.kube/config, in-cluster",
+            metavar="FILE",
+            not_in_chart="in a cluster the pod's service account is used",
+        ),
+    ] = None
     """A kubeconfig file. Unset: ``KUBECONFIG``, ``~/.kube/config``, then the in-cluster
     service account (the usual resolution, for Kopf's login and our client alike)."""
 
-    scheduler_names: list[str] = Field(default_factory=lambda: ["kubesched"])
+    scheduler_names: Annotated[
+        list[str],
+        NoDecode,  # a comma-separated list, not JSON (see _split)
+        Option(
+            "--scheduler-name",
+            "a schedulerName to serve (repeatable; the variable takes a comma-separated "
+            "list; default: kubesched)",
+            metavar="NAME",
+            chart="schedulerName",
+        ),
+    ] = Field(default_factory=lambda: ["kubesched"])
     """The ``schedulerName``s served, one default profile each. ``kubesched`` keeps us off
     ``default-scheduler``'s pods, so we can run beside kube-scheduler."""
 
-    namespace: str = Field(default_factory=default_namespace)
+    namespace: Annotated[
+        str,
+        Option(
+            "--namespace",
+            "the Lease's namespace (default: POD_NAMESPACE)",
+            metavar="NS",
+            not_in_chart="the release's namespace, through POD_NAMESPACE (downward API)",
+        ),
+    ] = Field(default_factory=default_namespace)
     """Where the Lease lives: see :func:`default_namespace`."""
 
-    leader_elect: bool = True
+    leader_elect: Annotated[
+        bool,
+        Option(
+            "--leader-elect",
+            "elect a leader on a Lease before scheduling (default: on)",
+            chart="leaderElection.enabled",
+        ),
+    ] = True
     """On, as in kube-scheduler: two replicas must never both schedule. Off for a single
     replica outside a cluster (development, tests)."""
 
-    lease_name: str = "kubesched"
+    lease_name: Annotated[
+        str,
+        Option(
+            "--lease-name",
+            "default: kubesched",
+            metavar="NAME",
+            not_in_chart="derived from the release, so two releases never share a Lease",
+        ),
+    ] = "kubesched"
     """The coordination.k8s.io Lease; distinct from kube-scheduler's ``kube-scheduler``."""
 
-    lease_duration: float = 15.0
+    lease_duration: Annotated[
+        float,
+        Option(
+            "--leader-elect-lease-duration",
+            "kube-scheduler's (default: 15s)",
+            metavar="DURATION",
+            duration=True,
+            chart="leaderElection.leaseDurationSeconds",
+            chart_env=True,
+        ),
+    ] = 15.0
     """kube-scheduler's ``--leader-elect-lease-duration``: how long a follower waits before
     taking over an unrenewed lease (failover time vs. tolerance of API hiccups)."""
 
-    renew_deadline: float = 10.0
+    renew_deadline: Annotated[
+        float,
+        Option(
+            "--leader-elect-renew-deadline",
+            "kube-scheduler's (default: 10s)",
+            metavar="DURATION",
+            duration=True,
+            chart="leaderElection.renewDeadlineSeconds",
+            chart_env=True,
+        ),
+    ] = 10.0
     """kube-scheduler's ``--leader-elect-renew-deadline``: the leader stops scheduling if it
     cannot renew for this long (must stay below ``lease_duration``)."""
 
-    retry_period: float = 2.0
+    retry_period: Annotated[
+        float,
+        Option(
+            "--leader-elect-retry-period",
+            "kube-scheduler's (default: 2s)",
+            metavar="DURATION",
+            duration=True,
+            chart="leaderElection.retryPeriodSeconds",
+            chart_env=True,
+        ),
+    ] = 2.0
     """kube-scheduler's ``--leader-elect-retry-period``: between renewals and attempts."""
 
-    identity: str = Field(default_factory=_default_identity)
+    identity: Annotated[
+        str,
+        Option(
+            "--identity",
+            "this replica's name in the Lease (default: the host name and a random suffix)",
+            metavar="NAME",
+            not_in_chart="the pod's name (downward API)",
+        ),
+    ] = Field(default_factory=_default_identity)
     """This replica's name in the Lease; see ``_default_identity``."""
 
-    delegate_auth: bool = False
+    delegate_auth: Annotated[
+        bool,
+        Option(
+            "--delegate-auth",
+            "serve /metrics, /debug, /explain and /ui only to bearer tokens the API server "
+            "authenticates (TokenReview) and authorizes to get the path "
+            "(SubjectAccessReview, nonResourceURLs RBAC), as kube-scheduler does; "
+            "/healthz, /readyz, /livez stay open (default: off, and the server listens on "
+            "127.0.0.1 only)",
+            not_in_chart="always on: the chart binds system:auth-delegator",
+        ),
+    ] = False
     """Authenticate and authorize every request but the health endpoints (/metrics,
     /debug/..., /explain/..., /ui/...) through the API server, as kube-scheduler does: a
     TokenReview of the bearer token, then a SubjectAccessReview of ``get`` on the path
@@ -96,28 +233,78 @@ class Settings(BaseModel):
     identity needs ``system:auth-delegator`` (the chart binds it). Off by default because
     it needs that binding; off, the server listens on localhost only, so a fresh
     ``kubesched run`` never shows the cluster's pods to whoever reaches the machine."""
-
-    bind_address: str | None = None
+    bind_address: Annotated[
+        str | None,
+        Option(
+            "--bind-address",
+            "the address of every endpoint (default: 0.0.0.0 with --delegate-auth, else "
+            "127.0.0.1; another address needs --delegate-auth)",
+            metavar="ADDR",
+            not_in_chart="0.0.0.0: the kubelet's probes and Prometheus reach the pod",
+        ),
+    ] = None
     """Where every endpoint listens (one port). Unset: ``0.0.0.0`` with
     ``delegate_auth`` (the kubelet's probes and Prometheus reach the pod), else
     ``127.0.0.1``. A non-loopback address without ``delegate_auth`` is refused: it would
     serve every pod's explanation to anyone on the network."""
 
-    port: int = Field(default=10251, ge=0, le=65535)
+    port: Annotated[
+        int,
+        Option(
+            "--port",
+            "the port of every endpoint (default: 10251)",
+            metavar="PORT",
+            chart="port",
+        ),
+    ] = Field(default=10251, ge=0, le=65535)
     """Plain HTTP (kube-scheduler's former insecure port). 0 picks a free port (tests)."""
 
-    client_qps: float = 50.0
+    client_qps: Annotated[
+        float,
+        Option(
+            "--kube-api-qps",
+            "default: 50; <= 0 lifts it",
+            metavar="QPS",
+            chart="client.qps",
+        ),
+    ] = 50.0
     """kube-scheduler's ``--kube-api-qps``: writes a second before the client waits. A
     value <= 0 lifts the limit (benchmarks)."""
 
-    client_burst: int = Field(default=100, ge=1)
+    client_burst: Annotated[
+        int,
+        Option(
+            "--kube-api-burst",
+            "default: 100",
+            metavar="N",
+            chart="client.burst",
+        ),
+    ] = Field(default=100, ge=1)
     """kube-scheduler's ``--kube-api-burst``: writes allowed at once above ``client_qps``."""
 
-    request_timeout: float = Field(default=30.0, gt=0)
+    request_timeout: Annotated[
+        float,
+        Option(
+            "--request-timeout",
+            "seconds an API write may take before it fails and the pod is retried with "
+            "backoff (default: 30)",
+            metavar="SECONDS",
+            not_in_chart=EXTRA,
+        ),
+    ] = Field(default=30.0, gt=0)
     """Per API write; a write that takes longer fails as a retryable error and the pod
     goes back to the queue with backoff."""
 
-    shutdown_flush_seconds: float = Field(default=20.0, ge=0)
+    shutdown_flush_seconds: Annotated[
+        float,
+        Option(
+            "--shutdown-flush-seconds",
+            "on SIGTERM, at most this long to finish binds in flight and write the queued "
+            "Events (default: 20)",
+            metavar="SECONDS",
+            not_in_chart=EXTRA,
+        ),
+    ] = Field(default=20.0, ge=0)
     """On SIGTERM, at most this long for the binds and pod status writes in flight and
     then the queued Events (one ``Scheduled`` per bind) to reach the API server before the
     process exits; what is left is logged and lost. A pod's default
@@ -126,19 +313,51 @@ class Settings(BaseModel):
     (docs/benchmarks.md) it covers a backlog of thousands of Events. Raise the pod's
     grace period with it."""
 
-    resync_seconds: float = Field(default=120.0, ge=0)
+    resync_seconds: Annotated[
+        float,
+        Option(
+            "--resync-seconds",
+            "how often pods and nodes are listed again to catch deletions a watch missed; "
+            "0 disables (default: 120)",
+            metavar="SECONDS",
+            not_in_chart=EXTRA,
+        ),
+    ] = Field(default=120.0, ge=0)
     """How often pods and nodes are listed to catch deletions a relisted watch never
     reports (Kopf relists after 410 Gone without DELETED events). 0 disables."""
 
-    watch_server_timeout: int = Field(default=300, ge=1)
+    watch_server_timeout: Annotated[
+        int,
+        Option(
+            "--watch-server-timeout",
+            "whole seconds after which the API server ends each watch (default: 300)",
+            metavar="SECONDS",
+            not_in_chart=EXTRA,
+        ),
+    ] = Field(default=300, ge=1)
     """Asks the API server to end each watch after this long (whole seconds: the API
     refuses a fraction); Kopf resumes from the last resourceVersion."""
 
-    watch_client_timeout: float = Field(default=330.0, gt=0)
+    watch_client_timeout: Annotated[
+        float,
+        Option(
+            "--watch-client-timeout",
+            "seconds after which the client gives up on a watch (default: 330)",
+            metavar="SECONDS",
+            not_in_chart=EXTRA,
+        ),
+    ] = Field(default=330.0, gt=0)
     """The client gives up on a watch this long after it started, a little after the
     server should have ended it: the backstop for a connection nobody closes."""
 
-    watch_engine: Literal["kopf", "direct"] = "direct"
+    watch_engine: Annotated[
+        Literal["kopf", "direct"],
+        Option(
+            "--watch-engine",
+            "how pods and nodes are watched (default: direct; see docs/bench.md)",
+            not_in_chart=EXTRA,
+        ),
+    ] = "direct"
     """How pods and nodes are watched. ``direct``: kubesched's own LIST + WATCH
     (``kubesched.cluster.informer``: orjson-decoded events straight into the store and the
     scheduler, bookmarks, relist with synthesized deletions after 410 Gone); ``kopf``:
@@ -147,7 +366,16 @@ class Settings(BaseModel):
     (docs/bench.md has the numbers for both); Kopf still watches every other kind and runs
     the SchedulingProfile/PodGroup handlers. Neither engine writes anything to pods."""
 
-    seed: int | None = None
+    seed: Annotated[
+        int | None,
+        Option(
+            "--seed",
+            "seed the random choices (preemption's offset, tied gang placements; default: "
+            "random): placements as `kubesched simulate --seed S` makes for the same objects",
+            metavar="S",
+            not_in_chart=EXTRA,
+        ),
+    ] = None
     """Seeds the generator of kube-scheduler's random choices: preemption's dry-run
     offset and ties between equally scored gang placements (ties between nodes are not
     random: kube-scheduler 1.37 takes its heap's root, see scheduler/select_host.py).
@@ -155,20 +383,47 @@ class Settings(BaseModel):
     ``kubesched simulate --seed`` with the same value does for the same objects (the
     differential test checks that)."""
 
-    opportunistic_batching: bool = True
+    opportunistic_batching: Annotated[
+        bool,
+        Option(
+            "--opportunistic-batching",
+            "a pod with the signature of the pod just placed reuses its Filter and Score "
+            "work, as kube-scheduler's OpportunisticBatching feature gate (default: on)",
+            not_in_chart=EXTRA,
+        ),
+    ] = True
     """kube-scheduler's ``OpportunisticBatching`` feature gate (beta, on since 1.35; it has
     no KubeSchedulerConfiguration field): a pod with the same scheduling signature as the
     pod just placed reuses its Filter and Score work (:mod:`kubesched.scheduler.batch`),
     with the placement a full cycle would make. ``KUBESCHED_OPPORTUNISTIC_BATCHING=false``
     turns it off, as ``--feature-gates=OpportunisticBatching=false`` does there."""
 
-    profile_selector: str = ""
+    profile_selector: Annotated[
+        str,
+        Option(
+            "--profile-selector",
+            "label selector of the SchedulingProfiles to apply, e.g. "
+            "kubesched.dev/release=team-a (default: every SchedulingProfile)",
+            metavar="SELECTOR",
+            chart="profileSelector",
+        ),
+    ] = ""
     """A label selector (``kubectl -l`` syntax, e.g. ``kubesched.dev/release=team-a``): the
     SchedulingProfiles this instance applies. SchedulingProfiles are cluster-scoped, so two
     installations must each select their own, or both would serve every profile's
     schedulerName and schedule the same pods. Empty (the default: one installation per
     cluster) selects every SchedulingProfile. The Helm chart sets it to its release's
     label."""
+
+    log_level: Annotated[
+        Literal["debug", "info", "warning", "error"],
+        Option(
+            "--log-level",
+            "the least severe log records written to stderr (default: info)",
+            chart="logLevel",
+        ),
+    ] = "info"
+    """The least severe log records written to stderr (a ``logging`` level)."""
 
     @field_validator("profile_selector")
     @classmethod
@@ -210,18 +465,32 @@ class Settings(BaseModel):
         return "0.0.0.0" if self.delegate_auth else "127.0.0.1"
 
     @classmethod
-    def load(
-        cls, overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None
-    ) -> Settings:
-        """Defaults, then ``KUBESCHED_<FIELD>`` from ``env`` (``os.environ``), then
-        ``overrides`` (CLI flags that were given; None values are ignored)."""
-        env = os.environ if env is None else env
-        values: dict[str, Any] = {}
-        for name in cls.model_fields:
-            raw = env.get(ENV_PREFIX + name.upper())
-            if raw is not None:
-                values[name] = raw
-        if "leader_elect" in values:
-            values["leader_elect"] = str(values["leader_elect"]).lower() in ("1", "true", "yes")
-        values.update({k: v for k, v in (overrides or {}).items() if v is not None})
-        return cls(**values)
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # the flags given, then the environment; never a .env file or a secrets directory
+        return (init_settings, env_settings)
+
+    @classmethod
+    def load(cls, overrides: Mapping[str, Any] | None = None) -> Settings:
+        """The CLI's flags that were given (None values are ignored) over the environment
+        over the defaults."""
+        return cls(**{k: v for k, v in (overrides or {}).items() if v is not None})
+
+
+def options(model: type[Settings] = Settings) -> dict[str, Option]:
+    """Every setting's :class:`Option`, by field name, in the model's order."""
+    found: dict[str, Option] = {}
+    for name, info in model.model_fields.items():
+        opts = [m for m in info.metadata if isinstance(m, Option)]
+        if len(opts) != 1:
+            raise TypeError(
+                f"{model.__name__}.{name}: give it exactly one Option (its flag, its chart value)"
+            )
+        found[name] = opts[0]
+    return found

@@ -41,14 +41,15 @@ def test_bad_durations_are_refused(text: str) -> None:
 )
 def test_client_go_rules_are_checked_on_load(timings: dict[str, float], message: str) -> None:
     with pytest.raises(pydantic.ValidationError, match=re.escape(message)):
-        Settings.load(timings, env={})
+        Settings.load(timings)
     # ... and not at all without leader election
-    Settings.load({**timings, "leader_elect": False}, env={})
+    Settings.load({**timings, "leader_elect": False})
 
 
-def test_flags_override_the_environment() -> None:
-    env = {"KUBESCHED_LEASE_DURATION": "30", "KUBESCHED_RETRY_PERIOD": "3"}
-    s = Settings.load({"lease_duration": 4.0, "renew_deadline": 3.0, "retry_period": 1.0}, env=env)
+def test_flags_override_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBESCHED_LEASE_DURATION", "30")
+    monkeypatch.setenv("KUBESCHED_RETRY_PERIOD", "3")
+    s = Settings.load({"lease_duration": 4.0, "renew_deadline": 3.0, "retry_period": 1.0})
     assert (s.lease_duration, s.renew_deadline, s.retry_period) == (4.0, 3.0, 1.0)
 
 

@@ -386,7 +386,10 @@ def test_a_plugin_that_cannot_sign_turns_batching_off_for_the_profile() -> None:
     assert signer.sign(make_pod("p").pod()) is None
 
 
-def test_the_setting_turns_batching_off_like_the_feature_gate() -> None:
-    assert Settings.load(env={}).opportunistic_batching is True
-    env = {"KUBESCHED_OPPORTUNISTIC_BATCHING": "false"}
-    assert Settings.load(env=env).opportunistic_batching is False
+def test_the_setting_turns_batching_off_like_the_feature_gate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("KUBESCHED_OPPORTUNISTIC_BATCHING", raising=False)
+    assert Settings.load().opportunistic_batching is True
+    monkeypatch.setenv("KUBESCHED_OPPORTUNISTIC_BATCHING", "false")
+    assert Settings.load().opportunistic_batching is False
