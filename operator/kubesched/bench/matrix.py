@@ -94,27 +94,48 @@ def _loadavg() -> float | None:
         return None
 
 
-def run(cells: Iterable[Cell], out: Path, timeout: float, arrival: str = "backlog") -> int:
-    """Run each cell; append its document (or its failure) to ``out``. Failed cells count."""
+def _run_cell(argv: list[str], timeout: float) -> dict[str, Any]:
+    """One ``kubesched bench`` process: its JSON document, or ``{"error": ...}``."""
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "kubesched", *argv[1:]],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f} s"}
+    if proc.returncode == 0:
+        doc: dict[str, Any] = orjson.loads(proc.stdout.strip().splitlines()[-1])
+        return doc
+    return {"error": (proc.stderr or proc.stdout).strip()[-2000:]}
+
+
+def run(
+    cells: Iterable[Cell],
+    out: Path,
+    timeout: float,
+    arrival: str = "backlog",
+    retries: int = 1,
+) -> int:
+    """Run each cell; append its document (or its failure) to ``out``. A cell that fails is
+    run again up to ``retries`` times (a shared machine's control plane sometimes stalls for
+    a few seconds and a bench then fails on timeouts); the earlier failures stay in the
+    document under ``failed_attempts``. Cells failed on every attempt count."""
     failed = 0
     for cell in cells:
         argv = _command(cell, arrival)
         started, load_before = time.time(), _loadavg()
         print(f"# {' '.join(argv)}", file=sys.stderr, flush=True)
-        try:
-            proc = subprocess.run(
-                [sys.executable, "-m", "kubesched", *argv[1:]],
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                check=False,
-            )
-            if proc.returncode == 0:
-                doc: dict[str, Any] = orjson.loads(proc.stdout.strip().splitlines()[-1])
-            else:
-                doc = {"error": (proc.stderr or proc.stdout).strip()[-2000:]}
-        except subprocess.TimeoutExpired:
-            doc = {"error": f"timed out after {timeout:.0f} s"}
+        doc = _run_cell(argv, timeout)
+        earlier: list[str] = []
+        while "error" in doc and len(earlier) < retries:
+            earlier.append(str(doc["error"])[-500:])
+            print("  -> failed, running it again", file=sys.stderr, flush=True)
+            doc = _run_cell(argv, timeout)
+        if earlier:
+            doc["failed_attempts"] = earlier
         doc.update(
             arrival=arrival,
             workload=cell[0],
@@ -244,6 +265,9 @@ def _row(doc: Mapping[str, Any], notes: list[str]) -> str:
             notes.append(f"- {w} {nodes}/{pods}, {name}: {gang}")
     for note in doc.get("notes") or []:
         notes.append(f"- {w} {nodes}/{pods}: {note}")
+    for err in doc.get("failed_attempts") or []:
+        last = str(err).strip().splitlines()[-1][:200] if str(err).strip() else "?"
+        notes.append(f"- {w} {nodes}/{pods}: run again after a failed attempt ({last})")
     return (
         f"| {w} | {nodes} | {pods} "
         f"| {_throughput(ks, kube)} "
@@ -275,6 +299,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="how measured pods arrive (see kubesched bench --help; default: backlog, "
         "the scheduler's own throughput)",
     )
+    r.add_argument(
+        "--retries",
+        type=int,
+        default=1,
+        help="run a failed cell again this many times (default 1; earlier failures are kept "
+        "in its document)",
+    )
     r.add_argument("--list", action="store_true", help="print the cells and exit")
     p = sub.add_parser("render", help="print the Markdown table of a results file")
     p.add_argument("results", type=Path)
@@ -299,7 +330,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "set KUBESCHED_CONTROLPLANE_DIR (tests/controlplane/build prints it)", file=sys.stderr
         )
         return 2
-    return 1 if run(cells, args.out, args.timeout, args.arrival) else 0
+    return 1 if run(cells, args.out, args.timeout, args.arrival, args.retries) else 0
 
 
 if __name__ == "__main__":

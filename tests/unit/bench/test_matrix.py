@@ -83,3 +83,22 @@ def test_backlog_and_stream_runs_get_tables_of_their_own() -> None:
     assert "**arrival: backlog**" in first and "**0.50**" in first and "**1.50**" not in first
     assert "**1.50**" in second
     assert "--arrival backlog" in " ".join(matrix._command(("SchedulingBasic", 1, 1)))
+
+
+def test_a_failed_cell_is_run_again_and_its_failure_kept(tmp_path: Path) -> None:
+    out = tmp_path / "results.jsonl"
+    failed = matrix.run([("NoSuchWorkload", 1, 1)], out, 60.0, retries=2)
+    (doc,) = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    assert failed == 1
+    assert len(doc["failed_attempts"]) == 2
+    assert all("unknown workload" in e for e in doc["failed_attempts"])
+
+
+def test_a_cell_that_needed_a_second_attempt_says_so() -> None:
+    doc = {
+        **_doc("Gang", 1000, 3000, 70.0, 50.0),
+        "arrival": "backlog",
+        "failed_attempts": ["...\nkubesched: error: the API server at x: TimeoutError:"],
+    }
+    table = matrix.render([doc])
+    assert "Gang 1000/3000: run again after a failed attempt (kubesched: error" in table
