@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 import pydantic
 
+from kubesched.api.meta import rfc3339
 from kubesched.api.profile import DEFAULT_SCHEDULER_NAME, ProfileSpec
 from kubesched.framework.registry import Registry
 from kubesched.framework.runtime import FrameworkServices
@@ -107,7 +108,7 @@ class Served:
 
 
 def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return rfc3339(datetime.now(UTC))
 
 
 def _ready(

@@ -27,8 +27,9 @@ from typing import Any
 import pydantic
 import yaml
 
-from kubesched.api.podgroup import QUANTITY_PATTERN, PodGroupSpec, PodGroupStatus
+from kubesched.api.podgroup import PodGroupSpec, PodGroupStatus
 from kubesched.api.profile import ProfileSpec, SchedulingProfileStatus
+from kubesched.framework.quantity import QUANTITY_PATTERN
 
 __all__ = [
     "CRDS",

@@ -29,9 +29,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from kubesched.api import podgroup
+from kubesched.api.meta import Model
 
 __all__ = [
     "GANG_STORE_KINDS",
@@ -202,8 +203,10 @@ that loses one member stops making progress while it keeps holding the rest, so 
 the whole gang frees everything at once instead of leaving a stalled remainder."""
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+class _Model(Model):
+    """Foreign APIs: fields kubesched does not read are ignored, not refused."""
+
+    model_config = ConfigDict(extra="ignore")
 
 
 def _first_error(e: pydantic.ValidationError, prefix: str) -> InvalidGang:

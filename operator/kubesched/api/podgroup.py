@@ -13,11 +13,13 @@ to ``status``: a phase readable at a glance, member counts, a KEP-1623
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
+
+from kubesched.api.meta import Condition, Model
+from kubesched.framework.quantity import QuantityError, parse_quantity
 
 __all__ = [
     "API_VERSION",
@@ -55,13 +57,6 @@ POD_GROUP_LABELS = (POD_GROUP_LABEL, SCHEDULER_PLUGINS_POD_GROUP_LABEL)
 
 CONDITION_SCHEDULED = "PodGroupScheduled"
 
-# Kubernetes' resource.Quantity pattern (what controller-gen writes for a Quantity).
-QUANTITY_PATTERN = (
-    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
-    r"([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
-)
-_QUANTITY = re.compile(QUANTITY_PATTERN)
-
 
 def pod_group_name(labels: Mapping[str, str]) -> str | None:
     """The PodGroup a pod's labels name (ours first, then scheduler-plugins'), or None."""
@@ -95,20 +90,24 @@ class ScheduledReason(enum.StrEnum):
     the replacements are gathered and scheduled as a group again."""
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, use_attribute_docstrings=True)
+def _is_quantity(text: str) -> bool:
+    try:
+        parse_quantity(text)
+    except QuantityError:
+        return False
+    return True
 
 
 def _check_quantities(v: dict[str, int | str] | None) -> dict[str, int | str] | None:
     for name, q in (v or {}).items():
-        if isinstance(q, bool) or (isinstance(q, str) and not _QUANTITY.match(q)):
+        if isinstance(q, bool) or (isinstance(q, str) and not _is_quantity(q)):
             raise ValueError(f"{name}: not a quantity: {q!r}")
         if isinstance(q, int) and q < 0:
             raise ValueError(f"{name}: must not be negative: {q}")
     return v
 
 
-class TopologyConstraint(_Model):
+class TopologyConstraint(Model):
     key: str = Field(min_length=1, max_length=316)
     """A node label (zone, rack, block, ...): the gang's members in one domain of it."""
     mode: Literal["Required", "Preferred"] = "Required"
@@ -116,12 +115,12 @@ class TopologyConstraint(_Model):
     any holds the gang, else spread over as few as possible."""
 
 
-class SchedulingConstraints(_Model):
+class SchedulingConstraints(Model):
     topology: list[TopologyConstraint] = Field(default_factory=list, max_length=1)
     """At most one constraint (as Kubernetes' scheduling.k8s.io/v1beta1 PodGroup)."""
 
 
-class PodGroupSpec(_Model):
+class PodGroupSpec(Model):
     min_member: int = Field(default=1, ge=1, alias="minMember")
     """How many member pods must be placed together; none is bound before they all fit."""
     min_resources: dict[str, int | str] | None = Field(default=None, alias="minResources")
@@ -141,20 +140,7 @@ class PodGroupSpec(_Model):
     _quantities = field_validator("min_resources")(_check_quantities)
 
 
-class Condition(_Model):
-    """A KEP-1623 condition (metav1.Condition)."""
-
-    type: str = Field(max_length=316)
-    status: Literal["True", "False", "Unknown"]
-    reason: str = Field(max_length=1024, min_length=1)
-    message: str = Field(max_length=32768)
-    last_transition_time: str = Field(
-        alias="lastTransitionTime", json_schema_extra={"format": "date-time"}
-    )
-    observed_generation: int | None = Field(default=None, ge=0, alias="observedGeneration")
-
-
-class MemberCounts(_Model):
+class MemberCounts(Model):
     """Member pods by state (a pod counts once, in its most advanced state)."""
 
     pending: int = Field(default=0, ge=0)
@@ -168,7 +154,7 @@ class MemberCounts(_Model):
     failed: int = Field(default=0, ge=0)
 
 
-class PodGroupStatus(_Model):
+class PodGroupStatus(Model):
     phase: Phase = Phase.PENDING
     """Pending, Scheduling, Scheduled, Running, Succeeded or Failed."""
     conditions: list[Condition] = Field(
@@ -186,7 +172,7 @@ class PodGroupStatus(_Model):
     """What blocks the gang, e.g. "3/8 members fit; 5 pods: Insufficient nvidia.com/gpu"."""
 
 
-class PodGroup(_Model):
+class PodGroup(Model):
     """A gang of pods scheduled all-or-nothing."""
 
     api_version: Literal["kubesched.dev/v1alpha1"] = Field(alias="apiVersion")
@@ -194,8 +180,6 @@ class PodGroup(_Model):
     metadata: dict[str, Any] = Field(default_factory=dict)
     spec: PodGroupSpec = Field(default_factory=PodGroupSpec)
     status: PodGroupStatus | None = None
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
 def validation_message(err: ValidationError, prefix: str = "") -> str:

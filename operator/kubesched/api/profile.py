@@ -7,10 +7,12 @@ These models are the single source of truth for the CRD schema.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
+
+from kubesched.api.meta import Condition, Model
 
 __all__ = [
     "DEFAULT_SCHEDULER_NAME",
@@ -72,8 +74,8 @@ def _by_name(description: str) -> Any:
     )
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+class _Model(Model):
+    model_config = ConfigDict(frozen=True)
 
 
 class PluginRef(_Model):
@@ -266,27 +268,6 @@ class ProfileSpec(_Model):
 
 
 # -- status ------------------------------------------------------------------------------
-
-
-class Condition(_Model):
-    """A KEP-1623 condition (metav1.Condition)."""
-
-    type: str = Field(
-        min_length=1,
-        max_length=316,
-        pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
-    )
-    status: Literal["True", "False", "Unknown"]
-    observed_generation: int | None = Field(
-        default=None, ge=0, le=2**53, alias="observedGeneration"
-    )
-    last_transition_time: str = Field(
-        max_length=64, alias="lastTransitionTime", json_schema_extra={"format": "date-time"}
-    )
-    reason: str = Field(
-        min_length=1, max_length=1024, pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
-    )
-    message: str = Field(max_length=32768)
 
 
 def _chain(point: str) -> Any:

@@ -51,6 +51,7 @@ import aiohttp
 import orjson
 from kubernetes_asyncio import client as k8s_client
 
+from kubesched.api.meta import micro_time, rfc3339
 from kubesched.cluster import kube_claims
 from kubesched.cluster.event_writer import EventWriter, QueuedEvent
 from kubesched.cluster.kinds import LIST_PATHS, in_namespace, object_key
@@ -64,7 +65,6 @@ __all__ = [
     "KubeconfigError",
     "RateLimiter",
     "load_client_configuration",
-    "micro_time",
     "trim",
 ]
 
@@ -91,16 +91,6 @@ def trim(obj: dict[str, Any]) -> dict[str, Any]:
     if isinstance(meta, dict):
         meta.pop("managedFields", None)
     return obj
-
-
-def micro_time(now: datetime) -> str:
-    """A ``metav1.MicroTime`` (RFC 3339 with microseconds, UTC)."""
-    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _rfc3339(now: datetime) -> str:
-    """A ``metav1.Time`` (RFC 3339, whole seconds, UTC)."""
-    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _truncate(text: str, limit: int = NOTE_MAX_BYTES) -> str:
@@ -456,7 +446,7 @@ class KubeCluster:
 
     def _condition_entry(self, cond: PodCondition, current: Obj | None) -> dict[str, Any]:
         # lastTransitionTime moves only when the status flips (podutil.UpdatePodCondition).
-        now = _rfc3339(self._now())
+        now = rfc3339(self._now())
         transition = now
         if current is not None and current.get("status") == cond.status:
             transition = str(current.get("lastTransitionTime") or now)

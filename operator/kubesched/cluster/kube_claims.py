@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from kubesched.api.meta import rfc3339
 from kubesched.framework.cluster_port import ClusterError, Conflict
 
 __all__ = [
@@ -140,7 +141,7 @@ async def _attempt(
     if not isinstance(stored, dict):
         raise Conflict(f"claim {key} got deallocated elsewhere in the meantime")
     if not stored.get("allocationTimestamp"):
-        stored["allocationTimestamp"] = now().astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        stored["allocationTimestamp"] = rfc3339(now())
     try:
         return dict(await api.request("PUT", f"{path}/status", current))
     except ClusterError as e:

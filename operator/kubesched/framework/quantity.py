@@ -11,7 +11,7 @@ import re
 from fractions import Fraction
 from functools import lru_cache
 
-__all__ = ["QuantityError", "milli_value", "parse_quantity", "value"]
+__all__ = ["QUANTITY_PATTERN", "QuantityError", "milli_value", "parse_quantity", "value"]
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {
@@ -26,9 +26,11 @@ _DECIMAL = {
     "P": Fraction(10**15),
     "E": Fraction(10**18),
 }
-_RE = re.compile(
-    r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(?:([eE][+-]?[0-9]+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)$"
-)
+QUANTITY_PATTERN = r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(?:([eE][+-]?[0-9]+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)$"
+"""The grammar of a quantity: a signed decimal number, then a decimal exponent or a suffix.
+The PodGroup CRD's schema carries it too (``minResources``), so the API server refuses
+what kubesched could not parse."""
+_RE = re.compile(QUANTITY_PATTERN)
 # Kubernetes caps quantities at 2^63-1 in their int64 form; anything larger is refused.
 _MAX = 2**63 - 1
 

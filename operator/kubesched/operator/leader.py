@@ -36,16 +36,15 @@ from typing import Any, Protocol
 
 import orjson
 
-__all__ = ["Conflict", "KubeLeaseAPI", "LeaderElector", "LeaseAPI"]
+from kubesched.api.meta import micro_time
+from kubesched.framework.cluster_port import Conflict
+
+__all__ = ["KubeLeaseAPI", "LeaderElector", "LeaseAPI"]
 
 log = logging.getLogger("kubesched.leader")
 
 JITTER_FACTOR = 1.2
 """client-go's acquisition jitter: retries come every ``retry_period * (1 + U(0, 1.2))``."""
-
-
-class Conflict(Exception):
-    """409: the lease changed since it was read (someone else wrote first)."""
 
 
 class LeaseAPI(Protocol):
@@ -117,10 +116,8 @@ class KubeLeaseAPI:
         return dict(out)
 
 
-def micro_time(ts: float) -> str:
-    """RFC 3339 with exactly six fractional digits (Kubernetes' MicroTime)."""
-    dt = datetime.datetime.fromtimestamp(ts, tz=datetime.UTC)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+def _micro_time(ts: float) -> str:
+    return micro_time(datetime.datetime.fromtimestamp(ts, tz=datetime.UTC))
 
 
 class LeaderElector:
@@ -282,7 +279,7 @@ class LeaderElector:
             return False
 
     async def _attempt(self) -> bool:
-        wall = micro_time(self._wall())
+        wall = _micro_time(self._wall())
         lease = await self.api.get_lease(self.namespace, self.name)
         if lease is None:
             spec = self._spec(holder=self.identity, acquire=wall, renew=wall, transitions=0)
@@ -344,7 +341,7 @@ class LeaderElector:
             spec = (lease or {}).get("spec") or {}
             if lease is None or spec.get("holderIdentity") != self.identity:
                 return
-            wall = micro_time(self._wall())
+            wall = _micro_time(self._wall())
             new = dict(lease)
             new["spec"] = {
                 "holderIdentity": "",

@@ -47,6 +47,7 @@ from kubesched.api.gangs import (
     pod_ref,
     resolve,
 )
+from kubesched.api.meta import rfc3339
 from kubesched.api.podgroup import (
     CONDITION_SCHEDULED,
     GROUP,
@@ -93,10 +94,6 @@ def _rv(obj: Obj) -> int:
         return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
     except ValueError:
         return 0
-
-
-def _rfc3339(t: datetime) -> str:
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _key(obj: Obj) -> tuple[str, str]:
@@ -260,7 +257,7 @@ class PodGroupStatusWriter:
         ):
             # Coscheduling keeps loop time; the first try is kept once written.
             ago = asyncio.get_running_loop().time() - report.schedule_start
-            return _rfc3339(now - timedelta(seconds=max(0.0, ago)))
+            return rfc3339(now - timedelta(seconds=max(0.0, ago)))
         return None
 
     def desired_foreign(self, api: GangAPI, group: Obj) -> dict[str, Any] | None:
@@ -294,7 +291,7 @@ class PodGroupStatusWriter:
             blocked = f'pod group "{key}" timed out waiting at Permit'
         conditions = gang_status.upstream_conditions(
             group, scheduled=not invalid and placed >= min_member, unschedulable=blocked,
-            now=_rfc3339(now),
+            now=rfc3339(now),
         )  # fmt: skip
         return None if conditions is None else {"conditions": conditions}
 
@@ -309,7 +306,7 @@ class PodGroupStatusWriter:
             group,
             members,
             report.waiting_uids if report is not None else (),
-            now=_rfc3339(now),
+            now=rfc3339(now),
             blocked=report.blocked if report is not None else "",
             timed_out=report.timed_out if report is not None else False,
             schedule_start_time=start,
@@ -408,7 +405,7 @@ class PodGroupStatusWriter:
         """Pending, PodGroupScheduled=False InvalidSpec, the message naming the field."""
         current = group.get("status")
         generation = _mapping(group.get("metadata")).get("generation")
-        last = _rfc3339(self._wall_clock())
+        last = rfc3339(self._wall_clock())
         for c in (current.get("conditions") or ()) if isinstance(current, Mapping) else ():
             if (
                 isinstance(c, Mapping)

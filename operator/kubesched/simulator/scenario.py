@@ -44,6 +44,7 @@ import orjson
 import yaml
 
 from kubesched.api import gangs
+from kubesched.api.meta import rfc3339
 from kubesched.framework.types import DEFAULT_SCHEDULER_NAME, ObjectError
 from kubesched.simulator import apiserver, controllers, storage_kinds
 from kubesched.simulator.kinds import (
@@ -362,7 +363,7 @@ def prepare(documents: Sequence[Document], *, now: datetime | None = None) -> li
         meta = c.obj["metadata"]
         kind = gangs.store_kind(str(c.obj["apiVersion"]), c.kind)  # same name, other API
         meta.setdefault("uid", controllers.uid_for(kind, c.namespace, c.name))
-        meta["creationTimestamp"] = (base + timedelta(seconds=seq)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        meta["creationTimestamp"] = rfc3339(base + timedelta(seconds=seq))
         meta["resourceVersion"] = str(seq + 1)
         if c.kind == "Pod":
             _default_pod(c, classes, global_default)

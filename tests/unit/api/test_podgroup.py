@@ -4,6 +4,7 @@ models generate (and is a structural schema), and status reads at a glance."""
 from __future__ import annotations
 
 import pathlib
+import re
 from typing import Any
 
 import pydantic
@@ -252,9 +253,13 @@ def test_a_running_gang_that_drops_below_its_minimum_says_so_until_it_is_back() 
     assert st["phase"] == "Scheduling"
     (cond,) = st["conditions"]
     assert (cond["status"], cond["reason"]) == ("False", "BelowMinimum")
-    assert cond["message"] == st["message"] == (
-        "2/3 members placed, below the minimum after a member was deleted or evicted; "
-        "its replacements are scheduled together, as a group"
+    assert (
+        cond["message"]
+        == st["message"]
+        == (
+            "2/3 members placed, below the minimum after a member was deleted or evicted; "
+            "its replacements are scheduled together, as a group"
+        )
     )
     g["status"] = st
     # Still below (the replacement's group does not fit): the gang's reason is added.
@@ -270,3 +275,29 @@ def test_a_running_gang_that_drops_below_its_minimum_says_so_until_it_is_back() 
 def test_a_gang_never_placed_is_not_below_its_minimum() -> None:
     st = podgroup_status(group(3), [pod("a", node="x"), pod("b")], now=NOW)
     assert st["conditions"][0]["reason"] != "BelowMinimum"
+
+
+@pytest.mark.parametrize(
+    ("text", "valid"),
+    [
+        ("1.5Gi", True),
+        ("100m", True),
+        ("2e3", True),
+        (".5", True),
+        ("1e1.5", False),
+        ("5GB", False),
+    ],
+)
+def test_the_crd_and_the_model_accept_the_same_quantities(text: str, valid: bool) -> None:
+    """What the API server lets into minResources (the CRD's pattern) is what the model
+    (and so the scheduler) accepts: one grammar."""
+    crd = yaml.safe_load(crdgen.render(crdgen.POD_GROUP))
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    pattern = spec["properties"]["minResources"]["additionalProperties"]["pattern"]
+    assert bool(re.match(pattern, text)) is valid
+    obj = group(minResources={"cpu": text})
+    if valid:
+        PodGroup.model_validate(obj)
+    else:
+        with pytest.raises(pydantic.ValidationError, match="not a quantity"):
+            PodGroup.model_validate(obj)

@@ -14,7 +14,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client as k8s_client
 
-from kubesched.cluster.kube import KubeCluster, RateLimiter, micro_time
+from kubesched.api.meta import micro_time
+from kubesched.cluster.kube import KubeCluster, RateLimiter
 from kubesched.framework.cluster_port import ClusterError, Conflict, NotFound, PodCondition
 from tests.builders import make_pod
 

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from kubesched.operator.leader import Conflict, LeaderElector
+from kubesched.framework.cluster_port import Conflict
+from kubesched.operator.leader import LeaderElector
 
 pytestmark = pytest.mark.looptime
 
