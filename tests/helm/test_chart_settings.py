@@ -7,6 +7,8 @@ line, or a chart edited away from the settings, fails here."""
 
 from __future__ import annotations
 
+import json
+import typing
 from typing import Any
 
 import pytest
@@ -137,3 +139,18 @@ def test_the_chart_passes_only_settings(helm: Helm) -> None:
     for e in container["env"]:
         if e["name"].startswith(ENV_PREFIX):
             assert e["name"] in variables, f"deployment.yaml sets {e['name']}: not a setting"
+
+
+def test_the_schema_checks_each_chart_value_of_a_setting() -> None:
+    """values.schema.json has every chart value of a setting, and a value with choices
+    has the setting's (a wrong one fails ``helm install``, not the pod's start)."""
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    for field, opt in CHARTED.items():
+        assert opt.chart
+        node = schema
+        for key in opt.chart.split("."):
+            assert key in node.get("properties", {}), f"values.schema.json has no {opt.chart}"
+            node = node["properties"][key]
+        annotation = Settings.model_fields[field].annotation
+        if typing.get_origin(annotation) is typing.Literal:
+            assert node.get("enum") == list(typing.get_args(annotation)), opt.chart
