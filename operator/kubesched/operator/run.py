@@ -15,27 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import functools
 import gc
-import itertools
 import logging
-import os
 import signal
 import socket
-import sys
-import threading
-import types
-import weakref
-from collections.abc import (
-    AsyncGenerator,
-    Awaitable,
-    Callable,
-    Collection,
-    Iterable,
-    Iterator,
-    Mapping,
-)
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, cast
 
 import kopf
@@ -45,15 +30,17 @@ from kubesched.cluster.event_writer import EventWriterCollector
 from kubesched.cluster.informer import Informer
 from kubesched.cluster.kinds import WATCHED
 from kubesched.cluster.kube import KubeCluster, RateLimiter, load_client_configuration
-from kubesched.cluster.prefetch import Prefetch
+from kubesched.cluster.prefetch import Page, Prefetch
 from kubesched.operator import logredact, podgroup_handlers
 from kubesched.operator.delegated_auth import DelegatedAuth
 from kubesched.operator.gang_sources import GangSources
 from kubesched.operator.handlers import DIRECT_KINDS, WatchRouter, build_registry
+from kubesched.operator.kopf_runner import kopf_settings, login_info, run_kopf
 from kubesched.operator.profile_handlers import ProfileController
 from kubesched.operator.profile_handlers import register as register_profile_handlers
 from kubesched.operator.server import serve
 from kubesched.operator.settings import Settings
+from kubesched.operator.stopping import connections_closed, trap_signals
 from kubesched.profiles import default_profile_spec
 from kubesched.scheduler.eventhandlers import EventHandlers
 from kubesched.scheduler.scheduler import Scheduler
@@ -85,52 +72,6 @@ something deleted between the first listing and Kopf's relist is caught then."""
 
 class LeadershipLost(Exception):
     """The lease could not be renewed: this replica stopped scheduling."""
-
-
-class _WatchOnlyDiffBase(kopf.AnnotationsDiffBaseStorage):
-    """No essence for the core kinds Kopf only watches (``@kopf.on.event``: pods, nodes,
-    ...), which have no change handlers to diff for: Kopf 1.45 builds the essence (a deep
-    copy of the object) and diffs it on every watch event regardless, ~7% of the event
-    loop with ``watch_engine: kopf`` under ``kubesched bench``. Custom resources (the
-    SchedulingProfile and PodGroup handlers) get the real essence."""
-
-    def build(
-        self, *, body: kopf.Body, extra_fields: Iterable[Any] | None = None
-    ) -> kopf.BodyEssence:
-        if body.get("apiVersion") in _CORE_GROUP_VERSIONS:
-            return cast(kopf.BodyEssence, {})
-        return super().build(body=body, extra_fields=extra_fields)
-
-
-_CORE_GROUP_VERSIONS = frozenset(
-    w.group_version for w in WATCHED if not w.group_version.startswith("kubesched.dev/")
-)
-
-
-def kopf_settings(settings: Settings) -> kopf.OperatorSettings:
-    s = kopf.OperatorSettings()
-    # Standalone: Kopf peering is not leader election (we use a Lease), and it would need
-    # the kopfpeerings CRD.
-    s.peering.standalone = True
-    s.peering.mandatory = False
-    # Our own prefix, should Kopf ever write to an object we own (never to user pods:
-    # only event handlers are registered for them).
-    s.persistence.finalizer = "kubesched.dev/finalizer"
-    s.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="kubesched.dev")
-    s.persistence.diffbase_storage = _WatchOnlyDiffBase(
-        prefix="kubesched.dev", key="last-handled-configuration"
-    )
-    # Kopf turns log records about an object into Events on it at INFO by default: that
-    # would be one Event per watch event. Only problems are worth an Event.
-    s.posting.level = logging.WARNING
-    # No cluster-wide scanning of CRDs/namespaces: the watched kinds are fixed, and the
-    # scanning needs RBAC the scheduler has no other use for.
-    s.scanning.disabled = True
-    s.watching.server_timeout = settings.watch_server_timeout
-    s.watching.client_timeout = settings.watch_client_timeout
-    s.watching.connect_timeout = 10.0
-    s.networking.request_timeout = settings.request_timeout
-    return s
 
 
 class Runtime:
@@ -165,21 +106,8 @@ class Runtime:
         )
         self.handlers = EventHandlers(self.scheduler, on_bad_object=self.router.on_bad_object)
         self.router.attach(self.handlers)
-        self.informers: list[Informer] = []
+        self.informers = self._direct_informers(prefetch)
         """Pods and nodes with ``watch_engine: direct`` (Kopf watches them otherwise)."""
-        if settings.watch_engine == "direct":
-            self.informers = [
-                Informer(
-                    self.cluster,
-                    kind,
-                    self.router.dispatch,
-                    server_timeout=settings.watch_server_timeout,
-                    client_timeout=settings.watch_client_timeout,
-                    on_relist=self.informer_relisted,
-                    prefetched=functools.partial(prefetch.take, kind) if prefetch else None,
-                )
-                for kind in sorted(DIRECT_KINDS)
-            ]
         self.registry = build_registry(self.router, skip=DIRECT_KINDS if self.informers else ())
         self.profiles = ProfileController(
             self.scheduler,
@@ -199,15 +127,7 @@ class Runtime:
             leading=lambda: self.leading,
         )
         self.gang_sources = GangSources(
-            self.cluster,
-            self.router.dispatch,
-            informer=lambda kind: Informer(
-                self.cluster,
-                kind,
-                self.router.dispatch,
-                server_timeout=settings.watch_server_timeout,
-                client_timeout=settings.watch_client_timeout,
-            ),
+            self.cluster, self.router.dispatch, informer=lambda kind: self._informer(kind)
         )
         """Kubernetes' and scheduler-plugins' gang kinds, watched while served."""
         self.cache_synced = asyncio.Event()
@@ -224,6 +144,35 @@ class Runtime:
         self.port: int | None = None
         """The HTTP port once listening (the OS picks it when ``settings.port`` is 0)."""
         self.kopf_reconcile: asyncio.Task[None] | None = None
+
+    def _informer(
+        self,
+        kind: str,
+        on_relist: Callable[[], None] | None = None,
+        prefetched: Callable[[], Awaitable[list[Page] | None]] | None = None,
+    ) -> Informer:
+        s = self.settings
+        return Informer(
+            self.cluster,
+            kind,
+            self.router.dispatch,
+            server_timeout=s.watch_server_timeout,
+            client_timeout=s.watch_client_timeout,
+            on_relist=on_relist,
+            prefetched=prefetched,
+        )
+
+    def _direct_informers(self, prefetch: Prefetch | None) -> list[Informer]:
+        if self.settings.watch_engine != "direct":
+            return []
+        return [
+            self._informer(
+                kind,
+                on_relist=self.informer_relisted,
+                prefetched=functools.partial(prefetch.take, kind) if prefetch else None,
+            )
+            for kind in sorted(DIRECT_KINDS)
+        ]
 
     def http_started(self, port: int) -> None:
         self.port = port
@@ -281,20 +230,6 @@ def _delegated_auth(rt: Runtime) -> DelegatedAuth:
     return DelegatedAuth(post)
 
 
-async def _login(cfg: k8s_client.Configuration) -> kopf.ConnectionInfo:
-    auth = str(await cfg.get_api_key_with_prefix("BearerToken") or "")
-    scheme, _, token = auth.partition(" ")
-    return kopf.ConnectionInfo(
-        server=str(cfg.host),
-        ca_path=cfg.ssl_ca_cert or None,
-        insecure=not cfg.verify_ssl,
-        scheme=scheme or None,
-        token=token or None,
-        certificate_path=cfg.cert_file or None,
-        private_key_path=cfg.key_file or None,
-    )
-
-
 async def run(
     *,
     settings: Settings,
@@ -318,8 +253,7 @@ async def run(
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     cfg = await load_client_configuration(settings.kubeconfig)
     cfg.connection_pool_maxsize = WRITE_CONNECTIONS
-    api = k8s_client.ApiClient(configuration=cfg)
-    rt = Runtime(settings, api, prefetch)
+    rt = Runtime(settings, k8s_client.ApiClient(configuration=cfg), prefetch)
     rt.tune_gc = tune_gc
     if runtime is not None:
         runtime.append(rt)
@@ -327,30 +261,65 @@ async def run(
     @kopf.on.login(registry=rt.registry)
     async def login(**_: Any) -> kopf.ConnectionInfo:
         # A fresh read each time Kopf asks (e.g. after a 401): tokens rotate.
-        return await _login(await load_client_configuration(settings.kubeconfig))
+        return await login_info(await load_client_configuration(settings.kubeconfig))
 
     kopf_stop, kopf_ready = asyncio.Event(), asyncio.Event()
     tasks: dict[str, asyncio.Task[Any]] = {}
     trapped: list[signal.Signals] = []
 
-    def trap_signals() -> None:
-        trapped.extend(_trap_signals(stop))
+    def trap() -> None:
+        trapped.extend(trap_signals(stop))
+
+    trap()  # until Kopf installs its own handlers (replaced again once Kopf is spawned)
+    try:
+        _start(
+            rt,
+            tasks,
+            stop=stop,
+            ready=ready,
+            kopf_stop=kopf_stop,
+            kopf_ready=kopf_ready,
+            on_kopf_spawned=trap,
+        )
+        await _until_one_ends(tasks)
+        if tasks["kopf"].done() and not stop.is_set():
+            log.info("the Kopf operator stopped: shutting down")
+    finally:
+        try:
+            await _shutdown(rt, tasks, kopf_stop)
+        finally:
+            loop = asyncio.get_running_loop()
+            for sig in trapped:
+                loop.remove_signal_handler(sig)
+
+
+def _start(
+    rt: Runtime,
+    tasks: dict[str, asyncio.Task[Any]],
+    *,
+    stop: asyncio.Event,
+    ready: asyncio.Event | None,
+    kopf_stop: asyncio.Event,
+    kopf_ready: asyncio.Event,
+    on_kopf_spawned: Callable[[], None],
+) -> None:
+    """Start ``run``'s tasks into ``tasks``, by name (``_shutdown`` stops them)."""
+    settings = rt.settings
 
     def spawn(name: str, coro: Awaitable[Any]) -> None:
         tasks[name] = asyncio.ensure_future(coro)
 
-    trap_signals()  # until Kopf installs its own handlers (replaced again on_spawned)
     spawn(
         "kopf",
-        _kopf_operator(
+        run_kopf(
             after=rt.cache_synced,
+            stop_flag=kopf_stop,
+            on_spawned=on_kopf_spawned,
             registry=rt.registry,
             settings=kopf_settings(settings),
             clusterwide=True,
             standalone=True,
-            stop_flag=kopf_stop,
             ready_flag=kopf_ready,
-            on_spawned=trap_signals,
         ),
     )
     spawn("stop", stop.wait())
@@ -370,190 +339,25 @@ async def run(
             profile_book=lambda: rt.profiles.book,
         ),
     )
-    try:
-        spawn("sync", _initial_sync(rt, kopf_ready, ready))
-        spawn("schedule", _lead(rt) if settings.leader_elect else _schedule(rt))
-        if settings.resync_seconds > 0:
-            spawn("resync", _resync(rt))
-        spawn("watch-gang-sources", rt.gang_sources.run())
-        spawn("watch-gang-status", rt.podgroups.run_ticks())
-        waiting = set(tasks.values())
-        while True:
-            done, waiting = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-            for t in done:
-                if not t.cancelled() and t.exception() is not None:
-                    raise t.exception()  # type: ignore[misc]
-            if done - {tasks["sync"]}:
-                break  # stopped, Kopf ended (a signal), or scheduling ended
-        if tasks["kopf"].done() and not stop.is_set():
-            log.info("the Kopf operator stopped: shutting down")
-    finally:
-        try:
-            await _shutdown(rt, tasks, kopf_stop)
-        finally:
-            loop = asyncio.get_running_loop()
-            for sig in trapped:
-                loop.remove_signal_handler(sig)
+    spawn("sync", _initial_sync(rt, kopf_ready, ready))
+    spawn("schedule", _lead(rt) if settings.leader_elect else _schedule(rt))
+    if settings.resync_seconds > 0:
+        spawn("resync", _resync(rt))
+    spawn("watch-gang-sources", rt.gang_sources.run())
+    spawn("watch-gang-status", rt.podgroups.run_ticks())
 
 
-def _trap_signals(stop: asyncio.Event) -> list[signal.Signals]:
-    """SIGTERM and SIGINT set ``stop`` (replacing the handlers Kopf installed).
-
-    Kopf's own handling stops its watches first and then waits 5 s for its stop-flag
-    waiter, which nothing ends; ours stops scheduling, lets binds in flight finish,
-    releases the lease, and only then stops Kopf through its stop flag: the follower
-    takes over within a retry period and the process exits at once. Main thread only
-    (the only one that receives signals)."""
-    if threading.current_thread() is not threading.main_thread():
-        return []
-    loop = asyncio.get_running_loop()
-
-    def received(sig: signal.Signals) -> None:
-        log.info("signal %s received: stopping", sig.name)
-        stop.set()
-
-    trapped = []
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        try:
-            loop.add_signal_handler(sig, received, sig)
-        except (NotImplementedError, RuntimeError):  # no signals here (e.g. Windows)
-            continue
-        trapped.append(sig)
-    return trapped
-
-
-class _NotKopfs(Collection["asyncio.Task[Any]"]):
-    """Tasks whose coroutine is not Kopf's code: ours and our caller's.
-
-    When ``kopf.operator`` stops, it cancels every task of the loop that was created after
-    it started ("hung tasks"), whoever made it: our binding cycles, the HTTP server, and
-    the caller's own tasks (a test fixture's teardown). Handing this as ``ignored`` to
-    ``kopf.run_tasks`` keeps Kopf to its own tasks; we stop ours in ``_shutdown``."""
-
-    def __contains__(self, task: object) -> bool:
-        get_coro = getattr(task, "get_coro", None)
-        coro = get_coro() if get_coro is not None else None
-        code = getattr(coro, "cr_code", None) or getattr(coro, "gi_code", None)
-        return code is None or f"{os.sep}kopf{os.sep}" not in code.co_filename
-
-    def __iter__(self) -> Iterator[asyncio.Task[Any]]:
-        return iter(())
-
-    def __len__(self) -> int:
-        return 0
-
-
-async def _kopf_operator(
-    *, after: asyncio.Event, on_spawned: Callable[[], None], **kwargs: Any
-) -> None:
-    """``kopf.operator``, minus its cancelling of tasks that are not Kopf's, started once
-    ``after`` is set (the cache synced: Kopf's start-up and its own listing of every kind
-    it watches stay off the way to the first bind) unless ``stop_flag`` comes first;
-    ``on_spawned`` runs once Kopf has set up (and installed its signal handlers). Once
-    Kopf's tasks are over, the watch streams they left open are closed (see
-    :func:`_close_generators`)."""
-    stop_flag: asyncio.Event = kwargs["stop_flag"]
-    waits = [asyncio.ensure_future(after.wait()), asyncio.ensure_future(stop_flag.wait())]
-    try:
-        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for w in waits:
-            w.cancel()
-    if stop_flag.is_set():
-        return
-    generators: _Generators = weakref.WeakValueDictionary()
-    try:
-        with _recording_kopf_generators(generators):
-            tasks = await kopf.spawn_tasks(**kwargs)
-            on_spawned()
-            await kopf.run_tasks(tasks, ignored=_NotKopfs())
-    finally:
-        await _close_generators(generators)
-
-
-# -- Kopf's watch streams, closed ---------------------------------------------------------------
-#
-# Kopf's watcher task iterates its watch stream (``infinite_watch``, an async generator over
-# nested ones down to the aiohttp response) with a plain ``async for``. When the operator
-# stops, the watcher is cancelled wherever it awaits: inside the stream (reading the next
-# line) the cancellation unwinds the generators and closes the response, but in the loop's
-# body (handing an event to a worker: most of the time when events are arriving) the
-# generators stay suspended at their ``yield`` with the HTTP response open. Nothing closes
-# them: the loop's ``shutdown_asyncgens`` at its very end (where ``infinite_watch`` fails
-# with "generator didn't stop after athrow()", its ``streaming_block`` having been closed
-# concurrently), or the garbage collector whenever it finds them, maybe after the loop
-# closed ("Exception ignored in: <async_generator ...>", unclosed transport and response
-# ResourceWarnings in whatever code runs then). So ``run`` records the async generators
-# Kopf's tasks start (a first-iteration hook, attributed through a context variable that
-# those tasks inherit: other ``run`` calls in the same loop keep theirs) and closes the
-# ones left suspended, outermost first, once Kopf's tasks are all done.
-
-CLOSE_GENERATORS_TIMEOUT = 5.0
-
-_KOPF_CODE = f"{os.sep}kopf{os.sep}"
-_Generators = weakref.WeakValueDictionary[int, types.AsyncGeneratorType[Any, Any]]
-"""By start order; the finished ones drop out as they are freed (Kopf starts a few per
-API request: a long run must not accumulate them)."""
-_owned_generators: contextvars.ContextVar[_Generators | None] = contextvars.ContextVar(
-    "kubesched_kopf_generators", default=None
-)
-_started = itertools.count()
-
-
-class _HookState(threading.local):
-    """The thread's async-generator hooks before ours, and how many runs record (the
-    hooks are per thread; nested runs in one loop share one installation)."""
-
-    users = 0
-    previous: Any = None
-
-
-_hooks = _HookState()
-
-
-def _firstiter(agen: AsyncGenerator[Any, Any]) -> None:
-    owned = _owned_generators.get()
-    code = getattr(agen, "ag_code", None)
-    if owned is not None and code is not None and _KOPF_CODE in code.co_filename:
-        owned[next(_started)] = cast(types.AsyncGeneratorType[Any, Any], agen)
-    previous = _hooks.previous.firstiter if _hooks.previous is not None else None
-    if previous is not None:
-        previous(agen)  # the event loop's own bookkeeping (shutdown_asyncgens, finalizer)
-
-
-@contextlib.contextmanager
-def _recording_kopf_generators(owned: _Generators) -> Iterator[None]:
-    """Record into ``owned`` the async generators Kopf's code starts from this context
-    (the tasks spawned within inherit it)."""
-    token = _owned_generators.set(owned)
-    if _hooks.users == 0:
-        _hooks.previous = sys.get_asyncgen_hooks()
-        sys.set_asyncgen_hooks(firstiter=_firstiter, finalizer=_hooks.previous.finalizer)
-    _hooks.users += 1
-    try:
-        yield
-    finally:
-        _hooks.users -= 1
-        if _hooks.users == 0:
-            previous, _hooks.previous = _hooks.previous, None
-            sys.set_asyncgen_hooks(firstiter=previous.firstiter, finalizer=previous.finalizer)
-        _owned_generators.reset(token)
-
-
-async def _close_generators(owned: _Generators) -> None:
-    """Close the recorded generators still suspended, in the order they started (an outer
-    one before those it iterates: its context managers exit before their generators are
-    closed under them)."""
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(CLOSE_GENERATORS_TIMEOUT):
-            for _, agen in sorted(owned.items(), key=lambda item: item[0]):
-                if agen.ag_frame is None or agen.ag_running:
-                    continue  # collected, finished, or (never: Kopf's tasks are done) running
-                try:
-                    await agen.aclose()
-                except Exception as e:  # Kopf's code, ending anyway: nothing else to do
-                    log.debug("closing Kopf's %s: %r", agen.ag_code.co_name, e)
-    owned.clear()
+async def _until_one_ends(tasks: Mapping[str, asyncio.Task[Any]]) -> None:
+    """Until a task other than the initial sync ends: stopped, Kopf ended (a signal), or
+    scheduling ended. The first failure among those done is raised."""
+    waiting = set(tasks.values())
+    while True:
+        done, waiting = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        for t in done:
+            if not t.cancelled() and t.exception() is not None:
+                raise cast(BaseException, t.exception())
+        if done - {tasks["sync"]}:
+            return
 
 
 async def _initial_sync(
@@ -673,56 +477,4 @@ async def _shutdown(
         await asyncio.gather(*pending, return_exceptions=True)
     finally:
         await rt.api.close()  # its aiohttp session, even when the wait is cancelled
-    await _connections_closed()
-
-
-TRANSPORTS_CLOSE_TIMEOUT = 5.0
-"""At most this long for the TLS connections being closed to finish closing."""
-
-
-async def _connections_closed() -> None:
-    """Wait until the connections being closed are closed (at most
-    ``TRANSPORTS_CLOSE_TIMEOUT``).
-
-    Closing a TLS connection takes a round trip: asyncio sends close_notify and closes
-    the socket once the API server answered (or after ``ssl_shutdown_timeout``). The
-    responses closed mid-stream (the watch streams of Kopf and of the informers, ended by
-    the stop) are closed that way, and nothing awaits them: aiohttp's session close waits
-    only for the connections still in its pool. So when ``run``'s caller ends the event
-    loop right after (``asyncio.run``; a test's loop), a connection whose answer had not
-    come yet (a loaded machine, a slow API server) is left with its socket open:
-    "unclosed transport" ResourceWarnings when it is collected, in whatever code runs
-    then. The loop's transports are only reachable through its private ``_transports``
-    (selector loops; another loop, e.g. uvloop, is not waited for)."""
-    transports = getattr(asyncio.get_running_loop(), "_transports", None)
-    if transports is None:
-        return
-
-    def closing() -> int:
-        n = 0
-        for t in list(transports.values()):
-            sock = t.get_extra_info("socket")
-            if sock is None or sock.fileno() == -1:
-                continue  # closed
-            # TLS: the socket's transport stays open while the TLS layer above it (the
-            # transport aiohttp closed) shuts down
-            tls = getattr(t.get_protocol(), "_app_transport", None)
-            if t.is_closing() or (tls is not None and tls.is_closing()):
-                n += 1
-        return n
-
-    loop = asyncio.get_running_loop()
-    start = loop.time()
-    first = left = closing()
-    for _ in range(int(TRANSPORTS_CLOSE_TIMEOUT / 0.01)):
-        if not left:
-            break
-        await asyncio.sleep(0.01)  # no event to wait on: asyncio closes them in callbacks
-        left = closing()
-    if first:
-        log.debug(
-            "%d connection(s) closing at the end of run: %d left after %.2f s",
-            first,
-            left,
-            loop.time() - start,
-        )
+    await connections_closed()

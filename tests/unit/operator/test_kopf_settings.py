@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import kopf
 
-from kubesched.operator.run import kopf_settings
+from kubesched.operator.kopf_runner import kopf_settings
 from kubesched.operator.settings import Settings
 
 

@@ -16,6 +16,7 @@ from kubesched.cluster.memory import MemoryCluster
 from kubesched.framework.types import Pod
 from kubesched.operator import run as run_mod
 from kubesched.operator.settings import Settings
+from kubesched.operator.stopping import trap_signals
 from kubesched.scheduler.eventhandlers import EventHandlers
 from kubesched.scheduler.scheduler import Scheduler
 from tests.builders import make_node, make_pod
@@ -93,7 +94,7 @@ async def test_lost_lease_cancels_the_bind_in_flight_at_once() -> None:
 
 async def test_sigterm_sets_the_stop_flag() -> None:
     stop = asyncio.Event()
-    trapped = run_mod._trap_signals(stop)
+    trapped = trap_signals(stop)
     loop = asyncio.get_running_loop()
     try:
         assert signal.SIGTERM in trapped  # else the kill below would end the test run

@@ -1,0 +1,240 @@
+"""Kopf, embedded in ``kubesched run`` through its public API.
+
+Kopf watches the kinds the direct informers do not (and all of them with
+``watch_engine: kopf``) and runs the SchedulingProfile and PodGroup handlers. ``run``
+starts it with :func:`run_kopf` once the cache is synced and stops it through its stop
+flag, after our own tasks are done (see ``run._shutdown``).
+
+Kopf's own orchestration (``kopf.operator``, ``kopf.run_tasks``) ends by cancelling every
+task of the loop created after it started, whoever made it ("hung tasks"): our binding
+cycles, the HTTP server, the caller's tasks. So :func:`run_kopf` starts Kopf's root tasks
+with ``kopf.spawn_tasks`` and ends them itself: the stop flag set first (Kopf then knows
+the stop is intended), the root tasks cancelled and awaited; each of them stops the tasks
+it started (watchers, workers, the event poster) on its way out. Nothing else in the
+loop is touched.
+
+One limit remains (``docs/DESIGN.md``, "Dependencies: limits we accept"): Kopf leaves
+its watch streams' async generators suspended when its watcher is cancelled between two
+events; :func:`_recording_kopf_generators` finds them to close them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import itertools
+import logging
+import os
+import sys
+import threading
+import types
+import weakref
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator
+from typing import Any, cast
+
+import kopf
+from kubernetes_asyncio import client as k8s_client
+
+from kubesched.cluster.kinds import WATCHED
+from kubesched.operator.settings import Settings
+
+__all__ = ["kopf_settings", "login_info", "run_kopf"]
+
+log = logging.getLogger("kubesched.run")
+
+
+class _WatchOnlyDiffBase(kopf.AnnotationsDiffBaseStorage):
+    """No essence for the core kinds Kopf only watches (``@kopf.on.event``: pods, nodes,
+    ...), which have no change handlers to diff for: Kopf 1.45 builds the essence (a deep
+    copy of the object) and diffs it on every watch event regardless, ~7% of the event
+    loop with ``watch_engine: kopf`` under ``kubesched bench``. Custom resources (the
+    SchedulingProfile and PodGroup handlers) get the real essence. ``build`` is a public
+    method of Kopf's public storage classes, documented for overriding."""
+
+    def build(
+        self, *, body: kopf.Body, extra_fields: Iterable[Any] | None = None
+    ) -> kopf.BodyEssence:
+        if body.get("apiVersion") in _CORE_GROUP_VERSIONS:
+            return cast(kopf.BodyEssence, {})
+        return super().build(body=body, extra_fields=extra_fields)
+
+
+_CORE_GROUP_VERSIONS = frozenset(
+    w.group_version for w in WATCHED if not w.group_version.startswith("kubesched.dev/")
+)
+
+
+def kopf_settings(settings: Settings) -> kopf.OperatorSettings:
+    s = kopf.OperatorSettings()
+    # Standalone: Kopf peering is not leader election (we use a Lease), and it would need
+    # the kopfpeerings CRD.
+    s.peering.standalone = True
+    s.peering.mandatory = False
+    # Our own prefix, should Kopf ever write to an object we own (never to user pods:
+    # only event handlers are registered for them).
+    s.persistence.finalizer = "kubesched.dev/finalizer"
+    s.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="kubesched.dev")
+    s.persistence.diffbase_storage = _WatchOnlyDiffBase(
+        prefix="kubesched.dev", key="last-handled-configuration"
+    )
+    # Kopf turns log records about an object into Events on it at INFO by default: that
+    # would be one Event per watch event. Only problems are worth an Event.
+    s.posting.level = logging.WARNING
+    # No cluster-wide scanning of CRDs/namespaces: the watched kinds are fixed, and the
+    # scanning needs RBAC the scheduler has no other use for.
+    s.scanning.disabled = True
+    s.watching.server_timeout = settings.watch_server_timeout
+    s.watching.client_timeout = settings.watch_client_timeout
+    s.watching.connect_timeout = 10.0
+    s.networking.request_timeout = settings.request_timeout
+    return s
+
+
+async def login_info(cfg: k8s_client.Configuration) -> kopf.ConnectionInfo:
+    """Kopf's credentials from our client's configuration (the same kubeconfig)."""
+    auth = str(await cfg.get_api_key_with_prefix("BearerToken") or "")
+    scheme, _, token = auth.partition(" ")
+    return kopf.ConnectionInfo(
+        server=str(cfg.host),
+        ca_path=cfg.ssl_ca_cert or None,
+        insecure=not cfg.verify_ssl,
+        scheme=scheme or None,
+        token=token or None,
+        certificate_path=cfg.cert_file or None,
+        private_key_path=cfg.key_file or None,
+    )
+
+
+async def run_kopf(
+    *,
+    after: asyncio.Event,
+    stop_flag: asyncio.Event,
+    on_spawned: Callable[[], None],
+    **kwargs: Any,
+) -> None:
+    """Kopf's operator (``kwargs`` for ``kopf.spawn_tasks``), started once ``after`` is set
+    (the cache synced: Kopf's start-up and its own listing of every kind it watches stay
+    off the way to the first bind) unless ``stop_flag`` comes first, until ``stop_flag``
+    is set or one of its root tasks ends; ``on_spawned`` runs once Kopf has set up (and
+    installed its signal handlers). Cancelling this stops Kopf too."""
+    waits = [asyncio.ensure_future(after.wait()), asyncio.ensure_future(stop_flag.wait())]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
+    if stop_flag.is_set():
+        return
+    generators: _Generators = weakref.WeakValueDictionary()
+    try:
+        with _recording_kopf_generators(generators):
+            tasks = await kopf.spawn_tasks(stop_flag=stop_flag, **kwargs)
+            on_spawned()
+            await _run_root_tasks(tasks, stop_flag)
+    finally:
+        await _close_generators(generators)
+
+
+async def _run_root_tasks(tasks: Iterable[asyncio.Task[Any]], stop_flag: asyncio.Event) -> None:
+    """Until one of Kopf's root tasks ends (its stop-flag checker, once ``stop_flag`` is
+    set), then the others cancelled and awaited; a root task's failure is raised."""
+    roots = set(tasks)
+    try:
+        done, _ = await asyncio.wait(roots, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        # The flag first: with it set, Kopf takes the cancellation for an intended stop
+        # (otherwise its "ultimate termination" task arms a SIGKILL).
+        stop_flag.set()
+        for t in roots:
+            t.cancel()
+        await asyncio.gather(*roots, return_exceptions=True)
+    for t in done:
+        if not t.cancelled() and t.exception() is not None:
+            raise cast(BaseException, t.exception())
+
+
+# -- Kopf's watch streams, closed ---------------------------------------------------------------
+#
+# Kopf's watcher task iterates its watch stream (``infinite_watch``, an async generator over
+# nested ones down to the aiohttp response) with a plain ``async for``. When the operator
+# stops, the watcher is cancelled wherever it awaits: inside the stream (reading the next
+# line) the cancellation unwinds the generators and closes the response, but in the loop's
+# body (handing an event to a worker: most of the time when events are arriving) the
+# generators stay suspended at their ``yield`` with the HTTP response open. Nothing closes
+# them: the loop's ``shutdown_asyncgens`` at its very end (where ``infinite_watch`` fails
+# with "generator didn't stop after athrow()", its ``streaming_block`` having been closed
+# concurrently), or the garbage collector whenever it finds them, maybe after the loop
+# closed ("Exception ignored in: <async_generator ...>", unclosed transport and response
+# ResourceWarnings in whatever code runs then). Kopf has no hook for this, so ``run_kopf``
+# records the async generators Kopf's tasks start (a first-iteration hook, attributed
+# through a context variable that those tasks inherit: other ``run`` calls in the same loop
+# keep theirs) and closes the ones left suspended, outermost first, once Kopf's tasks are
+# all done.
+
+CLOSE_GENERATORS_TIMEOUT = 5.0
+
+_KOPF_CODE = f"{os.sep}kopf{os.sep}"
+_Generators = weakref.WeakValueDictionary[int, types.AsyncGeneratorType[Any, Any]]
+"""By start order; the finished ones drop out as they are freed (Kopf starts a few per
+API request: a long run must not accumulate them)."""
+_owned_generators: contextvars.ContextVar[_Generators | None] = contextvars.ContextVar(
+    "kubesched_kopf_generators", default=None
+)
+_started = itertools.count()
+
+
+class _HookState(threading.local):
+    """The thread's async-generator hooks before ours, and how many runs record (the
+    hooks are per thread; nested runs in one loop share one installation)."""
+
+    users = 0
+    previous: Any = None
+
+
+_hooks = _HookState()
+
+
+def _firstiter(agen: AsyncGenerator[Any, Any]) -> None:
+    owned = _owned_generators.get()
+    code = getattr(agen, "ag_code", None)
+    if owned is not None and code is not None and _KOPF_CODE in code.co_filename:
+        owned[next(_started)] = cast(types.AsyncGeneratorType[Any, Any], agen)
+    previous = _hooks.previous.firstiter if _hooks.previous is not None else None
+    if previous is not None:
+        previous(agen)  # the event loop's own bookkeeping (shutdown_asyncgens, finalizer)
+
+
+@contextlib.contextmanager
+def _recording_kopf_generators(owned: _Generators) -> Iterator[None]:
+    """Record into ``owned`` the async generators Kopf's code starts from tasks created
+    in this context (they inherit it: Kopf's root tasks, and the tasks those start)."""
+    token = _owned_generators.set(owned)
+    if _hooks.users == 0:
+        _hooks.previous = sys.get_asyncgen_hooks()
+        sys.set_asyncgen_hooks(firstiter=_firstiter, finalizer=_hooks.previous.finalizer)
+    _hooks.users += 1
+    try:
+        yield
+    finally:
+        _hooks.users -= 1
+        if _hooks.users == 0:
+            previous, _hooks.previous = _hooks.previous, None
+            sys.set_asyncgen_hooks(firstiter=previous.firstiter, finalizer=previous.finalizer)
+        _owned_generators.reset(token)
+
+
+async def _close_generators(owned: _Generators) -> None:
+    """Close the recorded generators still suspended, in the order they started (an outer
+    one before those it iterates: its context managers exit before their generators are
+    closed under them)."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(CLOSE_GENERATORS_TIMEOUT):
+            for _, agen in sorted(owned.items(), key=lambda item: item[0]):
+                if agen.ag_frame is None or agen.ag_running:
+                    continue  # collected, finished, or (never: Kopf's tasks are done) running
+                try:
+                    await agen.aclose()
+                except Exception as e:  # Kopf's code, ending anyway: nothing else to do
+                    log.debug("closing Kopf's %s: %r", agen.ag_code.co_name, e)
+    owned.clear()
