@@ -170,7 +170,9 @@ async def _run_root_tasks(tasks: Iterable[asyncio.Task[Any]], stop_flag: asyncio
 # records the async generators Kopf's tasks start (a first-iteration hook, attributed
 # through a context variable that those tasks inherit: other ``run`` calls in the same loop
 # keep theirs) and closes the ones left suspended, outermost first, once Kopf's tasks are
-# all done.
+# all done. Only generators of Kopf's own code (its package directory in the code's file
+# name): one of our handlers, called in Kopf's workers, may start a task that outlives
+# them and whose generators are not Kopf's to close.
 
 CLOSE_GENERATORS_TIMEOUT = 5.0
 
