@@ -1,7 +1,8 @@
 """The plugin registry: name -> (Args model, factory). Duplicates are refused.
 
 A plugin module exports ``NAME``, ``Args`` (a pydantic model whose field defaults are
-kube-scheduler's) and ``new(args, handle)``. In-tree plugins are registered by
+kube-scheduler's; a plugin without arguments leaves it out and gets :class:`NoArgs`) and
+``new(args, handle)``. In-tree plugins are registered by
 ``kubesched.plugins.in_tree_registry()``; out-of-tree plugins arrive through the
 ``kubesched.plugins`` entry-point group.
 """

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kubesched.framework.cycle_state import CycleState
-from kubesched.framework.interface import Handle
+from kubesched.framework.interface import BindPlugin, Handle
 from kubesched.framework.registry import NoArgs
 from kubesched.framework.status import Status
 from kubesched.framework.types import Pod
@@ -13,7 +13,7 @@ __all__ = ["NAME", "DefaultBinder", "new"]
 NAME = "DefaultBinder"
 
 
-class DefaultBinder:
+class DefaultBinder(BindPlugin):
     name = NAME
 
     def __init__(self, handle: Handle) -> None:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kubesched.framework.cycle_state import CycleState
-from kubesched.framework.interface import MAX_NODE_SCORE, Handle
+from kubesched.framework.interface import MAX_NODE_SCORE, Handle, ScorePlugin, VectorScorePlugin
 from kubesched.framework.nodeinfo import ImageState, NodeInfo
 from kubesched.framework.registry import NoArgs
 from kubesched.framework.status import Status
@@ -111,7 +111,7 @@ def sum_image_scores(
     return total
 
 
-class ImageLocality:
+class ImageLocality(ScorePlugin, VectorScorePlugin):
     name = NAME
 
     def __init__(self, handle: Handle) -> None:

@@ -41,10 +41,17 @@ from kubesched.framework.interface import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
+    EnqueueExtensions,
     EventResource,
+    FilterPlugin,
     Handle,
     PreFilterExtensions,
+    PreFilterPlugin,
     PreFilterResult,
+    PreScorePlugin,
+    ScorePlugin,
+    VectorFilterPlugin,
+    VectorScorePlugin,
 )
 from kubesched.framework.labels import NodeSelectorTerm, compile_node_selector_term
 from kubesched.framework.nodeinfo import NodeInfo
@@ -272,7 +279,15 @@ class _PreScoreState:
         self.preferred = preferred
 
 
-class NodeAffinity:
+class NodeAffinity(
+    PreFilterPlugin,
+    FilterPlugin,
+    VectorFilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+    VectorScorePlugin,
+    EnqueueExtensions,
+):
     name = NAME
 
     def __init__(self, args: Args) -> None:

@@ -38,9 +38,12 @@ from kubesched.framework.interface import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
+    EnqueueExtensions,
     EventResource,
+    FilterPlugin,
     Handle,
     PreFilterExtensions,
+    PreFilterPlugin,
     PreFilterResult,
 )
 from kubesched.framework.nodeinfo import NodeInfo
@@ -137,7 +140,7 @@ def node_features(node: Node) -> frozenset[str]:
     return KNOWN_FEATURES.intersection(f for f in _declared(node.raw) if isinstance(f, str))
 
 
-class NodeDeclaredFeatures:
+class NodeDeclaredFeatures(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
     name = NAME
 
     def events_to_register(self) -> list[ClusterEventWithHint]:

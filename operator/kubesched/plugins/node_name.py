@@ -18,10 +18,14 @@ from kubesched.framework.interface import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
+    EnqueueExtensions,
     EventResource,
+    FilterPlugin,
     Handle,
     PreFilterExtensions,
+    PreFilterPlugin,
     PreFilterResult,
+    VectorFilterPlugin,
 )
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.registry import NoArgs
@@ -44,7 +48,7 @@ def fits(pod: Pod, node_info: NodeInfo) -> bool:
     return not pod.node_name or pod.node_name == node_info.name
 
 
-class NodeName:
+class NodeName(PreFilterPlugin, FilterPlugin, VectorFilterPlugin, EnqueueExtensions):
     name = NAME
 
     def events_to_register(self) -> list[ClusterEventWithHint]:

@@ -24,10 +24,14 @@ from kubesched.framework.interface import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
+    EnqueueExtensions,
     EventResource,
+    FilterPlugin,
     Handle,
     PreFilterExtensions,
+    PreFilterPlugin,
     PreFilterResult,
+    VectorFilterPlugin,
 )
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.registry import NoArgs
@@ -69,7 +73,7 @@ def fits_ports(wanted: Sequence[HostPort], in_use: Mapping[HostPort, int]) -> bo
     return not any(conflicts(w, in_use) for w in wanted)
 
 
-class NodePorts:
+class NodePorts(PreFilterPlugin, FilterPlugin, VectorFilterPlugin, EnqueueExtensions):
     name = NAME
 
     def events_to_register(self) -> list[ClusterEventWithHint]:

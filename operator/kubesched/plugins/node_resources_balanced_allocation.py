@@ -26,7 +26,13 @@ from kubesched.framework.helpers import (
     allocatable_and_requested_rows,
     pod_resource_request,
 )
-from kubesched.framework.interface import MAX_NODE_SCORE, Handle
+from kubesched.framework.interface import (
+    MAX_NODE_SCORE,
+    Handle,
+    PreScorePlugin,
+    ScorePlugin,
+    VectorScorePlugin,
+)
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.resources import CPU, MEMORY
 from kubesched.framework.status import Status
@@ -138,7 +144,7 @@ def _std_rows(cols: list[tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]],
     return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
 
 
-class NodeResourcesBalancedAllocation:
+class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin, VectorScorePlugin):
     name = NAME
 
     def __init__(self, args: Args) -> None:

@@ -32,10 +32,17 @@ from kubesched.framework.interface import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
+    EnqueueExtensions,
     EventResource,
+    FilterPlugin,
     Handle,
     PreFilterExtensions,
+    PreFilterPlugin,
     PreFilterResult,
+    PreScorePlugin,
+    ScorePlugin,
+    VectorFilterPlugin,
+    VectorScorePlugin,
 )
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.resources import CPU, MEMORY, Resource
@@ -213,7 +220,15 @@ def _utilization(requested: int, capacity: int) -> int:
 
 
 # -- the plugin ---------------------------------------------------------------------------------
-class NodeResourcesFit:
+class NodeResourcesFit(
+    PreFilterPlugin,
+    FilterPlugin,
+    VectorFilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+    VectorScorePlugin,
+    EnqueueExtensions,
+):
     name = NAME
 
     def __init__(self, args: Args) -> None:

@@ -14,10 +14,14 @@ from kubesched.framework.interface import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
+    EnqueueExtensions,
     EventResource,
+    FilterPlugin,
     Handle,
     PreFilterExtensions,
+    PreFilterPlugin,
     PreFilterResult,
+    VectorFilterPlugin,
 )
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.registry import NoArgs
@@ -51,7 +55,7 @@ def tolerates_unschedulable(pod: Pod) -> bool:
     return tolerations_tolerate_taint(pod.tolerations, _UNSCHEDULABLE_TAINT)
 
 
-class NodeUnschedulable:
+class NodeUnschedulable(PreFilterPlugin, FilterPlugin, VectorFilterPlugin, EnqueueExtensions):
     name = NAME
 
     def events_to_register(self) -> list[ClusterEventWithHint]:

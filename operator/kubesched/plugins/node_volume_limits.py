@@ -36,9 +36,12 @@ from kubesched.framework.interface import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
+    EnqueueExtensions,
     EventResource,
+    FilterPlugin,
     Handle,
     PreFilterExtensions,
+    PreFilterPlugin,
     PreFilterResult,
 )
 from kubesched.framework.nodeinfo import NodeInfo
@@ -108,7 +111,7 @@ class _PVCNotFound(Exception):
     pass
 
 
-class CSILimits:
+class CSILimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
     name = NAME
 
     def __init__(self, handle: Handle) -> None:

@@ -3,7 +3,7 @@ pod queued earlier (FIFO), then arrival order."""
 
 from __future__ import annotations
 
-from kubesched.framework.interface import Handle
+from kubesched.framework.interface import Handle, QueueSortPlugin
 from kubesched.framework.nodeinfo import QueuedPodInfo
 from kubesched.framework.registry import NoArgs
 
@@ -12,7 +12,7 @@ __all__ = ["NAME", "PrioritySort", "new"]
 NAME = "PrioritySort"
 
 
-class PrioritySort:
+class PrioritySort(QueueSortPlugin):
     name = NAME
 
     def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:

@@ -14,8 +14,10 @@ from kubesched.framework.interface import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
+    EnqueueExtensions,
     EventResource,
     Handle,
+    PreEnqueuePlugin,
 )
 from kubesched.framework.registry import NoArgs
 from kubesched.framework.status import Status
@@ -38,7 +40,7 @@ def _gates_eliminated(pod: Pod, old: object, new: object) -> bool:
     return not new.scheduling_gates
 
 
-class SchedulingGates:
+class SchedulingGates(PreEnqueuePlugin, EnqueueExtensions):
     name = NAME
 
     def pre_enqueue(self, pod: Pod) -> Status | None:

@@ -23,10 +23,17 @@ from kubesched.framework.interface import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
+    EnqueueExtensions,
     EventResource,
+    FilterPlugin,
     Handle,
     PreFilterExtensions,
+    PreFilterPlugin,
     PreFilterResult,
+    PreScorePlugin,
+    ScorePlugin,
+    VectorFilterPlugin,
+    VectorScorePlugin,
 )
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.registry import NoArgs
@@ -73,7 +80,15 @@ def count_intolerable_prefer_no_schedule(
     )
 
 
-class TaintToleration:
+class TaintToleration(
+    PreFilterPlugin,
+    FilterPlugin,
+    VectorFilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+    VectorScorePlugin,
+    EnqueueExtensions,
+):
     name = NAME
 
     def events_to_register(self) -> list[ClusterEventWithHint]:

@@ -29,9 +29,12 @@ from kubesched.framework.interface import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
+    EnqueueExtensions,
     EventResource,
+    FilterPlugin,
     Handle,
     PreFilterExtensions,
+    PreFilterPlugin,
     PreFilterResult,
 )
 from kubesched.framework.nodeinfo import NodeInfo
@@ -124,7 +127,7 @@ class _State:
         return n
 
 
-class VolumeRestrictions:
+class VolumeRestrictions(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
     name = NAME
 
     def __init__(self, handle: Handle) -> None:

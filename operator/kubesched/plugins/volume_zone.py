@@ -24,9 +24,12 @@ from kubesched.framework.interface import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
+    EnqueueExtensions,
     EventResource,
+    FilterPlugin,
     Handle,
     PreFilterExtensions,
+    PreFilterPlugin,
     PreFilterResult,
 )
 from kubesched.framework.nodeinfo import NodeInfo
@@ -71,7 +74,7 @@ def pv_topologies(pv_name: str, labels: dict[str, str]) -> list[PVTopology]:
     return out
 
 
-class VolumeZone:
+class VolumeZone(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
     name = NAME
 
     def __init__(self, handle: Handle) -> None:

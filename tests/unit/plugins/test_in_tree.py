@@ -23,6 +23,7 @@ from kubesched.framework.interface import (
     VectorScorePlugin,
 )
 from kubesched.framework.registry import DuplicatePluginError
+from kubesched.framework.signature import SignPlugin
 from kubesched.plugins import (
     DEFAULT_PLUGINS,
     IN_TREE_MODULES,
@@ -199,3 +200,30 @@ def test_plugins_implement_their_extension_points(module: ModuleType) -> None:
     assert plugin.name == name
     implemented = {p for p in ALL_POINTS if isinstance(plugin, p)}
     assert implemented == EXPECTED_POINTS[name]
+
+
+def _own_methods(cls: type) -> set[str]:
+    """Methods ``cls`` defines itself or inherits from a class that is not a Protocol."""
+    return {m for c in cls.__mro__ if c not in PROTOCOLS for m in vars(c)}
+
+
+PROTOCOLS: tuple[type, ...] = (*ALL_POINTS, VectorFilterPlugin, VectorScorePlugin, SignPlugin)
+
+
+@pytest.mark.parametrize("module", IN_TREE_MODULES, ids=lambda m: m.NAME)
+def test_plugins_declare_every_protocol_they_implement(module: ModuleType) -> None:
+    """mypy checks a plugin's methods against the Protocols it lists as bases (a missing
+    method cannot be instantiated, a wrong signature is an incompatible override). So a
+    plugin must list every Protocol whose methods it has: otherwise the profile compiler
+    (which reads a plugin's methods) could put it at a point mypy never checked."""
+    spec = in_tree_registry().get(module.NAME)
+    assert spec is not None
+    cls = type(spec.factory(spec.parse_args(None), FakeHandle()))
+    declared = {p.__name__ for p in PROTOCOLS if p in cls.__mro__}
+    implemented = {
+        p.__name__
+        for p in PROTOCOLS
+        if {m for m, v in vars(p).items() if callable(v) and not m.startswith("_")}
+        <= _own_methods(cls)
+    }
+    assert declared == implemented

@@ -57,10 +57,17 @@ from kubesched.framework.interface import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
+    EnqueueExtensions,
     EventResource,
     Handle,
+    PermitPlugin,
+    PostFilterPlugin,
     PostFilterResult,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
     PreFilterResult,
+    QueueSortPlugin,
+    ReservePlugin,
 )
 from kubesched.framework.nodeinfo import NodeInfo, QueuedPodInfo
 from kubesched.framework.status import Code, Status
@@ -128,7 +135,15 @@ class GangReport:
     schedule_start: float | None
 
 
-class Coscheduling:
+class Coscheduling(
+    PreEnqueuePlugin,
+    QueueSortPlugin,
+    PreFilterPlugin,
+    PostFilterPlugin,
+    ReservePlugin,
+    PermitPlugin,
+    EnqueueExtensions,
+):
     name = NAME
 
     def __init__(self, args: Args, handle: Handle) -> None:

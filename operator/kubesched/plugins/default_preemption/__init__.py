@@ -78,9 +78,12 @@ from kubesched.framework.interface import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
+    EnqueueExtensions,
     EventResource,
     Handle,
+    PostFilterPlugin,
     PostFilterResult,
+    PreEnqueuePlugin,
 )
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.status import Code, Status
@@ -148,7 +151,7 @@ class Args(BaseModel):
 
 
 # -- the plugin -------------------------------------------------------------------------------------
-class DefaultPreemption:
+class DefaultPreemption(PreEnqueuePlugin, PostFilterPlugin, EnqueueExtensions):
     name = NAME
 
     def __init__(self, args: Args, handle: Handle, rng: random.Random | None = None) -> None:

@@ -66,15 +66,24 @@ from kubesched.framework.interface import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
+    EnqueueExtensions,
     EventResource,
+    FilterPlugin,
     Handle,
+    PostFilterPlugin,
     PostFilterResult,
+    PreBindPlugin,
+    PreEnqueuePlugin,
     PreFilterExtensions,
+    PreFilterPlugin,
     PreFilterResult,
+    ReservePlugin,
+    ScorePlugin,
+    VectorScorePlugin,
 )
 from kubesched.framework.labels import NodeSelector, compile_node_selector
 from kubesched.framework.nodeinfo import NodeInfo
-from kubesched.framework.signature import SignFragment, unsignable
+from kubesched.framework.signature import SignFragment, SignPlugin, unsignable
 from kubesched.framework.status import Status
 from kubesched.framework.types import ObjectError, Pod
 from kubesched.plugins.dynamic_resources.claims import (
@@ -145,7 +154,18 @@ class StateData:
     """The allocations Reserve made in-flight, by claim index."""
 
 
-class DynamicResources:
+class DynamicResources(
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    FilterPlugin,
+    PostFilterPlugin,
+    ScorePlugin,
+    VectorScorePlugin,
+    ReservePlugin,
+    PreBindPlugin,
+    EnqueueExtensions,
+    SignPlugin,
+):
     name = NAME
 
     def __init__(self, args: Args, handle: Handle) -> None:

@@ -60,9 +60,16 @@ from kubesched.framework.interface import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
+    EnqueueExtensions,
     EventResource,
+    FilterPlugin,
     Handle,
+    PreFilterPlugin,
     PreFilterResult,
+    PreScorePlugin,
+    ScorePlugin,
+    VectorFilterPlugin,
+    VectorScorePlugin,
 )
 from kubesched.framework.nodeinfo import NodeInfo, PodJournal
 from kubesched.framework.status import Status
@@ -229,7 +236,15 @@ def _match_any(terms: Sequence[AffinityTerm], pod: Pod) -> bool:
     return any(t.matches(pod, None) for t in terms)
 
 
-class InterPodAffinity:
+class InterPodAffinity(
+    PreFilterPlugin,
+    FilterPlugin,
+    VectorFilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+    VectorScorePlugin,
+    EnqueueExtensions,
+):
     name = NAME
 
     def __init__(self, args: Args, handle: Handle) -> None:

@@ -11,10 +11,17 @@ from kubesched.framework.interface import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
+    EnqueueExtensions,
     EventResource,
+    FilterPlugin,
     Handle,
     PreFilterExtensions,
+    PreFilterPlugin,
     PreFilterResult,
+    PreScorePlugin,
+    ScorePlugin,
+    VectorFilterPlugin,
+    VectorScorePlugin,
 )
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.status import Status
@@ -63,7 +70,15 @@ ERR_REASON_NODE_LABEL_NOT_MATCH = ERR_REASON_CONSTRAINTS_NOT_MATCH + " (missing 
 _FIELD = "spec.topologySpreadConstraints"
 
 
-class PodTopologySpread:
+class PodTopologySpread(
+    PreFilterPlugin,
+    FilterPlugin,
+    VectorFilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+    VectorScorePlugin,
+    EnqueueExtensions,
+):
     name = NAME
 
     def __init__(self, args: Args, handle: Handle) -> None:

@@ -53,10 +53,17 @@ from kubesched.framework.interface import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
+    EnqueueExtensions,
     EventResource,
+    FilterPlugin,
     Handle,
+    PreBindPlugin,
     PreFilterExtensions,
+    PreFilterPlugin,
     PreFilterResult,
+    PreScorePlugin,
+    ReservePlugin,
+    ScorePlugin,
 )
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.status import Status
@@ -192,7 +199,15 @@ def local_pv_node_names(pv: Obj) -> set[str] | None:
     return result or None
 
 
-class VolumeBinding:
+class VolumeBinding(
+    PreFilterPlugin,
+    FilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+    ReservePlugin,
+    PreBindPlugin,
+    EnqueueExtensions,
+):
     name = NAME
 
     def __init__(self, args: Args, handle: Handle) -> None:
