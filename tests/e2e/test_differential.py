@@ -114,6 +114,7 @@ CLUSTER_SCOPED = (
     ("scheduling.k8s.io/v1", "PriorityClass"),
     ("resource.k8s.io/v1", "ResourceSlice"),
     ("resource.k8s.io/v1", "DeviceClass"),
+    ("resource.k8s.io/v1", "DeviceTaintRule"),
 )
 #: Creation order: what others refer to first.
 ORDER = (
@@ -125,6 +126,7 @@ ORDER = (
     "Node",
     "CSINode",
     "ResourceSlice",
+    "DeviceTaintRule",
     "PersistentVolumeClaim",
     "PersistentVolume",
     "PodDisruptionBudget",

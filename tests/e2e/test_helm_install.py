@@ -177,6 +177,9 @@ NEEDS: dict[str, Need] = {
         "deviceclasses",
         None,
     ),
+    "dra-taint-rule-reads": Need(
+        rule("resource.k8s.io", "devicetaintrules", "list,watch"), "list", "devicetaintrules", None
+    ),
     "dra-claim-finalizer": Need(
         rule("resource.k8s.io", "resourceclaims", "update"), "update", "resourceclaims", "dra"
     ),

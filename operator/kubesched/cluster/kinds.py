@@ -87,6 +87,8 @@ KINDS: tuple[Kind, ...] = (
     Kind("DeviceClass", _RESOURCE, "deviceclasses", cluster_scoped=True, optional=True),
     Kind("ResourceSlice", _RESOURCE, "resourceslices", cluster_scoped=True, optional=True),
     Kind("ResourceClaim", _RESOURCE, "resourceclaims", optional=True),
+    # DeviceTaintRules taint the slices' devices (v1 since 1.37, on by default)
+    Kind("DeviceTaintRule", _RESOURCE, "devicetaintrules", cluster_scoped=True, optional=True),
     # Coscheduling's gangs: without the CRD the initial sync lists none (Kopf's CRD scanning
     # is off, so a CRD installed later needs a restart)
     Kind(STORE_KINDS[GangAPI.KUBESCHED], GangAPI.KUBESCHED.value, "podgroups", optional=True),

@@ -140,9 +140,15 @@ class ClusterPort(Protocol):
         ...
 
 
-DRA_KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate")
+DRA_KINDS = (
+    "DeviceClass",
+    "ResourceSlice",
+    "ResourceClaim",
+    "ResourceClaimTemplate",
+    "DeviceTaintRule",
+)
 """The store kinds of resource.k8s.io/v1 (``handle.store.get/list`` use these names);
-DeviceClass and ResourceSlice are cluster-scoped."""
+DeviceClass, ResourceSlice and DeviceTaintRule are cluster-scoped."""
 
 
 class ObjectStore(Protocol):

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kubesched.api.gangs import GANG_STORE_KINDS, WORKLOAD_STORE_KIND
+from kubesched.framework.dra.taint_rules import rule_taints_devices
 from kubesched.framework.interface import ActionType, ClusterEvent, EventResource
 from kubesched.framework.types import Node, ObjectError, Pod
 from kubesched.scheduler.scheduler import Scheduler
@@ -39,6 +40,8 @@ OTHER_KINDS = {
     "ResourceClaim": EventResource.RESOURCE_CLAIM,
     "ResourceSlice": EventResource.RESOURCE_SLICE,
     "DeviceClass": EventResource.DEVICE_CLASS,
+    # a rule re-taints devices: kube-scheduler's slice tracker reports slice updates
+    "DeviceTaintRule": EventResource.RESOURCE_SLICE,
     **dict.fromkeys(GANG_STORE_KINDS, EventResource.POD_GROUP),
     WORKLOAD_STORE_KIND: EventResource.POD_GROUP,  # an upstream PodGroup's template
 }
@@ -256,6 +259,12 @@ class EventHandlers:
         }.get(event_type, ActionType.UPDATE_OTHER)
         # hints get (old, new) as kube's do: (deleted object, None) for a delete
         before, after = (obj, None) if event_type == "DELETED" else (old, obj)
+        if kind == "DeviceTaintRule":
+            store = self.sched.store
+            slices = store.list("ResourceSlice") if store is not None else ()
+            if not rule_taints_devices(slices, old, obj):
+                return
+            action, before, after = ActionType.UPDATE_OTHER, None, None
         self.sched.queues.move_all_to_active_or_backoff(
             ClusterEvent(OTHER_KINDS[kind], action), before, after
         )

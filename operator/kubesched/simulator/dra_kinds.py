@@ -13,6 +13,7 @@ from typing import Any
 
 from kubesched.framework.dra import DeviceClass, ResourceClaim, ResourceSlice
 from kubesched.framework.dra.cel import CelCache
+from kubesched.framework.dra.taint_rules import DeviceTaintRule
 from kubesched.framework.types import ObjectError
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "validate_claim_template",
     "validate_device_class",
     "validate_slice",
+    "validate_taint_rule",
 ]
 
 API_VERSION = "resource.k8s.io/v1"
@@ -48,6 +50,10 @@ def validate_slice(obj: dict[str, Any]) -> None:
         if d.name in seen:
             raise ObjectError(f'spec.devices[{i}].name: Duplicate value: "{d.name}"')
         seen.add(d.name)
+
+
+def validate_taint_rule(obj: dict[str, Any]) -> None:
+    DeviceTaintRule.from_dict(obj)
 
 
 def _check_claim(claim: ResourceClaim, prefix: str) -> None:

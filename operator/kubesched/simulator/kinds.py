@@ -208,6 +208,9 @@ SUPPORTED_KINDS: dict[str, KindSpec] = {
     "ResourceClaimTemplate": KindSpec(
         (dra_kinds.API_VERSION,), namespaced=True, validate=dra_kinds.validate_claim_template
     ),
+    "DeviceTaintRule": KindSpec(
+        (dra_kinds.API_VERSION,), namespaced=False, validate=dra_kinds.validate_taint_rule
+    ),
     # Profiles serve their spec.schedulerName; one named kubesched replaces the default.
     "SchedulingProfile": KindSpec(
         ("kubesched.dev/v1alpha1",), namespaced=False, validate=_validate_scheduling_profile

@@ -107,7 +107,8 @@ ERRORS = [
         "(supported: Namespace, Node, Pod, PriorityClass, PodDisruptionBudget, Service, "
         "ReplicationController, ReplicaSet, StatefulSet, Deployment, Job, "
         "PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, DeviceClass, "
-        "ResourceSlice, ResourceClaim, ResourceClaimTemplate, SchedulingProfile, "
+        "ResourceSlice, ResourceClaim, ResourceClaimTemplate, DeviceTaintRule, "
+        "SchedulingProfile, "
         "PodGroup, Workload)",
         id="unknown-kind",
     ),
@@ -384,6 +385,7 @@ def test_supported_kinds_table() -> None:
         "ResourceSlice": ("resource.k8s.io/v1",),
         "ResourceClaim": ("resource.k8s.io/v1",),
         "ResourceClaimTemplate": ("resource.k8s.io/v1",),
+        "DeviceTaintRule": ("resource.k8s.io/v1",),
         "SchedulingProfile": ("kubesched.dev/v1alpha1",),
         "PodGroup": (
             "kubesched.dev/v1alpha1",

@@ -5,6 +5,8 @@ Design note.
   dataclasses (exact ``Fraction`` quantities); malformed input raises ``ObjectError``
   naming the field. Duplicate device names are accepted here and make the pool invalid
   at allocation time, as upstream does.
+- ``taint_rules``: DeviceTaintRules, applied to slices (``patch_slices``) before the
+  allocator sees them, as kube-scheduler's slice tracker does.
 - ``cel``: selectors compiled once per expression string (``CelCache``, ~0.1-0.3 ms a
   compile) with cel-expr-python, Google's C++ CEL runtime, chosen over the pure-Python
   cel-python: one selector over 8000 devices took 0.14 s against 5.4 s (17 us against
@@ -38,6 +40,7 @@ from kubesched.framework.dra.allocator import (
     NodeAllocationError,
 )
 from kubesched.framework.dra.cel import CelCache, CompiledSelector
+from kubesched.framework.dra.taint_rules import DeviceTaintRule, patch_slices
 from kubesched.framework.dra.types import (
     AllocationResult,
     DeviceClass,
@@ -57,7 +60,9 @@ __all__ = [
     "DeviceClass",
     "DeviceID",
     "DeviceResult",
+    "DeviceTaintRule",
     "NodeAllocationError",
     "ResourceClaim",
     "ResourceSlice",
+    "patch_slices",
 ]

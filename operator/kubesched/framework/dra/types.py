@@ -175,6 +175,8 @@ class DeviceTaint:
     key: str
     value: str
     effect: str
+    rule: str = field(default="", compare=False)
+    """The DeviceTaintRule that put it on the device (empty: the ResourceSlice)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,19 +219,23 @@ class Device:
     cel_results: dict[str, bool | str] = field(default_factory=dict, repr=False)
 
 
+def parse_taint(t: Any, f: str, rule: str = "") -> DeviceTaint:
+    """One ``DeviceTaint`` at field path ``f``; ``ObjectError`` names what is wrong."""
+    tm = _map(t, f)
+    return DeviceTaint(
+        _str(tm.get("key"), f"{f}.key", required=True),
+        _str(tm.get("value"), f"{f}.value"),
+        _str(tm.get("effect"), f"{f}.effect", required=True),
+        rule,
+    )
+
+
 def _device(d: Any, f: str) -> Device:
     m = _map(d, f)
-    taints = []
-    for i, t in enumerate(_list(m.get("taints"), f"{f}.taints")):
-        tm = _map(t, f"{f}.taints[{i}]")
-        eff = _str(tm.get("effect"), f"{f}.taints[{i}].effect", required=True)
-        taints.append(
-            DeviceTaint(
-                _str(tm.get("key"), f"{f}.taints[{i}].key", required=True),
-                _str(tm.get("value"), f"{f}.taints[{i}].value"),
-                eff,
-            )
-        )
+    taints = [
+        parse_taint(t, f"{f}.taints[{i}]")
+        for i, t in enumerate(_list(m.get("taints"), f"{f}.taints"))
+    ]
     consumes = []
     for i, c in enumerate(_list(m.get("consumesCounters"), f"{f}.consumesCounters")):
         cm = _map(c, f"{f}.consumesCounters[{i}]")

@@ -4,7 +4,8 @@
 For each claim to allocate: alone on the node it may fit (then the claims only fail
 together); otherwise each request is tried alone and, for one that fails, the node's
 devices are counted by what excludes them: in use, not selected by the class or the
-request's selectors, a taint not tolerated. A request that fits alone points to the
+request's selectors, a taint not tolerated (each such taint named, with the
+DeviceTaintRule that put it there if one did). A request that fits alone points to the
 claim's constraints. This reads the allocator's inputs; it changes nothing.
 """
 
@@ -17,7 +18,7 @@ from kubesched.framework.dra import AllocationError, Allocator, NodeAllocationEr
 from kubesched.framework.dra.cel import CelRuntimeError
 from kubesched.framework.dra.pools import NodeLike, node_matches
 from kubesched.framework.dra.state import taint_prevents
-from kubesched.framework.dra.types import ExactRequest, ResourceClaim
+from kubesched.framework.dra.types import DeviceTaint, ExactRequest, ResourceClaim
 
 __all__ = ["explain_node"]
 
@@ -36,6 +37,7 @@ def _request_detail(
     if cls is None:
         return f"claim {claim.key}, request {label}: device class {req.device_class_name} not found"
     total = in_use = unselected = tainted = 0
+    untolerated: dict[str, None] = {}
     for s in allocator.all_slices:
         if not (
             s.per_device_node_selection
@@ -62,13 +64,25 @@ def _request_detail(
                 in_use += 1
             elif taint_prevents(dev, req):
                 tainted += 1
+                for t in dev.taints:
+                    if t.effect in ("NoSchedule", "NoExecute") and not any(
+                        tl.tolerates(t) for tl in req.tolerations
+                    ):
+                        untolerated[_describe(t)] = None
     free = total - in_use - unselected - tainted
     want = "all" if req.allocation_mode == "All" else str(req.count)
+    taints = f" ({', '.join(untolerated)})" if untolerated else ""
     return (
         f"claim {claim.key}, request {label}: wants {want} of class {cls.name}; the node has "
         f"{total} device(s): {unselected} not selected, {in_use} in use, {tainted} with a "
-        f"taint not tolerated, {free} free"
+        f"taint not tolerated{taints}, {free} free"
     )
+
+
+def _describe(t: DeviceTaint) -> str:
+    """``key=value:Effect`` as kubectl writes taints, and the rule that added it."""
+    text = f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
+    return f"{text} from DeviceTaintRule {t.rule}" if t.rule else text
 
 
 def explain_node(

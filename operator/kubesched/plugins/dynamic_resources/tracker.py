@@ -1,8 +1,10 @@
 """What DynamicResources keeps between cycles: parsed DRA objects and in-flight claims.
 
-- Parsed DeviceClasses and ResourceSlices are kept per object (re-parsed only when the
-  store holds a new dict for it), so the devices (and the CEL outcomes cached on them)
-  survive from one pod to the next.
+- Parsed DeviceClasses, ResourceSlices and DeviceTaintRules are kept per object
+  (re-parsed only when the store holds a new dict for it), so the devices (and the CEL
+  outcomes cached on them) survive from one pod to the next. ``slices()`` serves them
+  with the rules' taints added (as kube-scheduler's slice tracker does), each patched
+  slice kept while neither it nor the rules applying to it change.
 - In-flight allocations (kube-scheduler's ``SignalClaimPendingAllocation``): set in
   Reserve, dropped in Unreserve or once PreBind wrote them. They count as in use for
   every later pod, so two pods never get the same device while a bind is in flight.
@@ -31,6 +33,7 @@ from kubesched.framework.dra import (
     ResourceClaim,
     ResourceSlice,
 )
+from kubesched.framework.dra.taint_rules import DeviceTaintRule, patch_slice
 from kubesched.framework.types import ObjectError
 
 __all__ = ["ClaimTracker", "tracker_for"]
@@ -42,6 +45,7 @@ Obj = Mapping[str, Any]
 CLAIM = "ResourceClaim"
 SLICE = "ResourceSlice"
 CLASS = "DeviceClass"
+TAINT_RULE = "DeviceTaintRule"
 TEMPLATE = "ResourceClaimTemplate"
 
 
@@ -67,6 +71,10 @@ class ClaimTracker:
         self.cel = CelCache()
         self._slices: dict[str, tuple[Obj, ResourceSlice | None]] = {}
         self._classes: dict[str, tuple[Obj, DeviceClass | None]] = {}
+        self._rules: dict[str, tuple[Obj, DeviceTaintRule | None]] = {}
+        self._patched: dict[str, tuple[ResourceSlice, tuple[DeviceTaintRule, ...], ResourceSlice]]
+        self._patched = {}
+        """Slices with rule taints, by name: (as parsed, the rules applied, as patched)."""
         self._claims: dict[str, tuple[Obj, ResourceClaim]] = {}
         """Parsed claims by ``namespace/name``, with the dict they were parsed from."""
         self.pending: dict[str, Pending] = {}
@@ -163,6 +171,42 @@ class ClaimTracker:
                 out.append(got[1])
         for gone in set(self._slices) - live:
             del self._slices[gone]
+        rules = self.taint_rules()
+        if not rules and not self._patched:
+            return out
+        patched = {}
+        for i, sl in enumerate(out):
+            mine = tuple(r for r in rules if r.applies_to_slice(sl))
+            if not mine:
+                continue
+            got_p = self._patched.get(sl.name)
+            if got_p is None or got_p[0] is not sl or got_p[1] != mine:
+                got_p = (sl, mine, patch_slice(sl, mine))
+            patched[sl.name] = got_p
+            out[i] = got_p[2]
+        self._patched = patched
+        return out
+
+    def taint_rules(self) -> list[DeviceTaintRule]:
+        """Every well-formed DeviceTaintRule, in the store's order (a malformed one is
+        logged and left out: the API server refuses such rules anyway)."""
+        out: list[DeviceTaintRule] = []
+        live: set[str] = set()
+        for raw in self._store.list(TAINT_RULE):
+            name = str((raw.get("metadata") or {}).get("name") or "")
+            live.add(name)
+            got = self._rules.get(name)
+            if got is None or got[0] is not raw:
+                try:
+                    parsed: DeviceTaintRule | None = DeviceTaintRule.from_dict(raw)
+                except ObjectError as e:
+                    log.warning("DeviceTaintRule %s ignored: %s", name, e)
+                    parsed = None
+                got = self._rules[name] = (raw, parsed)
+            if got[1] is not None:
+                out.append(got[1])
+        for gone in set(self._rules) - live:
+            del self._rules[gone]
         return out
 
     def device_class(self, name: str) -> DeviceClass | None:
