@@ -1,7 +1,9 @@
 """The structured allocator, as kube-scheduler 1.37's ``incubating`` variant (the one
 NewAllocator picks with 1.37's default gates: AdminAccess, PrioritizedList,
 PartitionableDevices, DeviceTaints, DeviceBindingConditions+ResourceClaimDeviceStatus,
-ConsumableCapacity, FractionalCapacityRange).
+ConsumableCapacity, FractionalCapacityRange). DeviceTaintRules (GA, on) reach it as
+taints on the slices' devices (``taint_rules.patch_slices``), as kube's slice tracker
+hands them over.
 
 For one node: claims in order, each claim's requests in order, each request's devices
 one by one, candidates in pool order (driver, pool name), slice name, slice order.
@@ -125,6 +127,43 @@ class Allocator:
             ]
             got = self._counters[pool.id] = available_counters(pool, allocated)
         return got
+
+
+@dataclass(slots=True)
+class _Undo:
+    """Takes one device back out of a claim's results: everything ``_allocate_device``
+    did, in reverse (results, capacity in flight, the in-flight mark, constraints,
+    counters)."""
+
+    run: _Run
+    ci: int
+    did: DeviceID
+    dev: Device
+    pool: Pool
+    base: str
+    sub: str
+    reserved: bool
+    nres: int
+    added: list[Constraint] = field(default_factory=list)
+    marked: bool = False
+    cap_inserted: dict[str, Fraction] | None = None
+    cap_existed: bool = False
+
+    def __call__(self) -> None:
+        run = self.run
+        del run.results[self.ci][self.nres :]
+        if self.cap_inserted is not None:
+            cur = run.allocating_capacity[self.did]
+            for k, v in self.cap_inserted.items():
+                cur[k] -= v
+            if not self.cap_existed:
+                del run.allocating_capacity[self.did]
+        if self.marked:
+            run.allocating[self.did].discard(self.ci)
+        for c in reversed(self.added):
+            c.remove(self.base, self.sub)
+        if self.reserved:
+            run._give_counters(self.pool, self.dev)
 
 
 class _Run:
@@ -370,6 +409,8 @@ class _Run:
         *,
         must: bool,
     ) -> Callable[[], None] | None:
+        """Add ``dev`` to claim ``ci``'s results for request ``rd``; the way back, or
+        None (nothing changed) when it cannot be added."""
         req = rd.request
         multi = bool(dev.allow_multiple_allocations)
         admin = bool(req.admin_access)
@@ -377,36 +418,15 @@ class _Run:
             return None
         if not admin and self._in_use(did):
             return None
+        if taint_prevents(dev, req):
+            return None
         reserved = False
         if dev.consumes_counters and not (multi and self._capacity_in_use(did)):
             if not self._take_counters(pool, dev):
                 return None
             reserved = True
         base, sub = (rd.parent, req.name) if rd.parent else (req.name, "")
-        added: list[Constraint] = []
-        marked = False
-        cap_inserted: dict[str, Fraction] | None = None
-        cap_existed = False
-        nres = len(self.results[ci])
-
-        def undo() -> None:
-            del self.results[ci][nres:]
-            if cap_inserted is not None:
-                cur = self.allocating_capacity[did]
-                for k, v in cap_inserted.items():
-                    cur[k] -= v
-                if not cap_existed:
-                    del self.allocating_capacity[did]
-            if marked:
-                self.allocating[did].discard(ci)
-            for c in reversed(added):
-                c.remove(base, sub)
-            if reserved:
-                self._give_counters(pool, dev)
-
-        if taint_prevents(dev, req):
-            undo()
-            return None
+        undo = _Undo(self, ci, did, dev, pool, base, sub, reserved, len(self.results[ci]))
         for c in self.constraints[ci]:
             if not c.add(base, sub, dev, did):
                 undo()
@@ -416,10 +436,10 @@ class _Run:
                         f"{'/'.join(did)} because a claim constraint would not be satisfied"
                     )
                 return None
-            added.append(c)
+            undo.added.append(c)
         if not multi:
             self.allocating.setdefault(did, set()).add(ci)
-            marked = True
+            undo.marked = True
         if not self._fits(req, did, dev):
             undo()
             return None
@@ -428,29 +448,24 @@ class _Run:
         if multi:
             consumed = consumed_from_request(req.capacity, dev.capacity)
             share = str(uuid.uuid4())
-            cap_existed = did in self.allocating_capacity
+            undo.cap_existed = did in self.allocating_capacity
             cur = self.allocating_capacity.setdefault(did, {})
             for k, v in consumed.items():
                 cur[k] = cur.get(k, Fraction(0)) + v
-            cap_inserted = consumed
-        self.results[ci].append(
-            (
-                DeviceResult(
-                    request=rd.full_name,
-                    driver=did[0],
-                    pool=did[1],
-                    device=did[2],
-                    admin_access=True if admin else None,
-                    share_id=share,
-                    consumed_capacity=consumed or None,
-                    tolerations=req.tolerations,
-                    binding_conditions=dev.binding_conditions,
-                    binding_failure_conditions=dev.binding_failure_conditions,
-                ),
-                s,
-                dev,
-            )
+            undo.cap_inserted = consumed
+        result = DeviceResult(
+            request=rd.full_name,
+            driver=did[0],
+            pool=did[1],
+            device=did[2],
+            admin_access=True if admin else None,
+            share_id=share,
+            consumed_capacity=consumed or None,
+            tolerations=req.tolerations,
+            binding_conditions=dev.binding_conditions,
+            binding_failure_conditions=dev.binding_failure_conditions,
         )
+        self.results[ci].append((result, s, dev))
         return undo
 
     def _take_counters(self, pool: Pool, dev: Device) -> bool:

@@ -33,7 +33,8 @@ Reasons are kube's; every rejection below is UnschedulableAndUnresolvable (kube'
   ``ClusterPort.update_claim_status``.
 
 Deliberate differences: PreBind does not wait for device binding conditions
-(``bindingTimeout``); PostFilter picks the first unavailable claim in claim order
+(``bindingTimeout``); Filter is not cut off by ``filterTimeout``
+(DRASchedulerFilterTimeout); PostFilter picks the first unavailable claim in claim order
 (kube: a random one); PodGroup-level claims (DRAWorkloadResourceClaims, off by default)
 and extended resources backed by DRA are not modelled. Like kube's, the plugin has no
 PreFilterExtensions: preemption does not free a victim's devices (a node whose claims
