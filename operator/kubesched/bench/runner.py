@@ -129,11 +129,21 @@ async def _background(driver: Driver, plan: Plan, tracker: Tracker, stop: asynci
             await asyncio.wait_for(stop.wait(), plan.interval)
 
 
+@dataclass
+class _Window:
+    """Where the measured window opened: its time and the CPU counters then."""
+
+    start: float
+    cpu_start: float | None
+    others_start: dict[str, float]
+    resumed_at: float | None = None
+    """Set when the resume started a new scheduler process (its start-up is measured)."""
+
+
 async def run_pods(
     driver: Driver, plan: Plan, tracker: Tracker, result: RunResult, limits: Limits
 ) -> None:
     """Run the pod phases; ``result`` gets the figures (CPU of the measured window too)."""
-    loop = asyncio.get_running_loop()
     await _create_pods(driver, tracker, plan.init, limits.creators)
     if plan.init and plan.wait_init:
         await _until(
@@ -146,37 +156,62 @@ async def run_pods(
     if backlog:
         await driver.pause()
     await _create_pods(driver, tracker, plan.gated, limits.creators)
-    cpu_start: float | None
-    fresh_process, resuming = False, 0.0
     if backlog:
-        await _create_pods(driver, tracker, plan.measured, limits.creators)
-        # The scheduler's CPU from before it resumes: a cluster target's new process
-        # (None until it exists: from zero, its start-up and first LIST included).
-        cpu_start = driver.cpu_seconds()
-        # No process before the resume: it starts one (a cluster target), and the time
-        # from its start to its first bind is the scheduler's start-up.
-        fresh_process = cpu_start is None
-        others_start = driver.other_cpu_seconds()
-        resuming = loop.time()
-        await driver.resume()
-        cpu_start = cpu_start if cpu_start is not None else 0.0
-        # The window opens when the scheduler is ready, or at its first measured bind
-        # if that came first (kube-scheduler may bind a small backlog before its
-        # /readyz is polled).
-        start = loop.time()
-        first = min(
-            (t for n, t in tracker.bound.items() if tracker.role.get(n) == MEASURED),
-            default=start,
-        )
-        start = max(resuming, min(start, first))
-        tracker.counts = [(start, 0)]
-        tracker.restart_clocks(MEASURED, start)
+        window = await _open_after_backlog(driver, plan, tracker, limits)
     else:
-        cpu_start = driver.cpu_seconds()
-        others_start = driver.other_cpu_seconds()
-        start = loop.time()
-        tracker.counts = [(start, tracker.measured_bound)]
+        cpu_start, others_start = driver.cpu_seconds(), driver.other_cpu_seconds()
+        window = _Window(asyncio.get_running_loop().time(), cpu_start, others_start)
+        tracker.counts = [(window.start, tracker.measured_bound)]
+    await _measure(driver, plan, tracker, result, limits, window.start, backlog)
+    _close_window(driver, tracker, result, window)
 
+
+async def _open_after_backlog(
+    driver: Driver, plan: Plan, tracker: Tracker, limits: Limits
+) -> _Window:
+    """Create the measured pods while the scheduler is paused, resume it, and open the
+    window when it is ready."""
+    loop = asyncio.get_running_loop()
+    await _create_pods(driver, tracker, plan.measured, limits.creators)
+    # The scheduler's CPU from before it resumes: a cluster target's new process
+    # (None until it exists: from zero, its start-up and first LIST included).
+    cpu_start = driver.cpu_seconds()
+    others_start = driver.other_cpu_seconds()
+    resuming = loop.time()
+    await driver.resume()
+    # The window opens when the scheduler is ready, or at its first measured bind
+    # if that came first (kube-scheduler may bind a small backlog before its
+    # /readyz is polled).
+    start = loop.time()
+    first = min(
+        (t for n, t in tracker.bound.items() if tracker.role.get(n) == MEASURED),
+        default=start,
+    )
+    start = max(resuming, min(start, first))
+    tracker.counts = [(start, 0)]
+    tracker.restart_clocks(MEASURED, start)
+    return _Window(
+        start=start,
+        cpu_start=cpu_start if cpu_start is not None else 0.0,
+        others_start=others_start,
+        # No process before the resume: it started one (a cluster target), and the time
+        # from its start to its first bind is the scheduler's start-up.
+        resumed_at=resuming if cpu_start is None else None,
+    )
+
+
+async def _measure(
+    driver: Driver,
+    plan: Plan,
+    tracker: Tracker,
+    result: RunResult,
+    limits: Limits,
+    start: float,
+    backlog: bool,
+) -> None:
+    """The measured window: create the measured pods (unless already there), run the
+    background, sample binds once a second, until done, idle or out of time."""
+    loop = asyncio.get_running_loop()
     progress = asyncio.Event()
     tracker.on_progress = progress.set
     tracker.last_activity = loop.time()
@@ -220,17 +255,21 @@ async def run_pods(
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-    if backlog and fresh_process:
+
+
+def _close_window(driver: Driver, tracker: Tracker, result: RunResult, window: _Window) -> None:
+    """The figures of the window: start-up, the CPU it took, the tracker's."""
+    if window.resumed_at is not None:
         firsts = [t for n, t in tracker.bound.items() if tracker.role.get(n) == MEASURED]
         if firsts:
-            result.start_to_first_bind = round(min(firsts) - resuming, 3)
+            result.start_to_first_bind = round(min(firsts) - window.resumed_at, 3)
     cpu_end = driver.cpu_seconds()
-    if cpu_start is not None and cpu_end is not None:
-        result.cpu_seconds = round(cpu_end - cpu_start, 3)
+    if window.cpu_start is not None and cpu_end is not None:
+        result.cpu_seconds = round(cpu_end - window.cpu_start, 3)
     others_end = driver.other_cpu_seconds()
     result.other_cpu_seconds = {
         name: round(others_end[name] - before, 3)
-        for name, before in others_start.items()
+        for name, before in window.others_start.items()
         if name in others_end
     }
-    tracker.fill(result, start)
+    tracker.fill(result, window.start)
