@@ -21,6 +21,7 @@ from typing import Any
 import pydantic
 
 from kubesched.api.profile import PluginRef, Plugins, PluginSet, ProfileSpec
+from kubesched.framework.instrumented import instrument_chain
 from kubesched.framework.interface import (
     EXTENSION_POINTS,
     ActionType,
@@ -168,6 +169,8 @@ def compile_profile(
         resolved[point] = _resolve_point(point, getattr(plugins, attr), mp, instances, weights)
     mp_weights = {p.name: p.weight for p in mp.enabled}
     chain = _assemble_chain(resolved, weights, mp_weights, instances)
+    if fwk.services.record_plugin is not None:
+        chain = instrument_chain(chain, fwk.services.record_plugin)
     fwk.set_chain(chain, _registered_events(instances.built))
     return CompiledProfile(spec, fwk)
 

@@ -14,7 +14,7 @@ class CycleState:
     what-if filters on a copy); other values are shared and must be treated as read-only.
     """
 
-    __slots__ = ("_data", "skip_filter_plugins", "skip_score_plugins")
+    __slots__ = ("_data", "record_plugin_metrics", "skip_filter_plugins", "skip_score_plugins")
 
     def __init__(self) -> None:
         self._data: dict[str, Any] = {}
@@ -22,6 +22,9 @@ class CycleState:
         """Plugins whose PreFilter returned Skip: their Filter is not run this cycle."""
         self.skip_score_plugins: set[str] = set()
         """Plugins whose PreScore returned Skip: their Score is not run this cycle."""
+        self.record_plugin_metrics = False
+        """A sampled cycle: instrumented plugins time their calls
+        (:mod:`kubesched.framework.instrumented`)."""
 
     def read(self, key: str) -> Any:
         """The value under ``key``; ``KeyError`` if a plugin did not write it."""
@@ -43,4 +46,5 @@ class CycleState:
             c._data[k] = cl() if callable(cl) else v
         c.skip_filter_plugins = set(self.skip_filter_plugins)
         c.skip_score_plugins = set(self.skip_score_plugins)
+        c.record_plugin_metrics = self.record_plugin_metrics
         return c

@@ -110,6 +110,7 @@ class FrameworkServices:
         clock: Callable[[], float] | None = None,
         rng: random.Random | None = None,
         get_pod: Callable[[str], Pod | None] | None = None,
+        record_plugin: Callable[[str, str, Status | None, float], None] | None = None,
     ) -> None:
         self.cluster = cluster
         self.store = store
@@ -122,6 +123,10 @@ class FrameworkServices:
         """The scheduler's seeded random source (preemption's dry-run offset)."""
         self.get_pod = get_pod or (lambda uid: None)
         """uid -> the latest version of a pod the scheduler knows (Handle.get_pod)."""
+        self.record_plugin = record_plugin
+        """Where sampled cycles report each plugin call's duration; when set, the
+        profile's plugins are instrumented as it is compiled
+        (:mod:`kubesched.framework.instrumented`)."""
 
 
 class Framework:

@@ -7,12 +7,10 @@ process-global one: tests create many schedulers).
 
 Cost on the hot path: per cycle, a few ``perf_counter`` calls and one observation per
 extension point. Per-plugin durations are recorded in a 10 % sample of scheduling
-cycles, as kube-scheduler does (``pluginMetricsSamplePercent``): in a sampled cycle the
-framework runs a *timed view* of its plugin chain (:class:`_TimedPlugin` proxies), so
-``framework/`` itself stays free of Prometheus. A vectorised Filter or Score
-(``filter_mask``/``score_vector``, one call for all nodes) counts as that plugin's
-execution at that extension point. Binding-cycle plugins (PreBind, Bind) are timed only
-per extension point.
+cycles, as kube-scheduler does (``pluginMetricsSamplePercent``): :meth:`sample_cycle`
+draws whether a cycle is sampled, and the plugins, wrapped once when their profile is
+compiled (:mod:`kubesched.framework.instrumented`), report to :meth:`plugin` in sampled
+cycles. Binding-cycle plugins (PreBind, Bind) are timed only per extension point.
 
 Queue gauges (``scheduler_pending_pods``, ``scheduler_unschedulable_pods``) are read from
 the queues when scraped, by a collector, rather than updated on every queue move.
@@ -26,7 +24,6 @@ from __future__ import annotations
 
 import bisect
 import random
-import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -34,13 +31,12 @@ from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from kubesched.framework.runtime import PluginChain
 from kubesched.framework.status import Code, Status
 
 if TYPE_CHECKING:
     from kubesched.backend.queue_set import QueueSet
 
-__all__ = ["PLUGIN_METRICS_SAMPLE_PERCENT", "SchedulerMetrics", "status_label", "timed_chain"]
+__all__ = ["PLUGIN_METRICS_SAMPLE_PERCENT", "SchedulerMetrics", "status_label"]
 
 PLUGIN_METRICS_SAMPLE_PERCENT = 10
 """kube-scheduler's pluginMetricsSamplePercent: per-plugin timing in 10 % of cycles."""
@@ -382,88 +378,3 @@ class _QueueCollector(Collector):
             reasons.add_metric([plugin, profile], v)
         yield pending
         yield reasons
-
-
-# -- per-plugin timing (sampled cycles) ----------------------------------------------------
-
-# Plugin method -> kube-scheduler's extension_point label. Vector variants count as the
-# plugin's Filter/Score execution.
-_TIMED_METHODS = {
-    "pre_filter": "PreFilter",
-    "filter": "Filter",
-    "filter_mask": "Filter",
-    "post_filter": "PostFilter",
-    "pre_score": "PreScore",
-    "score": "Score",
-    "score_vector": "Score",
-    "normalize_score": "ScoreExtensionNormalize",
-    "reserve": "Reserve",
-    "unreserve": "Unreserve",
-    "permit": "Permit",
-}
-
-
-def _result_status(result: Any) -> str:
-    if isinstance(result, Status):
-        return status_label(result)
-    if isinstance(result, tuple):
-        for x in result:
-            if isinstance(x, Status):
-                return status_label(x)
-    return "Success"
-
-
-class _TimedPlugin:
-    """A plugin seen through a stopwatch: scheduling-cycle methods are timed, everything
-    else (name, args, extensions, async binding methods) passes through unchanged."""
-
-    def __init__(self, plugin: Any, record: Callable[[str, str, str, float], None]) -> None:
-        self._plugin = plugin
-        self._record = record
-        self.name = plugin.name
-
-    def __getattr__(self, attr: str) -> Any:
-        value = getattr(self._plugin, attr)
-        point = _TIMED_METHODS.get(attr)
-        if point is None or not callable(value):
-            return value
-        name, record, perf = self.name, self._record, time.perf_counter
-
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            t0 = perf()
-            try:
-                result = value(*args, **kwargs)
-            except BaseException:
-                record(name, point, "Error", perf() - t0)
-                raise
-            record(name, point, _result_status(result), perf() - t0)
-            return result
-
-        self.__dict__[attr] = timed  # cache: later lookups skip __getattr__
-        return timed
-
-
-def timed_chain(chain: PluginChain, record: Callable[[str, str, str, float], None]) -> PluginChain:
-    """The same chain with its scheduling-cycle plugins timed (see :class:`_TimedPlugin`)."""
-    cache: dict[int, _TimedPlugin] = {}
-
-    def t(p: Any) -> Any:
-        w = cache.get(id(p))
-        if w is None:
-            w = cache[id(p)] = _TimedPlugin(p, record)
-        return w
-
-    return PluginChain(
-        queue_sort=chain.queue_sort,
-        pre_enqueue=chain.pre_enqueue,
-        pre_filter=[t(p) for p in chain.pre_filter],
-        filter=[t(p) for p in chain.filter],
-        post_filter=[t(p) for p in chain.post_filter],
-        pre_score=[t(p) for p in chain.pre_score],
-        score=[(t(p), w) for p, w in chain.score],
-        reserve=[t(p) for p in chain.reserve],
-        permit=[t(p) for p in chain.permit],
-        pre_bind=chain.pre_bind,
-        bind=chain.bind,
-        post_bind=chain.post_bind,
-    )

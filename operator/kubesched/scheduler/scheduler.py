@@ -48,7 +48,7 @@ from kubesched.scheduler.bindretry import (
     retry_delay,
 )
 from kubesched.scheduler.gang_cycle import GangCycle
-from kubesched.scheduler.metrics import SchedulerMetrics, timed_chain
+from kubesched.scheduler.metrics import SchedulerMetrics, status_label
 
 __all__ = ["PodOutcome", "Scheduler"]
 
@@ -114,7 +114,6 @@ class Scheduler:
         self.metrics.watch_queues(self.queues)
         self.algorithm.on_extension_point = self.metrics.extension_point
         self._attempt_start: dict[str, float] = {}
-        self._timed: dict[int, tuple[Any, Any]] = {}
         self.opportunistic_batching = opportunistic_batching
         """kube-scheduler's OpportunisticBatching feature gate (on by default since 1.35):
         reuse a pod's Filter/Score work for the next pod of the same signature
@@ -140,7 +139,11 @@ class Scheduler:
             nominated_nodes=self.nominator.nodes,
             rng=self.algorithm.rng,
             get_pod=self._get_pod,
+            record_plugin=self._record_plugin,
         )
+
+    def _record_plugin(self, plugin: str, point: str, status: Status | None, sec: float) -> None:
+        self.metrics.plugin(plugin, point, status_label(status), sec)
 
     def _get_pod(self, uid: str) -> Pod | None:
         return self.unscheduled.get(uid) or self.cache.get_pod(uid)
@@ -292,19 +295,17 @@ class Scheduler:
         if queue is None or prof is None:
             return
         fwk = prof.framework
-        chain = fwk.chain
         try:
             if pod.deletion_timestamp or self.cache.is_assumed(pod.uid):
                 return
             start = time.perf_counter()
             self._attempt_start[pod.uid] = start
             batch = self._batch(fwk, pod)
-            if self.metrics.sample_cycle():
-                fwk.chain = self._timed_chain(chain)  # restored below; no awaits until then
             if self.stats.first_cycle is None:
                 self.stats.first_cycle = start
             cycle = queue.scheduling_cycle()
             state = CycleState()
+            state.record_plugin_metrics = self.metrics.sample_cycle()
             snap = self.cache.update_snapshot()
             try:
                 result = self.algorithm.schedule_pod(fwk, state, pod, snap, batch)
@@ -343,7 +344,6 @@ class Scheduler:
                 )
             self._spawn(self._binding_cycle(fwk, state, qpi, assumed, cycle))
         finally:
-            fwk.chain = chain
             queue.done(pod.uid)
 
     def _batch(self, fwk: Framework, pod: Pod) -> OpportunisticBatch | None:
@@ -357,13 +357,6 @@ class Scheduler:
         self._cycle_count += 1
         batch.begin(fwk, pod, self._cycle_count)
         return batch
-
-    def _timed_chain(self, chain: Any) -> Any:
-        """The profile's chain with per-plugin timing (built once per chain)."""
-        cached = self._timed.get(id(chain))
-        if cached is None or cached[0] is not chain:
-            cached = self._timed[id(chain)] = (chain, timed_chain(chain, self.metrics.plugin))
-        return cached[1]
 
     def _attempt_seconds(self, uid: str) -> float:
         start = self._attempt_start.pop(uid, None)
