@@ -67,6 +67,33 @@ def attempts_label(attempts: int) -> str:
     return "15+" if attempts >= 15 else str(attempts)
 
 
+_ATTEMPT_BUCKETS = _exponential(0.001, 2, 15)
+_RESULT_PROFILE = ("result", "profile")
+
+
+def _attempt_metrics(
+    r: CollectorRegistry, prefix: str, attempts: str, attempt_duration: str, algorithm: str
+) -> tuple[Counter, _Histogram, _Histogram]:
+    """The three attempt metrics pods and pod groups both have, named after ``prefix``:
+    attempts by result, attempt duration by result, algorithm duration."""
+    return (
+        Counter(f"{prefix}schedule_attempts", attempts, _RESULT_PROFILE, registry=r),
+        _Histogram(
+            f"{prefix}scheduling_attempt_duration_seconds",
+            attempt_duration,
+            _RESULT_PROFILE,
+            buckets=_ATTEMPT_BUCKETS,
+            registry=r,
+        ),
+        _Histogram(
+            f"{prefix}scheduling_algorithm_duration_seconds",
+            algorithm,
+            buckets=_ATTEMPT_BUCKETS,
+            registry=r,
+        ),
+    )
+
+
 class SchedulerMetrics:
     """The metrics one scheduler reports; :attr:`registry` is what ``/metrics`` serves."""
 
@@ -78,29 +105,31 @@ class SchedulerMetrics:
         rng: random.Random | None = None,
     ) -> None:
         self.registry = registry or CollectorRegistry(auto_describe=True)
-        r = self.registry
         self.sample_percent = sample_percent
         # Its own random source: sampling must not shift the scheduler's seeded choices.
         self._rng = rng or random.Random()
-        self.schedule_attempts = Counter(
-            "scheduler_schedule_attempts",
+        self._pod_metrics(self.registry)
+        self._bind_metrics(self.registry)
+        self._podgroup_metrics(self.registry)
+        self._queues: QueueSet | None = None
+        self._ep_children: dict[tuple[str, Code | None, str], Any] = {}
+        self._plugin_children: dict[tuple[str, str, str], Any] = {}
+        self._attempt_children: dict[tuple[str, str], tuple[Any, Any]] = {}
+        self._sli_children: dict[str, Any] = {}
+
+    def _pod_metrics(self, r: CollectorRegistry) -> None:
+        """Pod attempts, preemption, the framework's extension points and plugins."""
+        (
+            self.schedule_attempts,
+            self.scheduling_attempt_duration,
+            self.scheduling_algorithm_duration,
+        ) = _attempt_metrics(
+            r,
+            "scheduler_",
             "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod "
             "could not be scheduled, while 'error' means an internal scheduler problem.",
-            ["result", "profile"],
-            registry=r,
-        )
-        self.scheduling_attempt_duration = _Histogram(
-            "scheduler_scheduling_attempt_duration_seconds",
             "Scheduling attempt latency in seconds (scheduling algorithm + binding)",
-            ["result", "profile"],
-            buckets=_exponential(0.001, 2, 15),
-            registry=r,
-        )
-        self.scheduling_algorithm_duration = _Histogram(
-            "scheduler_scheduling_algorithm_duration_seconds",
             "Scheduling algorithm latency in seconds",
-            buckets=_exponential(0.001, 2, 15),
-            registry=r,
         )
         self.preemption_attempts = Counter(
             "scheduler_preemption_attempts",
@@ -135,6 +164,9 @@ class SchedulerMetrics:
             buckets=_exponential(0.00001, 1.5, 20),
             registry=r,
         )
+
+    def _bind_metrics(self, r: CollectorRegistry) -> None:
+        """kubesched's own: failed binding cycles, Bind calls retried and failed."""
         self.bind_errors = Counter(
             "kubesched_bind_errors",
             "Binding cycles that failed, by the extension point that failed (kubesched).",
@@ -155,27 +187,21 @@ class SchedulerMetrics:
             ["code"],
             registry=r,
         )
-        # Pod groups (kube-scheduler 1.37, GenericWorkload / TopologyAwareWorkloadScheduling).
-        self.podgroup_schedule_attempts = Counter(
-            "scheduler_podgroup_schedule_attempts",
+
+    def _podgroup_metrics(self, r: CollectorRegistry) -> None:
+        """Pod groups (kube-scheduler 1.37, GenericWorkload / TopologyAwareWorkloadScheduling)."""
+        (
+            self.podgroup_schedule_attempts,
+            self.podgroup_scheduling_attempt_duration,
+            self.podgroup_scheduling_algorithm_duration,
+        ) = _attempt_metrics(
+            r,
+            "scheduler_podgroup_",
             "Number of attempts to schedule pod group, by the result. 'unschedulable' means "
             "a pod group could not be scheduled, while 'error' means an internal scheduler "
             "problem.",
-            ["result", "profile"],
-            registry=r,
-        )
-        self.podgroup_scheduling_attempt_duration = _Histogram(
-            "scheduler_podgroup_scheduling_attempt_duration_seconds",
             "Pod group scheduling attempt latency in seconds",
-            ["result", "profile"],
-            buckets=_exponential(0.001, 2, 15),
-            registry=r,
-        )
-        self.podgroup_scheduling_algorithm_duration = _Histogram(
-            "scheduler_podgroup_scheduling_algorithm_duration_seconds",
             "Pod group scheduling algorithm latency in seconds",
-            buckets=_exponential(0.001, 2, 15),
-            registry=r,
         )
         self.generated_placements = Counter(
             "scheduler_generated_placements",
@@ -188,7 +214,7 @@ class SchedulerMetrics:
             "Number of candidate placements evaluated when scheduling pod groups, by result. "
             "'feasible' means the pod group fit into the placement, while 'infeasible' means "
             "it did not.",
-            ["result", "profile"],
+            _RESULT_PROFILE,
             registry=r,
         )
         self.placement_evaluation_duration = _Histogram(
@@ -196,15 +222,10 @@ class SchedulerMetrics:
             "Latency in seconds of evaluating a single candidate placement when scheduling "
             "pod groups, by result. 'feasible' means the pod group fit into the placement, "
             "while 'infeasible' means it did not.",
-            ["result", "profile"],
-            buckets=_exponential(0.001, 2, 15),
+            _RESULT_PROFILE,
+            buckets=_ATTEMPT_BUCKETS,
             registry=r,
         )
-        self._queues: QueueSet | None = None
-        self._ep_children: dict[tuple[str, Code | None, str], Any] = {}
-        self._plugin_children: dict[tuple[str, str, str], Any] = {}
-        self._attempt_children: dict[tuple[str, str], tuple[Any, Any]] = {}
-        self._sli_children: dict[str, Any] = {}
 
     # -- queue gauges ---------------------------------------------------------------------
     def watch_queues(self, queues: QueueSet) -> None:
