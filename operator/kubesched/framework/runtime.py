@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -253,18 +253,11 @@ class Framework:
         return result, unschedulable, narrowing
 
     def run_filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
-        """All Filter plugins on one node; the first failure is returned."""
-        skip = state.skip_filter_plugins
-        for p in self.chain.filter:
-            if skip and p.name in skip:
-                continue
-            try:
-                s: Status | None = p.filter(state, pod, node_info)
-            except Exception as e:
-                return Status.as_error(e, plugin=p.name)
-            if s is not None and s.code != Code.SUCCESS:
-                return s.with_plugin(p.name)
-        return None
+        """All Filter plugins on one node (but those PreFilter said to skip); the first
+        failure is returned."""
+        return self.run_scalar_filters(
+            self.chain.filter, state, pod, node_info, state.skip_filter_plugins
+        )
 
     def filter_masks(
         self, state: CycleState, pod: Pod, snapshot: Snapshot
@@ -288,9 +281,18 @@ class Framework:
         return combined, scalar, masks
 
     def run_scalar_filters(
-        self, plugins: list[FilterPlugin], state: CycleState, pod: Pod, node_info: NodeInfo
+        self,
+        plugins: Sequence[FilterPlugin],
+        state: CycleState,
+        pod: Pod,
+        node_info: NodeInfo,
+        skip: Collection[str] = (),
     ) -> Status | None:
+        """``plugins``' Filter on one node, but those named in ``skip``; the first failure
+        is returned (with the plugin's name), an exception as an Error status."""
         for p in plugins:
+            if skip and p.name in skip:
+                continue
             try:
                 s: Status | None = p.filter(state, pod, node_info)
             except Exception as e:
