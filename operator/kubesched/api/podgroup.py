@@ -5,15 +5,15 @@ from scheduler-plugins, ``scheduling.x-k8s.io/pod-group``) in the group's namesp
 These models are the single source of truth for the CRD schema
 (``python -m kubesched.api.crdgen``) and for validating PodGroups in scenarios.
 
-:func:`podgroup_status` is the pure status computation the operator's handlers write
-to ``status``: a phase readable at a glance, member counts, a KEP-1623
-``PodGroupScheduled`` condition and a message naming what blocks the gang.
+The status the operator writes (:func:`kubesched.operator.gang_status.podgroup_status`)
+has the shape of :class:`PodGroupStatus`: a phase readable at a glance, member counts, a
+KEP-1623 ``PodGroupScheduled`` condition and a message naming what blocks the gang.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator
@@ -40,7 +40,6 @@ __all__ = [
     "TopologyConstraint",
     "parse_spec",
     "pod_group_name",
-    "podgroup_status",
     "validation_message",
 ]
 
@@ -198,140 +197,3 @@ def validation_message(err: ValidationError, prefix: str = "") -> str:
 def parse_spec(obj: Mapping[str, Any]) -> PodGroupSpec:
     """The spec of a PodGroup dict (raises ``pydantic.ValidationError``)."""
     return PodGroupSpec.model_validate(obj.get("spec") or {})
-
-
-# -- status ---------------------------------------------------------------------------------------
-def _member_state(pod: Mapping[str, Any], waiting_uids: set[str]) -> str:
-    meta = pod.get("metadata") or {}
-    phase = (pod.get("status") or {}).get("phase") or "Pending"
-    if phase == "Succeeded":
-        return "succeeded"
-    if phase == "Failed":
-        return "failed"
-    if (pod.get("spec") or {}).get("nodeName"):
-        return "running" if phase == "Running" else "bound"
-    if str(meta.get("uid") or "") in waiting_uids:
-        return "waiting"
-    return "pending"
-
-
-def _was_placed(current: Mapping[str, Any]) -> bool:
-    """The gang held its minimum before (or was already reported below it)."""
-    if current.get("phase") in (Phase.SCHEDULED, Phase.RUNNING):
-        return True
-    return any(
-        c.get("type") == CONDITION_SCHEDULED
-        and (c.get("status") == "True" or c.get("reason") == ScheduledReason.BELOW_MINIMUM)
-        for c in current.get("conditions") or ()
-    )
-
-
-def podgroup_status(
-    group: Mapping[str, Any],
-    member_pods: Iterable[Mapping[str, Any]],
-    waiting_uids: Iterable[str] = (),
-    *,
-    now: str,
-    blocked: str = "",
-    timed_out: bool = False,
-    schedule_start_time: str | None = None,
-) -> dict[str, Any]:
-    """The ``status`` a PodGroup should have, as a dict ready for a status patch.
-
-    ``member_pods`` are the group's member pods as the API server has them;
-    ``waiting_uids`` those held at Permit; ``now`` an RFC 3339 time for condition
-    transitions; ``blocked`` the scheduler's last reason why the gang does not fit
-    (e.g. "3/8 members fit; 5 pods: Insufficient nvidia.com/gpu"); ``timed_out``
-    whether the last attempt ended at the Permit timeout. The condition's
-    lastTransitionTime is kept from the current status when its status is unchanged.
-    """
-    spec = parse_spec(group)
-    meta = group.get("metadata") or {}
-    generation = meta.get("generation")
-    current = group.get("status") or {}
-    waiting = set(waiting_uids)
-    counts = MemberCounts()
-    for pod in member_pods:
-        state = _member_state(pod, waiting)
-        setattr(counts, state, getattr(counts, state) + 1)
-    n = spec.min_member
-    total = (
-        counts.pending
-        + counts.waiting
-        + counts.bound
-        + counts.running
-        + counts.succeeded
-        + counts.failed
-    )
-    placed = counts.bound + counts.running + counts.succeeded + counts.failed
-    message = ""
-    if counts.failed and total - counts.failed < n and counts.succeeded < n:
-        phase = Phase.FAILED
-        message = f"{counts.failed} member(s) failed; {total - counts.failed}/{n} left"
-    elif (
-        counts.succeeded >= n
-        and counts.pending + counts.waiting + counts.bound + counts.running == 0
-    ):
-        phase = Phase.SUCCEEDED
-    elif counts.running + counts.succeeded >= n:
-        phase = Phase.RUNNING
-    elif placed >= n:
-        phase = Phase.SCHEDULED
-    elif counts.waiting or placed:
-        phase = Phase.SCHEDULING  # some members hold nodes; a gang that fits nowhere is Pending
-    else:
-        phase = Phase.PENDING
-    if phase in (Phase.PENDING, Phase.SCHEDULING) and not message:
-        if total < n:
-            message = f"{total}/{n} member pods exist; waiting for {n - total} more"
-        elif blocked:
-            message = blocked
-        elif counts.waiting:
-            message = f"{counts.waiting + placed}/{n} members reserved; waiting at Permit"
-    if phase is Phase.SCHEDULING and _was_placed(current) and 0 < placed < n:
-        # A running gang lost members: say so (its replacements are placed together).
-        message = (
-            f"{placed}/{n} members placed, below the minimum after a member was deleted "
-            f"or evicted; its replacements are scheduled together, as a group"
-            + (f": {blocked}" if blocked else "")
-        )
-    if placed >= n:
-        cond_status, reason = "True", ScheduledReason.SCHEDULED
-        cond_msg = f"{placed}/{n} members bound"
-    elif message.startswith(f"{placed}/{n} members placed, below the minimum"):
-        cond_status, reason = "False", ScheduledReason.BELOW_MINIMUM
-        cond_msg = message
-    elif timed_out:
-        cond_status, reason = "False", ScheduledReason.TIMEOUT
-        cond_msg = message or "the gang timed out waiting at Permit"
-    elif blocked:
-        cond_status, reason = "False", ScheduledReason.UNSCHEDULABLE
-        cond_msg = blocked
-    else:
-        cond_status, reason = "False", ScheduledReason.WAITING
-        cond_msg = message
-    last = now
-    for c in current.get("conditions") or ():
-        if c.get("type") == CONDITION_SCHEDULED and c.get("status") == cond_status:
-            last = str(c.get("lastTransitionTime") or now)
-    condition: dict[str, Any] = {
-        "type": CONDITION_SCHEDULED,
-        "status": cond_status,
-        "reason": str(reason),
-        "message": cond_msg,
-        "lastTransitionTime": last,
-    }
-    if isinstance(generation, int):
-        condition["observedGeneration"] = generation
-    out: dict[str, Any] = {
-        "phase": str(phase),
-        "conditions": [condition],
-        "counts": counts.model_dump(),
-        "message": message,
-    }
-    if isinstance(generation, int):
-        out["observedGeneration"] = generation
-    start = schedule_start_time or current.get("scheduleStartTime")
-    if start:
-        out["scheduleStartTime"] = start
-    return out

@@ -1,6 +1,6 @@
 """PodGroup status, kept current by the leader (level-based).
 
-The desired ``status`` of a PodGroup is computed by :func:`kubesched.api.podgroup.podgroup_status`
+The desired ``status`` of a PodGroup is computed by :func:`kubesched.operator.gang_status.podgroup_status`
 from what this replica already holds: the PodGroup and its member pods in the object
 store, and Coscheduling's report (members waiting at Permit, why the gang does not fit,
 whether its last attempt timed out). It is written to the status subresource only when it
@@ -52,7 +52,6 @@ from kubesched.api.podgroup import (
     CONDITION_SCHEDULED,
     GROUP,
     VERSION,
-    podgroup_status,
     validation_message,
 )
 from kubesched.cluster.kube import KubeCluster
@@ -302,7 +301,7 @@ class PodGroupStatusWriter:
         now = self._wall_clock()
         report = self._report(ns, name)
         start = self._start(group, report, now)
-        return podgroup_status(
+        return gang_status.podgroup_status(
             group,
             members,
             report.waiting_uids if report is not None else (),
