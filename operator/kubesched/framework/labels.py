@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from kubesched.framework.types import ObjectError
 
@@ -102,7 +101,7 @@ EVERYTHING = LabelSelector()
 NOTHING = LabelSelector(nothing=True)
 
 
-def _list(obj: Any, field: str) -> list[Any]:
+def _list(obj: object, field: str) -> list[object]:
     if obj is None:
         return []
     if not isinstance(obj, list):
@@ -110,7 +109,9 @@ def _list(obj: Any, field: str) -> list[Any]:
     return obj
 
 
-def _requirement(d: Any, field: str, ops: tuple[str, ...], *, numeric: bool = False) -> Requirement:
+def _requirement(
+    d: object, field: str, ops: tuple[str, ...], *, numeric: bool = False
+) -> Requirement:
     if not isinstance(d, Mapping):
         raise ObjectError(f"{field}: expected an object")
     key = d.get("key")
@@ -136,7 +137,7 @@ def _requirement(d: Any, field: str, ops: tuple[str, ...], *, numeric: bool = Fa
     return Requirement(key, op, values)
 
 
-def compile_label_selector(sel: Any, field: str = "labelSelector") -> LabelSelector:
+def compile_label_selector(sel: object, field: str = "labelSelector") -> LabelSelector:
     """None -> matches nothing; {} -> matches everything."""
     if sel is None:
         return NOTHING
@@ -172,7 +173,7 @@ class NodeSelectorTerm:
         return True
 
 
-def compile_node_selector_term(d: Any, field: str) -> NodeSelectorTerm:
+def compile_node_selector_term(d: object, field: str) -> NodeSelectorTerm:
     if not isinstance(d, Mapping):
         raise ObjectError(f"{field}: expected an object")
     labels = [
@@ -200,7 +201,7 @@ class NodeSelector:
         return any(t.matches(node_labels, node_name) for t in self.terms)
 
 
-def compile_node_selector(d: Any, field: str) -> NodeSelector:
+def compile_node_selector(d: object, field: str) -> NodeSelector:
     if not isinstance(d, Mapping):
         raise ObjectError(f"{field}: expected an object")
     terms = d.get("nodeSelectorTerms")

@@ -162,7 +162,7 @@ def parse_resource_list(rl: Mapping[str, Any] | None, *, field: str = "") -> Res
     return r
 
 
-def _items(obj: Any, field: str) -> list[Any]:
+def _items(obj: object, field: str) -> list[object]:
     """``obj`` as a list (None: empty), else a QuantityError naming ``field``."""
     if type(obj) is list:
         return obj
@@ -171,7 +171,7 @@ def _items(obj: Any, field: str) -> list[Any]:
     raise QuantityError(f"{field}: expected a list, got {type(obj).__name__}")
 
 
-def _section(obj: Any, field: str) -> Mapping[str, Any]:
+def _section(obj: object, field: str) -> Mapping[str, Any]:
     """``obj`` as a map (None: empty), else a QuantityError naming ``field``."""
     if type(obj) is dict:  # the common case, without the ABC check (every pod event)
         return obj
@@ -183,7 +183,7 @@ def _section(obj: Any, field: str) -> Mapping[str, Any]:
 
 
 def _container_requests(c: Mapping[str, Any], field: str, non_zero: bool) -> Resource:
-    c = _section(c, field)
+    """``c``: a container already checked to be a map (by :func:`_section`)."""
     res = _section(c.get("resources"), f"{field}.resources")
     req = _section(res.get("requests"), f"{field}.resources.requests")
     lim = _section(res.get("limits"), f"{field}.resources.limits")
@@ -211,12 +211,15 @@ def pod_requests(spec: Mapping[str, Any], *, non_zero: bool = False) -> Resource
     """
     total = Resource()
     for i, c in enumerate(_items(spec.get("containers"), "spec.containers")):
-        total.add(_container_requests(c, f"spec.containers[{i}]", non_zero))
+        field = f"spec.containers[{i}]"
+        total.add(_container_requests(_section(c, field), field, non_zero))
     sidecars = Resource()
     init_max = Resource()
     for i, c in enumerate(_items(spec.get("initContainers"), "spec.initContainers")):
-        creq = _container_requests(c, f"spec.initContainers[{i}]", non_zero)
-        if c is not None and c.get("restartPolicy") == "Always":
+        field = f"spec.initContainers[{i}]"
+        init = _section(c, field)
+        creq = _container_requests(init, field, non_zero)
+        if init.get("restartPolicy") == "Always":
             total.add(creq)
             sidecars.add(creq)
             creq = sidecars.copy()

@@ -96,8 +96,8 @@ def volume_mode(obj: Mapping[str, Any]) -> str:
     return str(_spec(obj).get("volumeMode") or "Filesystem")
 
 
-def _quantity(q: Any) -> int:
-    if q is None:
+def _quantity(q: object) -> int:
+    if not isinstance(q, str | int | float):  # None, or not a quantity
         return 0
     try:
         return value(q)

@@ -36,7 +36,7 @@ class ObjectError(ValueError):
     """A Kubernetes object that cannot be used; the message names the field."""
 
 
-def _mapping(obj: Any, field: str) -> Mapping[str, Any]:
+def _mapping(obj: object, field: str) -> Mapping[str, Any]:
     if type(obj) is dict:  # the common case, without the ABC check (hot: every pod event)
         return obj
     if obj is None:
@@ -46,7 +46,7 @@ def _mapping(obj: Any, field: str) -> Mapping[str, Any]:
     return obj
 
 
-def _str_map(obj: Any, field: str) -> dict[str, str]:
+def _str_map(obj: object, field: str) -> dict[str, str]:
     m = _mapping(obj, field)
     for k, v in m.items():
         if not isinstance(k, str) or not isinstance(v, str):
@@ -54,7 +54,7 @@ def _str_map(obj: Any, field: str) -> dict[str, str]:
     return dict(m)
 
 
-def _list_of_maps(obj: Any, field: str) -> list[Mapping[str, Any]]:
+def _list_of_maps(obj: object, field: str) -> list[Mapping[str, Any]]:
     """A list whose items are objects (None: empty); what plugins iterate with ``.get``."""
     if obj is None:
         return []
@@ -84,7 +84,7 @@ def _check_affinity(affinity: Mapping[str, Any]) -> None:
             _list_of_maps(block.get(when), f"spec.affinity.{kind}.{when}")
 
 
-def _check_volumes(volumes: Any) -> None:
+def _check_volumes(volumes: object) -> None:
     """``spec.volumes``: objects whose sources are objects (the volume plugins read them)."""
     for i, v in enumerate(_list_of_maps(volumes, "spec.volumes")):
         for k, source in v.items():
