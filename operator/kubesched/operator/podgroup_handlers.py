@@ -327,9 +327,7 @@ class PodGroupStatusWriter:
 
     async def _sync(self, key: str) -> bool:
         api, ns, name = parse_key(key)
-        if api is not GangAPI.KUBESCHED:
-            return await self._sync_foreign(api, key)
-        group = self.cluster.get("PodGroup", ns, name)
+        group = self.cluster.get(STORE_KINDS[api], ns, name)
         if group is None or not self.leading():
             return False
         meta = group.get("metadata") or {}
@@ -340,40 +338,7 @@ class PodGroupStatusWriter:
         if written is not None and written.uid == uid and written.resource_version > _rv(group):
             group = {**group, "status": written.status}  # the watch has not brought it yet
         current: Obj = group.get("status") or {}
-        try:
-            status = self.desired(group)
-        except pydantic.ValidationError as e:
-            status = self._invalid(group, validation_message(e, "spec"))
-        if all(current.get(k) == v for k, v in status.items()):
-            return False
-        path = f"/apis/{GROUP}/{VERSION}/namespaces/{ns}/podgroups/{name}/status"
-        updated = await self.cluster.request(
-            "PATCH", path, {"status": status}, content_type=MERGE_PATCH
-        )
-        self.writes += 1
-        if isinstance(updated, Mapping):
-            self._written[key] = _Written(uid, _rv(updated), dict(updated.get("status") or status))
-        before, after = _phase_and_reason(current), _phase_and_reason(status)
-        if before != after and (
-            before != (None, None) or after != ("Pending", "WaitingForMembers")
-        ):
-            self._event(group, status)
-        return True
-
-    async def _sync_foreign(self, api: GangAPI, key: str) -> bool:
-        _, ns, name = parse_key(key)
-        group = self.cluster.get(STORE_KINDS[api], ns, name)
-        if group is None or not self.leading():
-            return False
-        meta = group.get("metadata") or {}
-        if meta.get("deletionTimestamp"):
-            return False
-        uid = str(meta.get("uid") or "")
-        written = self._written.get(key)
-        if written is not None and written.uid == uid and written.resource_version > _rv(group):
-            group = {**group, "status": written.status}
-        current: Obj = group.get("status") or {}
-        status = self.desired_foreign(api, group)
+        status = self._desired_of(api, group)
         if status is None or all(current.get(k) == v for k, v in status.items()):
             return False
         path = f"/apis/{api.value}/namespaces/{ns}/podgroups/{name}/status"
@@ -383,7 +348,22 @@ class PodGroupStatusWriter:
         self.writes += 1
         if isinstance(updated, Mapping):
             self._written[key] = _Written(uid, _rv(updated), dict(updated.get("status") or status))
+        if api is GangAPI.KUBESCHED:
+            before, after = _phase_and_reason(current), _phase_and_reason(status)
+            if before != after and (
+                before != (None, None) or after != ("Pending", "WaitingForMembers")
+            ):
+                self._event(group, status)
         return True
+
+    def _desired_of(self, api: GangAPI, group: Obj) -> dict[str, Any] | None:
+        """The status to write in ``api``'s shape; ours says what is invalid in a spec."""
+        if api is not GangAPI.KUBESCHED:
+            return self.desired_foreign(api, group)
+        try:
+            return self.desired(group)
+        except pydantic.ValidationError as e:
+            return self._invalid(group, validation_message(e, "spec"))
 
     async def tick(self) -> None:
         """Sync every scheduler-plugins and Kubernetes PodGroup once (what the Kopf timer
