@@ -21,8 +21,8 @@ import pytest
 
 from kubesched import cli
 from kubesched.bench import dra as bench_dra
-from kubesched.bench.cluster import Rest
 from kubesched.bench.controlplane import ControlPlane
+from kubesched.bench.rest import Rest
 from kubesched.simulator.workloads import WORKLOADS, gang_sizes
 from tests.controlplane import Binaries
 from tests.integration.bench_checks import NODES, PODS, check_workload

@@ -33,17 +33,14 @@ import copy
 import functools
 import os
 import secrets
-import ssl
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-import orjson
 import yaml
 
 from kubesched.bench import dra as bench_dra
@@ -57,16 +54,15 @@ from kubesched.bench.controlplane import (
     wait_until,
 )
 from kubesched.bench.report import RunResult
+from kubesched.bench.rest import ApiError, Rest
 from kubesched.bench.runner import Limits, bounded, run_pods
 from kubesched.bench.tracker import Tracker
-from kubesched.cluster.kube import load_client_configuration
 from kubesched.simulator.workloads import Plan, plan
 
 __all__ = [
     "SCHEDULERS",
     "BenchOptions",
     "ClusterDriver",
-    "Rest",
     "bench_cluster",
     "ensure_podgroup_crd",
     "notes",
@@ -103,73 +99,6 @@ class BenchOptions:
     ready_timeout: float = 120.0
     arrival: str = "stream"
     """``stream`` or ``backlog`` (see :mod:`kubesched.bench.runner`)."""
-
-
-# -- a small REST client --------------------------------------------------------------------
-
-
-class Rest:
-    """aiohttp against one API server, with the kubeconfig's credentials."""
-
-    def __init__(self, server: str, headers: dict[str, str], ssl_context: ssl.SSLContext) -> None:
-        self.server = server.rstrip("/")
-        self.headers = headers
-        self.ssl = ssl_context
-        self.session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=256, ssl=ssl_context),
-            headers={**headers, "Accept": "application/json"},
-        )
-
-    @classmethod
-    async def from_kubeconfig(cls, kubeconfig: str | None) -> Rest:
-        cfg = await load_client_configuration(kubeconfig)
-        ctx = ssl.create_default_context(cafile=cfg.ssl_ca_cert or None)
-        if not cfg.verify_ssl:
-            ctx.check_hostname = False
-            ctx.verify_mode = ssl.CERT_NONE
-        if cfg.cert_file:
-            ctx.load_cert_chain(cfg.cert_file, cfg.key_file or None)
-        headers: dict[str, str] = {}
-        auth = await cfg.get_api_key_with_prefix("BearerToken")
-        if auth:
-            headers["Authorization"] = str(auth)
-        return cls(str(cfg.host), headers, ctx)
-
-    async def close(self) -> None:
-        await self.session.close()
-
-    async def request(
-        self, method: str, path: str, body: Any = None, *, params: dict[str, str] | None = None
-    ) -> Any:
-        data = orjson.dumps(body) if body is not None else None
-        headers = {"Content-Type": "application/json"} if data is not None else {}
-        if method == "PATCH":
-            headers["Content-Type"] = "application/merge-patch+json"
-        async with self.session.request(
-            method, self.server + path, data=data, params=params, headers=headers
-        ) as resp:
-            raw = await resp.read()
-            if resp.status >= 300:
-                raise ApiError(method, path, resp.status, raw.decode(errors="replace")[:300])
-            return orjson.loads(raw) if raw else None
-
-    async def watch(self, path: str, resource_version: str) -> AsyncIterator[dict[str, Any]]:
-        params = {"watch": "1", "resourceVersion": resource_version, "timeoutSeconds": "3600"}
-        timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
-        async with self.session.get(self.server + path, params=params, timeout=timeout) as resp:
-            if resp.status >= 300:
-                raise ApiError("WATCH", path, resp.status, (await resp.text())[:300])
-            while True:
-                line = await resp.content.readline()
-                if not line:
-                    return
-                yield orjson.loads(line)
-
-
-class ApiError(RuntimeError):
-    def __init__(self, method: str, path: str, status: int, body: str) -> None:
-        self.status = status
-        super().__init__(f"{method} {path}: {status} {body}")
 
 
 # -- the schedulers, as child processes -----------------------------------------------------
