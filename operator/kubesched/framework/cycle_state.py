@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Generic, TypeVar, cast
 
-__all__ = ["CycleState"]
+__all__ = ["CycleState", "StateKey"]
+
+T = TypeVar("T")
+
+
+class StateKey(str, Generic[T]):
+    """A CycleState key that carries the type of its value, so that mypy checks a
+    plugin reads back what it wrote: ``KEY: StateKey[Resource] = StateKey("PreFilterX")``.
+    At run time it is the string itself."""
+
+    __slots__ = ()
 
 
 class CycleState:
@@ -17,7 +27,7 @@ class CycleState:
     __slots__ = ("_data", "record_plugin_metrics", "skip_filter_plugins", "skip_score_plugins")
 
     def __init__(self) -> None:
-        self._data: dict[str, Any] = {}
+        self._data: dict[str, object] = {}
         self.skip_filter_plugins: set[str] = set()
         """Plugins whose PreFilter returned Skip: their Filter is not run this cycle."""
         self.skip_score_plugins: set[str] = set()
@@ -26,14 +36,16 @@ class CycleState:
         """A sampled cycle: instrumented plugins time their calls
         (:mod:`kubesched.framework.instrumented`)."""
 
-    def read(self, key: str) -> Any:
+    def read(self, key: StateKey[T]) -> T:
         """The value under ``key``; ``KeyError`` if a plugin did not write it."""
-        return self._data[key]
+        # Only write() stores under a StateKey[T], with a T.
+        return cast(T, self._data[key])
 
-    def get(self, key: str, default: Any = None) -> Any:
-        return self._data.get(key, default)
+    def get(self, key: StateKey[T]) -> T | None:
+        """The value under ``key``, None if no plugin wrote it."""
+        return cast("T | None", self._data.get(key))
 
-    def write(self, key: str, value: Any) -> None:
+    def write(self, key: StateKey[T], value: T) -> None:
         self._data[key] = value
 
     def delete(self, key: str) -> None:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.cycle_state import CycleState, StateKey
 from kubesched.framework.interface import MAX_NODE_SCORE, Handle, ScorePlugin, VectorScorePlugin
 from kubesched.framework.nodeinfo import ImageState, NodeInfo
 from kubesched.framework.registry import NoArgs
@@ -56,7 +56,7 @@ MB = 1024 * 1024
 MIN_THRESHOLD = 23 * MB
 MAX_CONTAINER_THRESHOLD = 1000 * MB
 
-_STATE_KEY = "Images" + NAME
+_STATE_KEY: StateKey[tuple[list[str], int]] = StateKey("Images" + NAME)
 
 
 def normalized_image_name(name: str) -> str:

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.cycle_state import CycleState, StateKey
 from kubesched.framework.interface import (
     ActionType,
     ClusterEvent,
@@ -63,7 +63,7 @@ __all__ = [
 
 NAME = "NodeDeclaredFeatures"
 
-PRE_FILTER_STATE_KEY = "PreFilter" + NAME
+PRE_FILTER_STATE_KEY: StateKey[frozenset[str]] = StateKey("PreFilter" + NAME)
 
 ERR_REASON = "node(s) didn't match Pod's required features"
 

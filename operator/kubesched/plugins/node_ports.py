@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.cycle_state import CycleState, StateKey
 from kubesched.framework.interface import (
     ActionType,
     ClusterEvent,
@@ -47,7 +47,7 @@ __all__ = ["ERR_REASON", "NAME", "NodePorts", "fits_ports", "new"]
 
 NAME = "NodePorts"
 
-PRE_FILTER_STATE_KEY = "PreFilter" + NAME
+PRE_FILTER_STATE_KEY: StateKey[list[HostPort]] = StateKey("PreFilter" + NAME)
 
 ERR_REASON = "node(s) didn't have free ports for the requested pod ports"
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.cycle_state import CycleState, StateKey
 from kubesched.framework.helpers import (
     allocatable_and_requested,
     allocatable_and_requested_rows,
@@ -47,7 +47,7 @@ __all__ = ["NAME", "Args", "NodeResourcesBalancedAllocation", "ResourceSpec", "n
 
 NAME = "NodeResourcesBalancedAllocation"
 
-PRE_SCORE_STATE_KEY = "PreScore" + NAME
+PRE_SCORE_STATE_KEY: StateKey[list[int]] = StateKey("PreScore" + NAME)
 
 _MODEL_CONFIG = ConfigDict(extra="forbid", populate_by_name=True, use_attribute_docstrings=True)
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.cycle_state import CycleState, StateKey
 from kubesched.framework.helpers import (
     allocatable_and_requested,
     allocatable_and_requested_rows,
@@ -67,8 +67,8 @@ __all__ = [
 
 NAME = "NodeResourcesFit"
 
-PRE_FILTER_STATE_KEY = "PreFilter" + NAME
-PRE_SCORE_STATE_KEY = "PreScore" + NAME
+PRE_FILTER_STATE_KEY: StateKey[Resource] = StateKey("PreFilter" + NAME)
+PRE_SCORE_STATE_KEY: StateKey[list[int]] = StateKey("PreScore" + NAME)
 
 REASON_TOO_MANY_PODS = "Too many pods"
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.cycle_state import CycleState, StateKey
 from kubesched.framework.helpers import (
     DO_NOT_SCHEDULE_EFFECTS,
     default_normalize_score,
@@ -51,7 +51,7 @@ __all__ = ["NAME", "TaintToleration", "new", "untolerated_taint_reason"]
 
 NAME = "TaintToleration"
 
-PRE_SCORE_STATE_KEY = "PreScore" + NAME
+PRE_SCORE_STATE_KEY: StateKey[list[Toleration]] = StateKey("PreScore" + NAME)
 
 PREFER_NO_SCHEDULE = "PreferNoSchedule"
 

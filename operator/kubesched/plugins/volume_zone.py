@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.cycle_state import CycleState, StateKey
 from kubesched.framework.interface import (
     ActionType,
     ClusterEvent,
@@ -41,7 +41,7 @@ from kubesched.framework.types import Pod
 __all__ = ["ERR_REASON_CONFLICT", "NAME", "TOPOLOGY_LABELS", "VolumeZone", "new"]
 
 NAME = "VolumeZone"
-PRE_FILTER_STATE_KEY = "PreFilter" + NAME
+PRE_FILTER_STATE_KEY: StateKey[list[PVTopology]] = StateKey("PreFilter" + NAME)
 
 ERR_REASON_CONFLICT = "node(s) had no available volume zone"
 

@@ -12,6 +12,7 @@ from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import Pod
 from kubesched.plugins import volume_binding as vb
+from kubesched.plugins.volume_binding.plugin import STATE_KEY
 from tests.builders import make_node, make_pod
 from tests.unit.plugins.fakes import FakeHandle, FakeStore
 from tests.unit.plugins.storage_builders import make_pv, make_pvc, make_sc
@@ -224,7 +225,7 @@ def test_smallest_matching_pv_wins_and_prebind_writes_it() -> None:
     pl.pre_filter(pl2_state, other, NODES)
     pl.filter(pl2_state, other, NODES[0])
     assert [
-        b.pv["metadata"]["name"] for b in pl2_state.read(vb.NAME).by_node["n1"].static_bindings
+        b.pv["metadata"]["name"] for b in pl2_state.read(STATE_KEY).by_node["n1"].static_bindings
     ] == ["big"]
     assert asyncio.run(pl.pre_bind(state, POD, "n1")) is None
     assert handle.cluster.volume_binds == [("default/data", "small", None)]

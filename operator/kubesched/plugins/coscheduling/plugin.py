@@ -52,7 +52,7 @@ from kubesched.api.gangs import (
     parse_key,
     store_kind,
 )
-from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.cycle_state import CycleState, StateKey
 from kubesched.framework.interface import (
     ActionType,
     ClusterEvent,
@@ -88,7 +88,7 @@ __all__ = [
 
 NAME = "Coscheduling"
 
-GROUP_CYCLE_KEY = "Coscheduling/group-cycle"
+GROUP_CYCLE_KEY: StateKey[GroupMark] = StateKey("Coscheduling/group-cycle")
 """Written by the whole-group cycle in each member's CycleState (a :class:`GroupMark`)."""
 
 log = logging.getLogger(__name__)
@@ -417,7 +417,7 @@ class Coscheduling(
             # (scheduler-plugins' Permit denies a pod whose PodGroup is not found).
             msg = f'pod group "{key}" does not exist' if spec is None else spec
             return Status.unschedulable(msg, plugin=NAME), 0.0
-        if isinstance(state.get(GROUP_CYCLE_KEY), GroupMark):
+        if state.get(GROUP_CYCLE_KEY) is not None:
             return None, 0.0  # a whole-group cycle reserved the gang's minimum already
         progress = self._progress(self._gang(key))
         progress.add(pod.uid)

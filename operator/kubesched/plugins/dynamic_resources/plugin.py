@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from kubesched.framework.cluster_port import ClusterError
-from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.cycle_state import CycleState, StateKey
 from kubesched.framework.dra import (
     CANNOT_ALLOCATE,
     AllocationError,
@@ -114,7 +114,7 @@ __all__ = [
 log = logging.getLogger("kubesched.plugins.dynamic_resources")
 
 NAME = "DynamicResources"
-STATE_KEY = NAME
+STATE_KEY: StateKey[StateData] = StateKey(NAME)
 ERR_NOT_AVAILABLE = "resourceclaim not available on the node"
 DEALLOCATED = "deallocation of ResourceClaim completed"
 STATE_NOT_FOUND = "not found"

@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.cycle_state import CycleState, StateKey
 from kubesched.framework.interface import (
     MAX_NODE_SCORE,
     ActionType,
@@ -100,8 +100,8 @@ __all__ = [
 ]
 
 NAME = "InterPodAffinity"
-PRE_FILTER_STATE_KEY = "PreFilter" + NAME
-PRE_SCORE_STATE_KEY = "PreScore" + NAME
+PRE_FILTER_STATE_KEY: StateKey[PreFilterState] = StateKey("PreFilter" + NAME)
+PRE_SCORE_STATE_KEY: StateKey[PreScoreState] = StateKey("PreScore" + NAME)
 
 ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH = (
     "node(s) didn't satisfy existing pods anti-affinity rules"

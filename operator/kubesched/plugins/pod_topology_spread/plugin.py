@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.cycle_state import CycleState, StateKey
 from kubesched.framework.interface import (
     ActionType,
     ClusterEvent,
@@ -61,8 +61,8 @@ __all__ = [
 ]
 
 NAME = "PodTopologySpread"
-PRE_FILTER_STATE_KEY = "PreFilter" + NAME
-PRE_SCORE_STATE_KEY = "PreScore" + NAME
+PRE_FILTER_STATE_KEY: StateKey[FilterState] = StateKey("PreFilter" + NAME)
+PRE_SCORE_STATE_KEY: StateKey[ScoreState] = StateKey("PreScore" + NAME)
 
 ERR_REASON_CONSTRAINTS_NOT_MATCH = "node(s) didn't match pod topology spread constraints"
 ERR_REASON_NODE_LABEL_NOT_MATCH = ERR_REASON_CONSTRAINTS_NOT_MATCH + " (missing required label)"

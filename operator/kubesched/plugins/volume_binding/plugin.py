@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kubesched.framework.cluster_port import ClusterError, ObjectStore
-from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.cycle_state import CycleState, StateKey
 from kubesched.framework.helpers import broken_linear_function, go_round_div
 from kubesched.framework.interface import (
     ActionType,
@@ -98,7 +98,7 @@ if TYPE_CHECKING:
 __all__ = ["ERR_REASON_UNBOUND_IMMEDIATE", "NAME", "Args", "VolumeBinding", "new"]
 
 NAME = "VolumeBinding"
-STATE_KEY = NAME
+STATE_KEY: StateKey[StateData] = StateKey(NAME)
 
 ERR_REASON_UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
 
