@@ -20,7 +20,13 @@ from typing import Any
 
 import pydantic
 
-from kubesched.api.profile import PluginRef, Plugins, PluginSet, ProfileSpec
+from kubesched.api.profile import (
+    EXTENSION_POINT_FIELDS,
+    PluginRef,
+    Plugins,
+    PluginSet,
+    ProfileSpec,
+)
 from kubesched.framework.instrumented import instrument_chain
 from kubesched.framework.interface import (
     EXTENSION_POINTS,
@@ -56,22 +62,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("kubesched.profiles")
-
-# KubeSchedulerConfiguration name -> Plugins attribute
-_POINTS: dict[str, str] = {
-    "preEnqueue": "pre_enqueue",
-    "queueSort": "queue_sort",
-    "preFilter": "pre_filter",
-    "filter": "filter",
-    "postFilter": "post_filter",
-    "preScore": "pre_score",
-    "score": "score",
-    "reserve": "reserve",
-    "permit": "permit",
-    "preBind": "pre_bind",
-    "bind": "bind",
-    "postBind": "post_bind",
-}
 
 
 class ProfileError(ValueError):
@@ -165,7 +155,7 @@ def compile_profile(
         )
     resolved: dict[str, list[Plugin]] = {}
     weights: dict[str, int | None] = {}
-    for point, attr in _POINTS.items():
+    for point, attr in EXTENSION_POINT_FIELDS.items():
         resolved[point] = _resolve_point(point, getattr(plugins, attr), mp, instances, weights)
     mp_weights = {p.name: p.weight for p in mp.enabled}
     chain = _assemble_chain(resolved, weights, mp_weights, instances)

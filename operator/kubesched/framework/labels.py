@@ -24,6 +24,7 @@ __all__ = [
     "Requirement",
     "compile_label_selector",
     "compile_node_selector",
+    "compile_requirement",
     "parse_label_selector",
 ]
 
@@ -109,9 +110,11 @@ def _list(obj: object, field: str) -> list[object]:
     return obj
 
 
-def _requirement(
+def compile_requirement(
     d: object, field: str, ops: tuple[str, ...], *, numeric: bool = False
 ) -> Requirement:
+    """A selector requirement (``key``, ``operator`` among ``ops``, ``values``), checked;
+    ``ObjectError`` names the first bad part under ``field``."""
     if not isinstance(d, Mapping):
         raise ObjectError(f"{field}: expected an object")
     key = d.get("key")
@@ -149,7 +152,7 @@ def compile_label_selector(sel: object, field: str = "labelSelector") -> LabelSe
     ):
         raise ObjectError(f"{field}.matchLabels: keys and values must be strings")
     exprs = [
-        _requirement(e, f"{field}.matchExpressions[{i}]", _LABEL_OPS)
+        compile_requirement(e, f"{field}.matchExpressions[{i}]", _LABEL_OPS)
         for i, e in enumerate(_list(sel.get("matchExpressions"), f"{field}.matchExpressions"))
     ]
     return LabelSelector(ml, exprs)
@@ -177,12 +180,12 @@ def compile_node_selector_term(d: object, field: str) -> NodeSelectorTerm:
     if not isinstance(d, Mapping):
         raise ObjectError(f"{field}: expected an object")
     labels = [
-        _requirement(e, f"{field}.matchExpressions[{i}]", _NODE_OPS)
+        compile_requirement(e, f"{field}.matchExpressions[{i}]", _NODE_OPS)
         for i, e in enumerate(_list(d.get("matchExpressions"), f"{field}.matchExpressions"))
     ]
     fields = []
     for i, e in enumerate(_list(d.get("matchFields"), f"{field}.matchFields")):
-        r = _requirement(e, f"{field}.matchFields[{i}]", ("In", "NotIn"))
+        r = compile_requirement(e, f"{field}.matchFields[{i}]", ("In", "NotIn"))
         if r.key != "metadata.name":
             raise ObjectError(f"{field}.matchFields[{i}].key: only metadata.name is supported")
         fields.append(r)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kubesched.framework.labels import compile_requirement
 from kubesched.framework.quantity import QuantityError, parse_quantity
 from kubesched.framework.types import ObjectError
 
@@ -23,21 +24,7 @@ def _expressions(exprs: Any, field: str, operators: tuple[str, ...]) -> None:
     if not isinstance(exprs, list):
         raise ObjectError(f"{field}: must be a list")
     for i, e in enumerate(exprs):
-        f = f"{field}[{i}]"
-        if not isinstance(e, Mapping) or not isinstance(e.get("key"), str) or not e["key"]:
-            raise ObjectError(f"{f}.key: required")
-        op = e.get("operator")
-        if op not in operators:
-            raise ObjectError(f"{f}.operator: must be one of {', '.join(operators)}, got {op!r}")
-        values = e.get("values") or []
-        if not isinstance(values, list) or not all(isinstance(x, str) for x in values):
-            raise ObjectError(f"{f}.values: must be a list of strings")
-        if op in ("In", "NotIn") and not values:
-            raise ObjectError(f"{f}.values: must be non-empty for operator {op}")
-        if op in ("Exists", "DoesNotExist") and values:
-            raise ObjectError(f"{f}.values: must be empty for operator {op}")
-        if op in ("Gt", "Lt") and (len(values) != 1 or not values[0].lstrip("-").isdigit()):
-            raise ObjectError(f"{f}.values: must be one integer for operator {op}")
+        compile_requirement(e, f"{field}[{i}]", operators)
 
 
 def check_label_selector(sel: Any, field: str) -> None:
