@@ -17,7 +17,7 @@ Kopf handlers and ``kubesched validate`` call it, so both say the same thing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -31,7 +31,6 @@ from kubesched.framework.runtime import FrameworkServices
 from kubesched.profiles import CompiledProfile, ProfileError, compile_profile
 
 __all__ = [
-    "BUILTIN",
     "COMPILED",
     "INVALID_ARGS",
     "INVALID_PLUGIN",
@@ -41,7 +40,6 @@ __all__ = [
     "ProfileBook",
     "ProfileSink",
     "Served",
-    "check_objects",
     "pydantic_message",
     "pydantic_messages",
     "reconcile",
@@ -59,9 +57,6 @@ INVALID_SPEC = "InvalidSpec"
 SCHEDULER_NAME_CONFLICT = "SchedulerNameConflict"
 """Another SchedulingProfile already serves this schedulerName."""
 REASONS = (COMPILED, INVALID_PLUGIN, INVALID_ARGS, INVALID_SPEC, SCHEDULER_NAME_CONFLICT)
-
-BUILTIN = ""
-"""The owner name of the built-in default profile in :class:`ProfileBook`."""
 
 
 def pydantic_message(err: pydantic.ValidationError, prefix: str = "") -> str:
@@ -188,39 +183,6 @@ def reconcile(
         "activePlugins": (active.profile.framework.chain.names() if active is not None else None),
     }
     return compiled, status
-
-
-API_VERSION = "kubesched.dev/v1alpha1"
-KIND = "SchedulingProfile"
-
-
-def check_objects(objs: Sequence[Any]) -> list[tuple[str, ProfileError | None]]:
-    """``kubesched validate``: each SchedulingProfile object checked as the operator
-    would, in order, with schedulerName conflicts among them; returns (name, error or
-    None) per object. Objects of other kinds are refused (InvalidSpec)."""
-    out: list[tuple[str, ProfileError | None]] = []
-    serving: dict[str, str] = {}
-    for i, obj in enumerate(objs):
-        meta = obj.get("metadata") if isinstance(obj, Mapping) else None
-        name = str((meta or {}).get("name") or f"<object {i}>")
-        try:
-            if not isinstance(obj, Mapping) or obj.get("kind") != KIND:
-                kind = obj.get("kind") if isinstance(obj, Mapping) else type(obj).__name__
-                raise ProfileError(INVALID_SPEC, f"kind: expected {KIND}, got {kind!r}")
-            if obj.get("apiVersion") != API_VERSION:
-                raise ProfileError(
-                    INVALID_SPEC,
-                    f"apiVersion: expected {API_VERSION}, got {obj.get('apiVersion')!r}",
-                )
-            compiled, status = reconcile(obj.get("spec"), 1, serving, None, name=name)
-            if compiled is None:
-                c = status["conditions"][0]
-                raise ProfileError(c["reason"], c["message"].split("; nothing is served")[0])
-            serving[compiled.scheduler_name] = name
-            out.append((name, None))
-        except ProfileError as e:
-            out.append((name, e))
-    return out
 
 
 # -- which profile serves which schedulerName --------------------------------------------------

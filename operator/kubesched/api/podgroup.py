@@ -27,7 +27,6 @@ __all__ = [
     "GROUP",
     "KIND",
     "POD_GROUP_LABEL",
-    "POD_GROUP_LABELS",
     "SCHEDULER_PLUGINS_POD_GROUP_LABEL",
     "Condition",
     "MemberCounts",
@@ -52,7 +51,6 @@ POD_GROUP_LABEL = "kubesched.dev/pod-group"
 """The label that makes a pod a member of the PodGroup it names (same namespace)."""
 SCHEDULER_PLUGINS_POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 """scheduler-plugins' label, honoured for migration; ours wins when both are set."""
-POD_GROUP_LABELS = (POD_GROUP_LABEL, SCHEDULER_PLUGINS_POD_GROUP_LABEL)
 
 CONDITION_SCHEDULED = "PodGroupScheduled"
 

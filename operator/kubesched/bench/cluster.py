@@ -60,7 +60,6 @@ from kubesched.bench.tracker import Tracker
 from kubesched.simulator.workloads import Plan, plan
 
 __all__ = [
-    "SCHEDULERS",
     "BenchOptions",
     "ClusterDriver",
     "bench_cluster",
@@ -71,7 +70,6 @@ __all__ = [
 
 KUBESCHED = "kubesched"
 KUBE_SCHEDULER = "kube-scheduler"
-SCHEDULERS = (KUBESCHED, KUBE_SCHEDULER)
 
 #: The schedulerName each measured scheduler serves: not kube-scheduler's own
 #: ``default-scheduler`` nor the operator's ``kubesched``, so a benchmark on a cluster

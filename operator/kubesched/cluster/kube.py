@@ -44,7 +44,6 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -72,7 +71,6 @@ log = logging.getLogger("kubesched.cluster.kube")
 
 Obj = Mapping[str, Any]
 
-SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 NOTE_MAX_BYTES = 1024
 """events.k8s.io/v1 rejects a ``note`` longer than 1 kB; longer messages are cut."""

@@ -22,7 +22,6 @@ __all__ = [
     "MEMORY",
     "PODS",
     "Resource",
-    "is_scalar_resource",
     "parse_resource_list",
     "pod_requests",
 ]
@@ -36,11 +35,6 @@ PODS = "pods"
 # (kube-scheduler's DefaultMilliCPURequest / DefaultMemoryRequest).
 DEFAULT_MILLI_CPU_REQUEST = 100
 DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
-
-
-def is_scalar_resource(name: str) -> bool:
-    """Extended resources, hugepages and attachable volumes: everything but the four basics."""
-    return name not in (CPU, MEMORY, EPHEMERAL_STORAGE, PODS)
 
 
 class Resource:

@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from kubesched.framework.runtime import PluginChain
 
 __all__ = [
-    "FEATURES",
     "HOST_PORTS",
     "IMAGE_NAMES",
     "LABELS",
@@ -64,7 +63,6 @@ TOLERATIONS = "v1.Pod.Spec.Tolerations"
 VOLUMES = "v1.Pod.Spec.Volumes.NonSyntheticSources()"
 IMAGE_NAMES = "v1.Pod.Spec.CanonicalImageNames()"
 LABELS = "v1.Pod.Labels"
-FEATURES = "v1.Pod.Spec.RequiredFeatures()"
 
 SignFragment = tuple[str, object]
 """(key, JSON-able value; :meth:`PodSigner.sign` refuses a pod whose fragments are not)."""

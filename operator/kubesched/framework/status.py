@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["Code", "Status", "as_status_message"]
+__all__ = ["Code", "Status"]
 
 
 class Code(enum.IntEnum):
@@ -114,7 +114,3 @@ class Status:
 
 
 _SKIP = Status(Code.SKIP)
-
-
-def as_status_message(status: Status | None) -> str:
-    return "" if status is None else status.message()

@@ -33,7 +33,6 @@ __all__ = [
     "Preemption",
     "SimulationResult",
     "list_order",
-    "run_simulation",
     "run_until_settled",
     "scenario_profiles",
     "simulate",
@@ -285,13 +284,3 @@ def simulate(
         if inspect is not None:
             inspect(sched)
     return result
-
-
-async def run_simulation(
-    objects: list[dict[str, Any]],
-    *,
-    profiles: Sequence[ProfileSpec] | None = None,
-    seed: int | None = None,
-) -> SimulationResult:
-    """``simulate`` from inside a running loop (it runs on its own loop in a thread)."""
-    return await asyncio.to_thread(simulate, objects, profiles=profiles, seed=seed)

@@ -40,7 +40,7 @@ from kubesched.ui.shape import (
     queues_view,
 )
 
-__all__ = ["explain_for", "pending_pod_keys", "queue_counts", "state"]
+__all__ = ["explain_for", "queue_counts", "state"]
 
 PROFILE_KIND = "SchedulingProfile"
 
@@ -186,11 +186,6 @@ def _profiles(sched: Scheduler, book: ProfileBook | None) -> list[dict[str, Any]
             )
         )
     return out
-
-
-def pending_pod_keys(sched: Scheduler) -> list[str]:
-    """``namespace/name`` of every pod in a queue, by name."""
-    return sorted(str(d["pod"]) for d in queued_pods(sched)[0])
 
 
 def explain_for(sched: Scheduler, namespace: str, name: str) -> dict[str, Any] | None:

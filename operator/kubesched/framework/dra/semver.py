@@ -7,7 +7,6 @@ import re
 
 __all__ = ["SemverError", "compare", "normalize_and_parse", "parse"]
 
-_NUM = re.compile(r"^(0|[1-9][0-9]*)$")
 _IDENT = re.compile(r"^[0-9A-Za-z-]+$")
 
 Version = tuple[int, int, int, tuple[int | str, ...]]

@@ -28,7 +28,6 @@ from kubesched.plugins.pod_topology_spread.rows import Domains, Rows
 __all__ = ["ScoreState", "build_score_state", "go_round", "normalize"]
 
 I64 = npt.NDArray[np.int64]
-F64 = npt.NDArray[np.float64]
 BOOL = npt.NDArray[np.bool_]
 
 
