@@ -478,3 +478,35 @@ def test_slices_using_compatibility_groups_leave_their_pool_incomplete() -> None
     d.pop("consumesCounters")
     d["consumesCounters"] = [{"counterSet": "cs", "counters": {"c": {"value": "1"}}}]
     assert picked(allocate(slices, [claim()])) == [["req=gpu-0"]]
+
+
+def test_the_pool_cache_follows_node_and_slice_changes() -> None:
+    """Allocators of successive pods share one PoolCache: a node relabelled (a new node
+    object) or a new slice list is seen by the next allocation, never a stale pool."""
+    from kubesched.framework.dra.pools import PoolCache
+
+    rack = slice_(
+        "rack",
+        [device("nic-0")],
+        node=None,
+        pool="rack",
+        nodeSelector={
+            "nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "rack", "operator": "In", "values": ["r1"]}]}
+            ]
+        },
+    )
+    cache = PoolCache()
+    cls = {"gpu": DeviceClass.from_dict(device_class())}
+    one = [ResourceSlice.from_dict(rack)]
+
+    def run(slices: list[ResourceSlice], node: Node) -> list[list[str]] | None:
+        a = Allocator(cls, slices, AllocatedState(), CelCache(), cache)
+        return picked(a.allocate(node, [ResourceClaim.from_dict(claim())]))
+
+    away = Node("node-1", {"rack": "r2"})
+    assert run(one, away) is None
+    assert run(one, away) is None  # served from the cache
+    assert run(one, Node("node-1", {"rack": "r1"})) == [["req=nic-0"]]  # relabelled
+    local = [*one, ResourceSlice.from_dict(gpus(1, "node-1"))]
+    assert run(local, away) == [["req=gpu-0"]]  # a slice added

@@ -32,6 +32,7 @@ from kubesched.framework.dra.cel import CelCache, CelRuntimeError, enhance_runti
 from kubesched.framework.dra.pools import (
     NodeLike,
     Pool,
+    PoolCache,
     available_counters,
     gather_pools,
     node_matches,
@@ -97,10 +98,13 @@ class Allocator:
         slices: Sequence[ResourceSlice],
         state: AllocatedState,
         cel_cache: CelCache,
+        pool_cache: PoolCache | None = None,
     ) -> None:
         self.classes = classes
         self.state = state
         self.cel = cel_cache
+        self.pool_cache = pool_cache
+        self._given = slices
         self.all_slices = list(slices)
         self._on_node: dict[str, list[ResourceSlice]] = {}
         self._shared: list[ResourceSlice] = []
@@ -115,6 +119,18 @@ class Allocator:
         self, node: NodeLike, claims: Sequence[ResourceClaim]
     ) -> list[AllocationResult] | None:
         return _Run(self, node, claims).run()
+
+    def pools(self, node: NodeLike) -> list[Pool]:
+        """The pools reachable from ``node``, in the order devices are tried."""
+
+        def build() -> list[Pool]:
+            return gather_pools(
+                [*self._on_node.get(node.name, ()), *self._shared], node, self.all_slices
+            )
+
+        if self.pool_cache is None:
+            return build()
+        return self.pool_cache.get(node, self._given, build)
 
     def available_counters(self, pool: Pool) -> dict[str, dict[str, Fraction]]:
         got = self._counters.get(pool.id)
@@ -171,7 +187,7 @@ class _Run:
         self.a = a
         self.node = node
         self.claims = claims
-        self.pools = gather_pools([*a._on_node.get(node.name, ()), *a._shared], node, a.all_slices)
+        self.pools = a.pools(node)
         self.reqs: dict[tuple[int, int, int], _Req] = {}
         self.constraints: list[list[Constraint]] = []
         self.matches: dict[tuple[DeviceID, int, int, int], bool] = {}
@@ -344,6 +360,18 @@ class _Run:
         return did in self.a.state.devices or bool(self.allocating.get(did))
 
     def _fits(self, req: ExactRequest, did: DeviceID, dev: Device) -> bool:
+        plain = dev.plain_capacity
+        if plain is None:
+            plain = dev.plain_capacity = all(
+                cap.policy is None and cap.value >= 0 for cap in dev.capacity.values()
+            )
+        if (
+            plain
+            and not req.capacity
+            and did not in self.a.state.aggregated_capacity
+            and did not in self.allocating_capacity
+        ):
+            return True  # fits_capacity's common case, without its Fraction comparisons
         return fits_capacity(
             self.a.state.aggregated_capacity.get(did, {}),
             req.capacity,

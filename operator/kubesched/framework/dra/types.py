@@ -217,6 +217,10 @@ class Device:
     # is a pure function of the device, so it is evaluated once per device object.
     cel_input: dict[str, Any] | None = field(default=None, repr=False)
     cel_results: dict[str, bool | str] = field(default_factory=dict, repr=False)
+    # Whether every capacity is consumed whole (no policy, not negative), worked out on
+    # first use: such a device fits any request that asks for no capacity while none of
+    # it is in use, with no Fraction arithmetic.
+    plain_capacity: bool | None = field(default=None, repr=False)
 
 
 def parse_taint(t: Any, f: str, rule: str = "") -> DeviceTaint:

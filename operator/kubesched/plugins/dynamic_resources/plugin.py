@@ -310,7 +310,11 @@ class DynamicResources(
         if data.to_allocate:
             try:
                 data.allocator = Allocator(
-                    tracker.classes(), tracker.slices(), tracker.allocated_state(), tracker.cel
+                    tracker.classes(),
+                    tracker.slices(),
+                    tracker.allocated_state(),
+                    tracker.cel,
+                    tracker.pools,
                 )
             except ObjectError as e:
                 return None, Status.as_error(str(e), plugin=NAME)

@@ -33,6 +33,7 @@ from kubesched.framework.dra import (
     ResourceClaim,
     ResourceSlice,
 )
+from kubesched.framework.dra.pools import PoolCache
 from kubesched.framework.dra.taint_rules import DeviceTaintRule, patch_slice
 from kubesched.framework.types import ObjectError
 
@@ -75,6 +76,10 @@ class ClaimTracker:
         self._patched: dict[str, tuple[ResourceSlice, tuple[DeviceTaintRule, ...], ResourceSlice]]
         self._patched = {}
         """Slices with rule taints, by name: (as parsed, the rules applied, as patched)."""
+        self._served: list[ResourceSlice] = []
+        """What ``slices()`` last returned: returned again while no slice changed."""
+        self.pools = PoolCache()
+        """The pools per node, shared by the allocators of successive pods."""
         self._claims: dict[str, tuple[Obj, ResourceClaim]] = {}
         """Parsed claims by ``namespace/name``, with the dict they were parsed from."""
         self.pending: dict[str, Pending] = {}
@@ -154,6 +159,16 @@ class ClaimTracker:
 
     # -- slices and classes ------------------------------------------------------------------
     def slices(self) -> list[ResourceSlice]:
+        """The parsed slices with the rules' taints; the same list object while none of
+        them changed (callers must not modify it)."""
+        out = self._slices_now()
+        prev = self._served
+        if len(out) == len(prev) and all(a is b for a, b in zip(out, prev, strict=True)):
+            return prev
+        self._served = out
+        return out
+
+    def _slices_now(self) -> list[ResourceSlice]:
         out: list[ResourceSlice] = []
         live: set[str] = set()
         for raw in self._store.list(SLICE):
