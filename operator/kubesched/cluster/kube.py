@@ -1,9 +1,9 @@
 """The real-cluster adapter: ClusterPort writes and the ObjectStore over kubernetes_asyncio.
 
-Writes go through kubernetes_asyncio's ``ApiClient``: its configuration (host, TLS
-context with the CA and client certificates, ``tls_server_name``, proxy) and its aiohttp
-session (``ApiClient.rest_client.pool_manager``, one connection pool) are what talk to
-the API server, and the bearer token comes from
+Requests go through an aiohttp session of our own, built from kubernetes_asyncio's
+``Configuration`` as its ``ApiClient`` builds its own (host, TLS context with the CA and
+client certificates, ``tls_server_name``, proxy, ``connection_pool_maxsize``) but with
+``trust_env`` off (see :func:`session_for`), and the bearer token comes from
 ``Configuration.get_api_key_with_prefix`` on every request, so token refresh hooks
 (exec plugins, rotated service-account tokens) apply. What is skipped is the generic
 request path (``call_api``: parameter sanitizing, model serialization, ``json.dumps``,
@@ -41,6 +41,7 @@ import builtins
 import contextlib
 import copy
 import logging
+import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from datetime import UTC, datetime
@@ -98,15 +99,29 @@ def _truncate(text: str, limit: int = NOTE_MAX_BYTES) -> str:
     return raw[: limit - 3].decode(errors="ignore") + "..."
 
 
-def _no_per_request_env_lookups(api: k8s_client.ApiClient) -> None:
-    """kubernetes_asyncio's session has aiohttp's ``trust_env`` on, so every request reads
-    the proxy variables and ``~/.netrc`` in a worker thread: about 10% of the event
-    loop's time at a few hundred binds a second, and a thread hop per write (profiled with
-    py-spy under ``kubesched bench``). The proxy is resolved once in
-    :func:`load_client_configuration`; a netrc is no way to authenticate to an API server."""
-    session = getattr(getattr(api, "rest_client", None), "pool_manager", None)
-    if session is not None and hasattr(session, "_trust_env"):
-        session._trust_env = False
+READ_BUFFER = 2**21
+"""aiohttp's read buffer per connection, as kubernetes_asyncio sets it: a watch event with
+a large object can exceed the default (etcd takes requests up to 1.5 MiB)."""
+
+
+def session_for(cfg: k8s_client.Configuration) -> aiohttp.ClientSession:
+    """An aiohttp session to the API server of ``cfg`` (inside a running event loop).
+
+    ``trust_env`` off: with it on (kubernetes_asyncio's own session) every request reads
+    the proxy variables and ``~/.netrc`` in a worker thread, about 10% of the event loop
+    at a few hundred binds a second and a thread hop per write (py-spy under ``kubesched
+    bench``). The proxy is resolved once in :func:`load_client_configuration`; a netrc is
+    no way to authenticate to an API server."""
+    ctx = ssl.create_default_context(cafile=cfg.ssl_ca_cert or None)
+    if cfg.cert_file:
+        ctx.load_cert_chain(cfg.cert_file, keyfile=cfg.key_file or None)
+    if not cfg.verify_ssl:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    if cfg.disable_strict_ssl_verification:
+        ctx.verify_flags &= ~ssl.VERIFY_X509_STRICT
+    connector = aiohttp.TCPConnector(limit=cfg.connection_pool_maxsize, ssl=ctx)
+    return aiohttp.ClientSession(connector=connector, trust_env=False, read_bufsize=READ_BUFFER)
 
 
 class RateLimiter:
@@ -195,7 +210,6 @@ class KubeCluster:
         event_writers: int = 16,
     ) -> None:
         self.api = api
-        _no_per_request_env_lookups(api)
         self.reporting_instance_suffix = reporting_instance_suffix
         """``reportingInstance`` is ``<scheduler name>-<suffix>`` (the hostname)."""
         self.request_timeout = request_timeout
@@ -214,6 +228,8 @@ class KubeCluster:
         self._timeout_for = request_timeout
         self._host: str | None = None
         self._extra: dict[str, Any] = {}
+        self._session: aiohttp.ClientSession | None = None
+        """Made at the first request (aiohttp sessions belong in a running loop)."""
 
     # -- HTTP ---------------------------------------------------------------------------------
     async def request(
@@ -280,16 +296,16 @@ class KubeCluster:
         query: Mapping[str, str] | None = None,
         client_timeout: aiohttp.ClientTimeout | None = None,
     ) -> AsyncIterator[aiohttp.ClientResponse]:
-        """A request through the ApiClient's session, auth, TLS and proxy, its response
-        open (streamed: watches); no rate limit, no error mapping."""
+        """A request with the configuration's auth, TLS and proxy, its response open
+        (streamed: watches); no rate limit, no error mapping."""
         headers = {"Content-Type": content_type, "Accept": "application/json"}
         auth = await self.api.configuration.get_api_key_with_prefix("BearerToken")
         if auth:
             headers["Authorization"] = auth
-        if self._host is None:
+        if self._session is None:
             self._resolve_endpoint()
-        session: aiohttp.ClientSession = self.api.rest_client.pool_manager
-        async with session.request(
+        assert self._session is not None
+        async with self._session.request(
             method,
             f"{self._host}{path}",
             params=query,
@@ -301,18 +317,25 @@ class KubeCluster:
             yield resp
 
     def _resolve_endpoint(self) -> None:
-        """The host, proxy and TLS server name of the ApiClient's configuration and REST
-        client, read once (the TLS context lives in the session's connector)."""
-        rest = self.api.rest_client
+        """The session, host, proxy and TLS server name of the ApiClient's
+        configuration, read once."""
+        cfg = self.api.configuration
         extra: dict[str, Any] = {}
-        if getattr(rest, "proxy", None):
-            extra["proxy"] = rest.proxy
-            if getattr(rest, "proxy_headers", None):
-                extra["proxy_headers"] = rest.proxy_headers
-        if getattr(rest, "server_hostname", None):
-            extra["server_hostname"] = rest.server_hostname
+        if cfg.proxy:
+            extra["proxy"] = cfg.proxy
+            if cfg.proxy_headers:
+                extra["proxy_headers"] = cfg.proxy_headers
+        if cfg.tls_server_name:
+            extra["server_hostname"] = cfg.tls_server_name
         self._extra = extra
-        self._host = str(self.api.configuration.host).rstrip("/")
+        self._host = str(cfg.host).rstrip("/")
+        self._session = session_for(cfg)
+
+    async def close(self) -> None:
+        """Close the connections (after :meth:`aclose` and once no request is made)."""
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
 
     # -- ClusterPort ----------------------------------------------------------------------------
     async def bind(self, pod: Pod, node_name: str) -> None:

@@ -58,24 +58,31 @@ async def read_cluster(
     factory = client_factory or (lambda c: k8s_client.ApiClient(configuration=c))
     async with factory(cfg) as api:
         kube = KubeCluster(api, reporting_instance_suffix="explain", qps=0)
-        kinds = [*REQUIRED, *(k for k in LIST_PATHS if k not in REQUIRED)]
-        for kind in kinds:
-            prefix, plural = LIST_PATHS[kind]
-            try:
-                items = await kube.list_objects(kind)
-            except ClusterError as e:
-                _refused(out, kind, plural, e)
-                continue
-            out.objects.extend(_as_object(kind, prefix, o) for o in items)
-        prefix, plural = PROFILE_PATH
         try:
-            page = await kube.request("GET", f"{prefix}/{plural}")
-        except ClusterError as e:
-            _refused(out, "SchedulingProfile", plural, e)
-        else:
-            items = (page or {}).get("items") or []
-            out.objects.extend(_as_object("SchedulingProfile", prefix, o) for o in items)
+            await _read_into(out, kube)
+        finally:
+            await kube.close()
     return out
+
+
+async def _read_into(out: ClusterRead, kube: KubeCluster) -> None:
+    kinds = [*REQUIRED, *(k for k in LIST_PATHS if k not in REQUIRED)]
+    for kind in kinds:
+        prefix, plural = LIST_PATHS[kind]
+        try:
+            items = await kube.list_objects(kind)
+        except ClusterError as e:
+            _refused(out, kind, plural, e)
+            continue
+        out.objects.extend(_as_object(kind, prefix, o) for o in items)
+    prefix, plural = PROFILE_PATH
+    try:
+        page = await kube.request("GET", f"{prefix}/{plural}")
+    except ClusterError as e:
+        _refused(out, "SchedulingProfile", plural, e)
+    else:
+        items = (page or {}).get("items") or []
+        out.objects.extend(_as_object("SchedulingProfile", prefix, o) for o in items)
 
 
 def _refused(out: ClusterRead, kind: str, plural: str, e: ClusterError) -> None:

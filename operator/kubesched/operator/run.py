@@ -476,5 +476,9 @@ async def _shutdown(
         pending = list(tasks.values())
         await asyncio.gather(*pending, return_exceptions=True)
     finally:
-        await rt.api.close()  # its aiohttp session, even when the wait is cancelled
+        # the aiohttp sessions, even when the wait is cancelled
+        try:
+            await rt.cluster.close()
+        finally:
+            await rt.api.close()
     await connections_closed()

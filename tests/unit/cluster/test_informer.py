@@ -103,6 +103,7 @@ async def fake() -> AsyncIterator[tuple[FakeAPI, KubeCluster]]:
         yield api, cluster
     finally:
         await cluster.aclose()
+        await cluster.close()
         await client.close()
         await server.close()
 

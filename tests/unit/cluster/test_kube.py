@@ -86,6 +86,7 @@ async def fake() -> AsyncIterator[tuple[FakeAPI, KubeCluster]]:
         yield api, cluster
     finally:
         await cluster.aclose()
+        await cluster.close()
         await client.close()
         await server.close()
 
@@ -177,7 +178,22 @@ async def test_connection_refused_is_a_retryable_error() -> None:
         assert type(info.value) is ClusterError and info.value.retryable
         assert info.value.code == "connection"
     finally:
+        await cluster.close()
         await client.close()
+
+
+async def test_proxy_variables_are_not_read_per_request(
+    fake: tuple[FakeAPI, KubeCluster], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The proxy is resolved once, when the kubeconfig is loaded: a proxy variable set
+    afterwards (here, to a port nothing listens on) does not reroute the writes."""
+    api, cluster = fake
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    for name in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")
+    await cluster.bind(pod(), "node-1")
+    assert [r.method for r in api.requests] == ["POST"]
 
 
 async def test_event_is_an_events_k8s_io_v1_event(fake: tuple[FakeAPI, KubeCluster]) -> None:
