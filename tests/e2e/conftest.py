@@ -12,6 +12,8 @@ Fixtures:
   control plane of your own (own nodes, own identities), stopped after the test.
 - ``namespace`` (function): a fresh namespace in the shared control plane.
 - ``controlplane_binaries`` (session): the Binaries.
+- ``crds`` (session): kubesched's CRDs installed in the shared control plane.
+- ``kubesched`` (function): ``kubesched run`` on the shared control plane, its Runtime.
 """
 
 from __future__ import annotations
@@ -19,13 +21,15 @@ from __future__ import annotations
 import os
 import subprocess
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from kubesched.operator.run import Runtime
 from tests.controlplane import Binaries, ControlPlane
+from tests.e2e.support import install_crds, local_settings, running
 
 E2E_DIR = Path(__file__).parent
 BUILD = E2E_DIR.parent / "controlplane" / "build"
@@ -118,3 +122,17 @@ def namespace(controlplane: ControlPlane) -> Iterator[str]:
     # delete the pods so they stop counting on the shared nodes
     for pod in controlplane.api.list("v1", "Pod", name):
         controlplane.api.remove("v1", "Pod", pod["metadata"]["name"], name, grace_period_seconds=0)
+
+
+@pytest.fixture(scope="session")
+def crds(controlplane: ControlPlane) -> None:
+    """kubesched's CRDs in the shared control plane (before ``kubesched`` starts)."""
+    install_crds(controlplane)
+
+
+@pytest.fixture
+async def kubesched(controlplane: ControlPlane, crds: None) -> AsyncIterator[Runtime]:
+    """``kubesched run`` on the shared control plane (admin identity, no leader
+    election, the default scheduler name), ready, for one test."""
+    async with running(local_settings(controlplane.kubeconfig)) as started:
+        yield started.runtime

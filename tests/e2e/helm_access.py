@@ -9,18 +9,16 @@ scheduler without it refuses everyone, saying why)."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
 
 import aiohttp
 
-from kubesched.operator.run import Runtime, run
 from kubesched.operator.settings import Settings
 from tests.controlplane import ApiError, ControlPlane
 from tests.e2e.helm_support import Logs, World, captured_logs, settings_for, uid
+from tests.e2e.support import call, running
 from tests.helm.chart import AUTH_DELEGATOR, JSON, of_kind
 
 RBAC = "rbac.authorization.k8s.io/v1"
@@ -100,20 +98,9 @@ async def serving(w: World) -> AsyncIterator[int]:
         "leader_elect": False,
     }
     settings = Settings(**values)
-    stop, ready = asyncio.Event(), asyncio.Event()
-    built: list[Runtime] = []
-    task = asyncio.create_task(run(settings=settings, stop=stop, ready=ready, runtime=built))
-    waiter = asyncio.create_task(ready.wait())
-    await asyncio.wait({task, waiter}, timeout=60, return_when=asyncio.FIRST_COMPLETED)
-    if task.done():
-        waiter.cancel()
-        task.result()
-    assert ready.is_set() and built[0].port is not None
-    try:
-        yield built[0].port
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 30)
+    async with running(settings) as started:
+        assert started.runtime.port is not None
+        yield started.runtime.port
 
 
 async def get(port: int, path: str, token: str | None = None) -> int:
@@ -123,10 +110,6 @@ async def get(port: int, path: str, token: str | None = None) -> int:
         s.get(f"http://127.0.0.1:{port}{path}", headers=headers) as resp,
     ):
         return resp.status
-
-
-async def call(fn: Callable[..., Any], *args: Any) -> Any:
-    return await asyncio.to_thread(fn, *args)
 
 
 # -- the checks --------------------------------------------------------------------------------

@@ -14,19 +14,18 @@ changes): the pod stays unbound and the claim unallocated.
 from __future__ import annotations
 
 from tests.e2e.helm_support import (
-    JSON,
     POOL,
     Logs,
     Outcome,
     Scenario,
     World,
     about,
-    call,
     read,
     remove_with_finalizers,
     uid,
     wait_either,
 )
+from tests.e2e.support import JSON, call
 
 RESOURCE = "resource.k8s.io/v1"
 

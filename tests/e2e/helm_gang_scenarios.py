@@ -14,17 +14,16 @@ from pathlib import Path
 
 from tests.controlplane import Binaries, ControlPlane
 from tests.e2e.helm_support import (
-    JSON,
     Logs,
     Outcome,
     Scenario,
     World,
     about,
-    call,
     read,
     uid,
     wait_either,
 )
+from tests.e2e.support import JSON, call
 
 UPSTREAM = "scheduling.k8s.io/v1beta1"
 SCHEDULER_PLUGINS = "scheduling.x-k8s.io/v1alpha1"

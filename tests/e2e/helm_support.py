@@ -28,28 +28,12 @@ from kubesched.api.podgroup import POD_GROUP_LABEL
 from kubesched.operator.run import run
 from kubesched.operator.settings import Settings
 from tests.controlplane import ApiError, ControlPlane
+from tests.e2e.support import JSON, call, running
 from tests.helm.chart import Helm, one, scheduler_role
 
-JSON = dict[str, Any]
 POOL = "e2e.kubesched.dev/helm-pool"
 
 # -- helpers ----------------------------------------------------------------------------------
-
-
-async def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    return await asyncio.to_thread(fn, *args, **kwargs)
-
-
-async def eventually(check: Callable[[], Any], *, within: float = 20.0, what: str) -> Any:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while True:
-        result = await call(check)
-        if result:
-            return result
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {within} s waiting for {what}")
-        await asyncio.sleep(0.1)
 
 
 def uid() -> str:
@@ -166,19 +150,8 @@ def settings_for(release: Release, kubeconfig: Path, identity: str) -> Settings:
 @contextlib.asynccontextmanager
 async def operator(settings: Settings) -> AsyncIterator[None]:
     """``kubesched run`` in this loop, until the block ends (ready: caches synced)."""
-    stop, ready = asyncio.Event(), asyncio.Event()
-    task = asyncio.create_task(run(settings=settings, stop=stop, ready=ready))
-    waiter = asyncio.create_task(ready.wait())
-    await asyncio.wait({task, waiter}, timeout=60, return_when=asyncio.FIRST_COMPLETED)
-    if task.done():
-        waiter.cancel()
-        task.result()  # raises what went wrong
-    assert ready.is_set(), "kubesched run did not become ready within 60 s"
-    try:
+    async with running(settings):
         yield
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 30)
 
 
 async def start_failure(settings: Settings) -> BaseException:

@@ -16,12 +16,9 @@ from typing import Any
 
 import pytest
 
-from kubesched.operator.run import Runtime, run
-from kubesched.operator.settings import Settings
 from tests.controlplane import ApiError, ControlPlane
-from tests.e2e.test_gang_e2e import call, crds, eventually
-
-__all__ = ["crds"]
+from tests.e2e import support
+from tests.e2e.support import call, eventually, local_settings
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -31,27 +28,9 @@ LABEL = "kubesched.dev/pod-group"
 
 @pytest.fixture
 async def running(controlplane: ControlPlane, crds: None) -> AsyncIterator[asyncio.Task[None]]:
-    settings = Settings(
-        kubeconfig=str(controlplane.kubeconfig),
-        leader_elect=False,
-        port=0,
-        client_qps=0,
-        resync_seconds=0,
-    )
-    stop, ready = asyncio.Event(), asyncio.Event()
-    built: list[Runtime] = []
-    task = asyncio.create_task(run(settings=settings, stop=stop, ready=ready, runtime=built))
-    waiter = asyncio.create_task(ready.wait())
-    await asyncio.wait({task, waiter}, timeout=60, return_when=asyncio.FIRST_COMPLETED)
-    if task.done():
-        waiter.cancel()
-        task.result()
-    assert ready.is_set(), "kubesched run did not become ready within 60 s"
-    try:
-        yield task
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 30)
+    """``run``'s task: the tests check kubesched is still up after each bad input."""
+    async with support.running(local_settings(controlplane.kubeconfig)) as started:
+        yield started.task
 
 
 def pod(name: str, ns: str, pool: dict[str, str], **spec: Any) -> JSON:

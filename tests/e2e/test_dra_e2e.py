@@ -25,13 +25,18 @@ from typing import Any
 
 import pytest
 
-from kubesched.operator.run import run
-from kubesched.operator.settings import Settings
 from tests.controlplane import ApiError, ControlPlane
+from tests.e2e import support
+from tests.e2e.support import JSON, call, local_settings, running
 
 pytestmark = pytest.mark.timeout(300)
 
-JSON = dict[str, Any]
+
+async def eventually(check: Callable[[], Any], *, what: str) -> Any:
+    """:func:`support.eventually`, 60 s (claims take a controller)."""
+    return await support.eventually(check, within=60.0, what=what)
+
+
 NS = "dra"
 DRIVER = "gpu.e2e.kubesched.dev"
 CLASS = "e2e-gpu"
@@ -41,22 +46,6 @@ KUBE_SCHEDULER = "kube-scheduler-dra"
 KUBESCHED = "kubesched"
 RESOURCE = "resource.k8s.io/v1"
 FINALIZER = "resource.kubernetes.io/delete-protection"
-
-
-async def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    return await asyncio.to_thread(fn, *args, **kwargs)
-
-
-async def eventually(check: Callable[[], Any], *, within: float = 60.0, what: str) -> Any:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while True:
-        result = await call(check)
-        if result:
-            return result
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {within} s waiting for {what}")
-        await asyncio.sleep(0.2)
 
 
 @pytest.fixture
@@ -98,27 +87,8 @@ def cp(controlplane_factory: Callable[..., ControlPlane]) -> Iterator[ControlPla
 
 @contextlib.asynccontextmanager
 async def kubesched(cp: ControlPlane) -> AsyncIterator[None]:
-    settings = Settings(
-        kubeconfig=str(cp.kubeconfig),
-        scheduler_names=[KUBESCHED],
-        leader_elect=False,
-        port=0,
-        client_qps=0,
-        resync_seconds=0,
-    )
-    stop, ready = asyncio.Event(), asyncio.Event()
-    task = asyncio.create_task(run(settings=settings, stop=stop, ready=ready))
-    waiter = asyncio.create_task(ready.wait())
-    await asyncio.wait({task, waiter}, timeout=60, return_when=asyncio.FIRST_COMPLETED)
-    if task.done():
-        waiter.cancel()
-        task.result()
-    assert ready.is_set(), "kubesched run did not become ready within 60 s"
-    try:
+    async with running(local_settings(cp.kubeconfig, scheduler_names=[KUBESCHED])):
         yield
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 30)
 
 
 def publish_set(cp: ControlPlane, name: str) -> str:

@@ -5,7 +5,6 @@ on the path is served, and the health endpoints stay open."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -14,38 +13,20 @@ from typing import Any
 import aiohttp
 import pytest
 
-from kubesched.operator.run import Runtime, run
+from kubesched.operator.run import Runtime
 from kubesched.operator.settings import Settings
 from tests.controlplane import ApiError, ControlPlane
+from tests.e2e.support import local_settings, running
+
+
+def settings_for(cp: ControlPlane, **kw: Any) -> Settings:
+    return local_settings(cp.kubeconfig, scheduler_names=[f"auth-{uuid.uuid4().hex[:6]}"], **kw)
 
 
 @contextlib.asynccontextmanager
 async def scheduler(settings: Settings) -> AsyncIterator[Runtime]:
-    stop, ready = asyncio.Event(), asyncio.Event()
-    built: list[Runtime] = []
-    task = asyncio.create_task(run(settings=settings, stop=stop, ready=ready, runtime=built))
-    waiter = asyncio.create_task(ready.wait())
-    await asyncio.wait({task, waiter}, timeout=60, return_when=asyncio.FIRST_COMPLETED)
-    if task.done():
-        waiter.cancel()
-        task.result()
-    assert ready.is_set(), "kubesched run did not become ready within 60 s"
-    try:
-        yield built[0]
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 30)
-
-
-def settings_for(cp: ControlPlane, **kw: Any) -> Settings:
-    return Settings(
-        kubeconfig=str(cp.kubeconfig),
-        scheduler_names=[f"auth-{uuid.uuid4().hex[:6]}"],
-        leader_elect=False,
-        port=0,
-        resync_seconds=0,
-        **kw,
-    )
+    async with running(settings) as started:
+        yield started.runtime
 
 
 async def get(port: int, path: str, token: str | None = None) -> tuple[int, str]:

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Callable
@@ -20,34 +19,24 @@ from typing import Any
 
 import pytest
 
-from kubesched.operator.run import Runtime, run
-from kubesched.operator.settings import Settings
+from kubesched.operator.run import Runtime
 from tests.controlplane import ControlPlane
+from tests.e2e import support
+from tests.e2e.support import JSON, call, install_crds, local_settings, running
 
 pytestmark = pytest.mark.timeout(240)
 
-JSON = dict[str, Any]
+
+async def eventually(check: Callable[[], Any], *, what: str) -> Any:
+    """:func:`support.eventually`, 30 s (API discovery is polled)."""
+    return await support.eventually(check, within=30.0, what=what)
+
+
 ROOT = Path(__file__).parents[2]
 X_CRD = ROOT / "tests" / "crds" / "podgroups.scheduling.x-k8s.io.yaml"
 UP = "scheduling.k8s.io/v1beta1"
 X = "scheduling.x-k8s.io/v1alpha1"
 NS = "gangs"
-
-
-async def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    return await asyncio.to_thread(fn, *args, **kwargs)
-
-
-async def eventually(check: Callable[[], Any], *, within: float = 30.0, what: str) -> Any:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while True:
-        result = await call(check)
-        if result:
-            return result
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {within} s waiting for {what}")
-        await asyncio.sleep(0.2)
 
 
 class _FastDiscovery(list[Runtime]):
@@ -64,8 +53,7 @@ def cp(controlplane_factory: Callable[..., ControlPlane]) -> ControlPlane:
         feature_gates={"GenericWorkload": True},
         runtime_config={UP: True},
     )
-    plane.kubectl("apply", "-f", ROOT / "crds", check=True)
-    plane.kubectl("wait", "--for=condition=Established", "crd/podgroups.kubesched.dev", check=True)
+    install_crds(plane)
     plane.ensure_namespace(NS)
     return plane
 
@@ -73,23 +61,8 @@ def cp(controlplane_factory: Callable[..., ControlPlane]) -> ControlPlane:
 @pytest.fixture
 async def kubesched(cp: ControlPlane, caplog: pytest.LogCaptureFixture) -> AsyncIterator[Runtime]:
     caplog.set_level(logging.INFO, "kubesched.operator.gang_sources")
-    settings = Settings(
-        kubeconfig=str(cp.kubeconfig), leader_elect=False, port=0, client_qps=0, resync_seconds=0
-    )
-    stop, ready = asyncio.Event(), asyncio.Event()
-    built = _FastDiscovery()
-    task = asyncio.create_task(run(settings=settings, stop=stop, ready=ready, runtime=built))
-    waiter = asyncio.create_task(ready.wait())
-    await asyncio.wait({task, waiter}, timeout=60, return_when=asyncio.FIRST_COMPLETED)
-    if task.done():
-        waiter.cancel()
-        task.result()
-    assert ready.is_set(), "kubesched run did not become ready within 60 s"
-    try:
-        yield built[0]
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 30)
+    async with running(local_settings(cp.kubeconfig), hook=_FastDiscovery()) as started:
+        yield started.runtime
 
 
 def apply(cp: ControlPlane, *objs: JSON) -> None:

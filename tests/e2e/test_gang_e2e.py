@@ -9,11 +9,8 @@ status (``kubectl get kpg``) and the Events on the PodGroup and its pods.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,68 +22,15 @@ from kubesched.framework.interface import PreFilterResult
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.status import Status
 from kubesched.framework.types import Pod
-from kubesched.operator.run import Runtime, run
-from kubesched.operator.settings import Settings
+from kubesched.operator.run import Runtime
 from kubesched.plugins import in_tree_registry
 from kubesched.profiles import compile_profile
 from tests.controlplane import ControlPlane
+from tests.e2e.support import CRDS, JSON, call, eventually
 
 pytestmark = pytest.mark.timeout(90)
 
-JSON = dict[str, Any]
-CRDS = Path(__file__).parents[2] / "crds"
 LABEL = "kubesched.dev/pod-group"
-
-
-async def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    return await asyncio.to_thread(fn, *args, **kwargs)
-
-
-async def eventually(check: Callable[[], Any], *, within: float = 20.0, what: str) -> Any:
-    """Poll ``check`` (sync, in a thread) until it returns something truthy."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while True:
-        result = await call(check)
-        if result:
-            return result
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {within} s waiting for {what}")
-        await asyncio.sleep(0.2)
-
-
-@pytest.fixture(scope="module")
-def crds(controlplane: ControlPlane) -> Iterator[None]:
-    controlplane.kubectl("apply", "-f", CRDS, check=True)
-    controlplane.kubectl(
-        "wait", "--for=condition=Established", "crd/podgroups.kubesched.dev", check=True
-    )
-    yield
-
-
-@pytest.fixture
-async def kubesched(controlplane: ControlPlane, crds: None) -> AsyncIterator[Runtime]:
-    settings = Settings(
-        kubeconfig=str(controlplane.kubeconfig),
-        leader_elect=False,
-        port=0,
-        client_qps=0,
-        resync_seconds=0,
-    )
-    stop, ready = asyncio.Event(), asyncio.Event()
-    built: list[Runtime] = []
-    task = asyncio.create_task(run(settings=settings, stop=stop, ready=ready, runtime=built))
-    waiter = asyncio.create_task(ready.wait())
-    await asyncio.wait({task, waiter}, timeout=60, return_when=asyncio.FIRST_COMPLETED)
-    if task.done():
-        waiter.cancel()
-        task.result()
-    assert ready.is_set(), "kubesched run did not become ready within 60 s"
-    try:
-        yield built[0]
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 30)
 
 
 def pool() -> dict[str, str]:

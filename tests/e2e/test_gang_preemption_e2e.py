@@ -23,14 +23,11 @@ import pytest
 from kubesched.operator.run import Runtime
 from tests.controlplane import ControlPlane
 from tests.e2e.cachecheck import assert_cache_matches_api
+from tests.e2e.support import call, eventually
 from tests.e2e.test_gang_e2e import (
     apply,
     bound,
-    call,
-    crds,  # noqa: F401 (a fixture this module's tests use through kubesched)
     events,
-    eventually,
-    kubesched,  # noqa: F401 (the fixture)
     members,
     pod_group,
     pool,
@@ -66,7 +63,7 @@ def disruption_target(pod: JSON) -> JSON:
 async def test_high_priority_gang_evicts_two_low_priority_gangs_whole_and_binds(
     controlplane: ControlPlane,
     namespace: str,
-    kubesched: Runtime,  # noqa: F811
+    kubesched: Runtime,
 ) -> None:
     cp, sel = controlplane, pool()
     suffix = uuid.uuid4().hex[:8]

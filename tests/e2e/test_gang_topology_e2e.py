@@ -19,13 +19,10 @@ import pytest
 from kubesched.operator.run import Runtime
 from tests.controlplane import ControlPlane
 from tests.e2e.cachecheck import assert_cache_matches_api
+from tests.e2e.support import call, eventually
 from tests.e2e.test_gang_e2e import (
     apply,
     bound,
-    call,
-    crds,  # noqa: F401 (a fixture this module's tests use through kubesched)
-    eventually,
-    kubesched,  # noqa: F401 (the fixture)
     members,
     pod_group,
     pool,
@@ -71,7 +68,7 @@ async def wait_scheduled(cp: ControlPlane, namespace: str, name: str, n: int) ->
 async def test_required_topology_binds_the_gang_in_one_rack_or_not_at_all(
     controlplane: ControlPlane,
     namespace: str,
-    kubesched: Runtime,  # noqa: F811
+    kubesched: Runtime,
 ) -> None:
     cp, sel = controlplane, pool()
     key = f"example.com/rack-{next(iter(sel.values()))}"
@@ -132,7 +129,7 @@ async def test_required_topology_binds_the_gang_in_one_rack_or_not_at_all(
 async def test_preferred_topology_spreads_a_gang_over_the_fewest_racks(
     controlplane: ControlPlane,
     namespace: str,
-    kubesched: Runtime,  # noqa: F811
+    kubesched: Runtime,
 ) -> None:
     cp, sel = controlplane, pool()
     key = f"example.com/rack-{next(iter(sel.values()))}"

@@ -35,14 +35,12 @@ from tests.e2e.helm_access import ACCESS_CHECKS, AccessCheck, access_objects
 from tests.e2e.helm_dra_scenarios import DRA_SCENARIOS
 from tests.e2e.helm_gang_scenarios import GANG_SCENARIOS, gang_control_plane
 from tests.e2e.helm_support import (
-    JSON,
     POOL,
     SCENARIOS,
     Release,
     Replica,
     Scenario,
     World,
-    call,
     captured_logs,
     condition,
     events_for,
@@ -56,6 +54,7 @@ from tests.e2e.helm_support import (
     start_failure,
     uid,
 )
+from tests.e2e.support import JSON, call
 from tests.helm.chart import Helm, helm, of_kind
 
 __all__ = ["helm"]

@@ -16,14 +16,11 @@ import pytest
 from kubesched.operator.run import Runtime
 from tests.controlplane import ControlPlane
 from tests.e2e.cachecheck import assert_cache_matches_api
+from tests.e2e.support import call, eventually
 from tests.e2e.test_gang_e2e import (
     apply,
     bound,
-    call,
-    crds,  # noqa: F401 (a fixture this module's tests use through kubesched)
     events,
-    eventually,
-    kubesched,  # noqa: F401 (the fixture)
     members,
     pod_group,
     pool,
@@ -39,7 +36,7 @@ JSON = dict[str, Any]
 async def test_a_pending_gang_whose_group_is_deleted_waits_and_binds_when_it_returns(
     controlplane: ControlPlane,
     namespace: str,
-    kubesched: Runtime,  # noqa: F811
+    kubesched: Runtime,
 ) -> None:
     cp, sel = controlplane, pool()
     node = f"gone-{sel[next(iter(sel))]}-"

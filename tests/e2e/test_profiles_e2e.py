@@ -15,66 +15,29 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
-from pathlib import Path
-from typing import Any
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import yaml
 
-from kubesched.operator.run import Runtime, run
-from kubesched.operator.settings import Settings
+from kubesched.operator.run import Runtime
 from tests.controlplane import Binaries, ControlPlane
+from tests.e2e.support import JSON, call, eventually, install_crds, local_settings, running
 
 pytestmark = pytest.mark.timeout(90)
-
-JSON = dict[str, Any]
-CRDS = Path(__file__).parents[2] / "crds"
 
 
 @pytest.fixture(scope="module")
 def cp(controlplane_binaries: Binaries) -> Iterator[ControlPlane]:
     with ControlPlane(controlplane_binaries) as plane:
-        plane.kubectl("apply", "-f", CRDS, check=True)
-        plane.kubectl(
-            "wait", "--for=condition=Established", "crd", "--all", "--timeout=30s", check=True
-        )
+        install_crds(plane)
         yield plane
 
 
 @pytest.fixture
 async def kubesched(cp: ControlPlane) -> AsyncIterator[Runtime]:
-    settings = Settings(
-        kubeconfig=str(cp.kubeconfig), leader_elect=False, port=0, client_qps=0, resync_seconds=0
-    )
-    stop, ready = asyncio.Event(), asyncio.Event()
-    built: list[Runtime] = []
-    task = asyncio.create_task(run(settings=settings, stop=stop, ready=ready, runtime=built))
-    waiter = asyncio.create_task(ready.wait())
-    await asyncio.wait({task, waiter}, timeout=60, return_when=asyncio.FIRST_COMPLETED)
-    if task.done():
-        waiter.cancel()
-        task.result()
-    assert ready.is_set(), "kubesched run did not become ready within 60 s"
-    try:
-        yield built[0]
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 30)
-
-
-async def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    return await asyncio.to_thread(fn, *args, **kwargs)
-
-
-async def eventually(check: Callable[[], Any], *, within: float = 20.0, what: str) -> Any:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not (result := await call(check)):
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {within} s waiting for {what}")
-        await asyncio.sleep(0.1)
-    return result
+    async with running(local_settings(cp.kubeconfig)) as started:
+        yield started.runtime
 
 
 def unique(prefix: str) -> str:

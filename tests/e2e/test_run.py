@@ -11,61 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable
-from typing import Any
 
 import pytest
 
-from kubesched.operator.run import Runtime, run
-from kubesched.operator.settings import Settings
+from kubesched.operator.run import Runtime
 from tests.controlplane import ApiError, ControlPlane
 from tests.e2e.cachecheck import assert_cache_matches_api
+from tests.e2e.support import JSON, call, eventually
 
 pytestmark = pytest.mark.timeout(90)
-
-JSON = dict[str, Any]
-
-
-async def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    return await asyncio.to_thread(fn, *args, **kwargs)
-
-
-async def eventually(check: Callable[[], Any], *, within: float = 20.0, what: str) -> Any:
-    """Poll ``check`` (sync, run in a thread) until it returns something truthy."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while True:
-        result = await call(check)
-        if result:
-            return result
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {within} s waiting for {what}")
-        await asyncio.sleep(0.1)
-
-
-@pytest.fixture
-async def kubesched(controlplane: ControlPlane) -> AsyncIterator[Runtime]:
-    settings = Settings(
-        kubeconfig=str(controlplane.kubeconfig),
-        leader_elect=False,
-        port=0,
-        client_qps=0,
-        resync_seconds=0,
-    )
-    stop, ready = asyncio.Event(), asyncio.Event()
-    built: list[Runtime] = []
-    task = asyncio.create_task(run(settings=settings, stop=stop, ready=ready, runtime=built))
-    waiter = asyncio.create_task(ready.wait())
-    await asyncio.wait({task, waiter}, timeout=60, return_when=asyncio.FIRST_COMPLETED)
-    if task.done():
-        waiter.cancel()
-        task.result()  # raises what went wrong
-    assert ready.is_set(), "kubesched run did not become ready within 60 s"
-    try:
-        yield built[0]
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 30)
 
 
 def label() -> dict[str, str]:

@@ -15,20 +15,19 @@ import os
 import shutil
 import sys
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kubesched.operator.run import Runtime, run
-from kubesched.operator.settings import Settings
+from kubesched.operator.run import Runtime
 from kubesched.scheduler.cachedump import cache_dump
 from tests.controlplane import ControlPlane
+from tests.e2e.support import eventually
 
 pytestmark = pytest.mark.timeout(120)
 
-CRDS = Path(__file__).parents[2] / "crds"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 
@@ -59,40 +58,6 @@ def browser() -> Iterator[Any]:
         driver.quit()
 
 
-@pytest.fixture(scope="module")
-def crds(controlplane: ControlPlane) -> Iterator[None]:
-    controlplane.kubectl("apply", "-f", CRDS, check=True)
-    controlplane.kubectl(
-        "wait", "--for=condition=Established", "crd/podgroups.kubesched.dev", check=True
-    )
-    yield
-
-
-@pytest.fixture
-async def kubesched(controlplane: ControlPlane, crds: None) -> AsyncIterator[Runtime]:
-    settings = Settings(
-        kubeconfig=str(controlplane.kubeconfig),
-        leader_elect=False,
-        port=0,
-        client_qps=0,
-        resync_seconds=0,
-    )
-    stop, ready = asyncio.Event(), asyncio.Event()
-    built: list[Runtime] = []
-    task = asyncio.create_task(run(settings=settings, stop=stop, ready=ready, runtime=built))
-    waiter = asyncio.create_task(ready.wait())
-    await asyncio.wait({task, waiter}, timeout=60, return_when=asyncio.FIRST_COMPLETED)
-    if task.done():
-        waiter.cancel()
-        task.result()
-    assert ready.is_set(), "kubesched run did not become ready within 60 s"
-    try:
-        yield built[0]
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 30)
-
-
 def pod(name: str, namespace: str, pool: dict[str, str], cpu: str, group: str = "") -> Any:
     labels = {"kubesched.dev/pod-group": group} if group else {}
     return {
@@ -111,16 +76,6 @@ def pod(name: str, namespace: str, pool: dict[str, str], cpu: str, group: str = 
             ],
         },
     }
-
-
-async def eventually(check: Callable[[], Any], *, within: float, what: str) -> Any:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not (result := check()):
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {within} s waiting for {what}")
-        await asyncio.sleep(0.2)
-    return result
 
 
 def _wait_text(driver: Any, css: str, text: str, within: float = 20) -> str:
@@ -179,9 +134,14 @@ async def test_the_page_shows_why_a_pod_is_pending_and_a_gangs_counts(
         return {str(d["pod"]): str(d["pool"]) for d in cache_dump(sched)["pending"]}
 
     key = f"{namespace}/too-big"
-    await eventually(lambda: pools().get(key) == "unschedulable", within=30, what=key)
     await eventually(
-        lambda: pools().get(f"{namespace}/trio-1") == "gated", within=30, what="gated member"
+        lambda: pools().get(key) == "unschedulable", within=30, what=key, in_thread=False
+    )
+    await eventually(
+        lambda: pools().get(f"{namespace}/trio-1") == "gated",
+        within=30,
+        what="gated member",
+        in_thread=False,
     )
     base = f"http://127.0.0.1:{kubesched.port}/ui/"
 
