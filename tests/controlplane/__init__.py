@@ -1,13 +1,12 @@
 """The real control plane for e2e tests: build with tests/controlplane/build, run with
 ControlPlane (etcd + kube-apiserver on loopback, optionally the real kube-scheduler)."""
 
+from kubesched.bench.controlplane import ControlPlaneError, free_port
 from tests.controlplane.cluster import (
     DEFAULT_IDENTITIES,
     Binaries,
     ControlPlane,
-    ControlPlaneError,
     KubeScheduler,
-    free_port,
     node_status,
     wait_for,
 )

@@ -18,7 +18,6 @@ import copy
 import os
 import secrets
 import shutil
-import socket
 import ssl
 import subprocess
 import tempfile
@@ -29,10 +28,20 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import Any, TypeVar
 
 import yaml
 
+from kubesched.bench.controlplane import (
+    ControlPlaneError,
+    Process,
+    apiserver_argv,
+    controller_manager_argv,
+    etcd_argv,
+    etcd_healthy,
+    free_port,
+    write_service_account_key,
+)
 from tests.controlplane.rest import JSON, ApiError, RestClient
 
 T = TypeVar("T")
@@ -57,33 +66,8 @@ DEFAULT_IDENTITIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "nobody": ("nobody", ()),
 }
 
-#: Admission plugins that only work with controllers we do not run.
-#: ServiceAccount rejects pods until the token controller made the namespace's default SA;
-#: TaintNodesByCondition taints every new node not-ready until the node lifecycle controller
-#: clears it; StorageObjectInUseProtection adds finalizers only the protection controllers
-#: remove (PVC/PV deletion would hang).
-DISABLED_ADMISSION_PLUGINS = (
-    "ServiceAccount",
-    "TaintNodesByCondition",
-    "StorageObjectInUseProtection",
-)
-
-SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
-
 #: What bare nodes report as their kubelet: the release tests/controlplane/build pins.
 KUBELET_VERSION = "v1.37.2"
-
-
-class ControlPlaneError(RuntimeError):
-    """A component failed to start; the message ends with the tail of its log."""
-
-
-def free_port() -> int:
-    """A loopback TCP port nobody listens on right now (callers retry if it gets taken)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def wait_for(
@@ -126,49 +110,6 @@ class Binaries:
         return cls(*(root / b for b in BINARIES))
 
 
-class Process:
-    """A child process with its output in a log file; stopped with SIGTERM, then SIGKILL."""
-
-    def __init__(self, name: str, argv: Sequence[str], log_path: Path) -> None:
-        self.name = name
-        self.argv = list(argv)
-        self.log_path = log_path
-        self._log: IO[bytes] = log_path.open("ab")
-        self.popen = subprocess.Popen(
-            self.argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT
-        )
-
-    @property
-    def pid(self) -> int:
-        return self.popen.pid
-
-    def running(self) -> bool:
-        return self.popen.poll() is None
-
-    def log_tail(self, lines: int = 40) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
-
-    def check_running(self) -> None:
-        if not self.running():
-            raise ControlPlaneError(
-                f"{self.name} exited with {self.popen.returncode}:\n{self.log_tail()}"
-            )
-
-    def stop(self, timeout: float = 15.0) -> None:
-        if self.popen.poll() is None:
-            self.popen.terminate()
-            try:
-                self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
-        self._log.close()
-
-
 class KubeScheduler(Process):
     """The real kube-scheduler of the same release, running against a ControlPlane."""
 
@@ -206,32 +147,6 @@ class KubeScheduler(Process):
         if status != 200:
             raise ControlPlaneError(f"kube-scheduler /metrics: {status} {text[:200]}")
         return text
-
-
-def _write_service_account_key(path: Path) -> None:
-    """An RSA key for signing service-account tokens (openssl, else cryptography)."""
-    openssl = shutil.which("openssl")
-    if openssl:
-        subprocess.run(
-            [openssl, "genrsa", "-out", str(path), "2048"],
-            check=True,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        return
-    try:
-        from cryptography.hazmat.primitives import serialization
-        from cryptography.hazmat.primitives.asymmetric import rsa
-    except ImportError as err:  # pragma: no cover - depends on the machine
-        raise ControlPlaneError("need openssl or the cryptography package for a key") from err
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.TraditionalOpenSSL,
-            serialization.NoEncryption(),
-        )
-    )
 
 
 class ControlPlane:
@@ -338,7 +253,7 @@ class ControlPlane:
         (self.dir / "tokens.csv").write_text("\n".join(lines) + "\n")
         key = self.dir / "service-account.key"
         if not key.exists():
-            _write_service_account_key(key)
+            write_service_account_key(key)
 
     def _start_once(self, timeout: float) -> None:
         client_port, peer_port, api_port = free_port(), free_port(), free_port()
@@ -346,64 +261,34 @@ class ControlPlane:
         peer = f"http://127.0.0.1:{peer_port}"
         data_dir = self.dir / "etcd"
         shutil.rmtree(data_dir, ignore_errors=True)
-        self.etcd = Process(
+        self.etcd = etcd = Process(
             "etcd",
-            [
-                str(self.binaries.etcd),
-                "--name=default",
-                f"--data-dir={data_dir}",
-                f"--listen-client-urls={self.etcd_url}",
-                f"--advertise-client-urls={self.etcd_url}",
-                f"--listen-peer-urls={peer}",
-                f"--initial-advertise-peer-urls={peer}",
-                f"--initial-cluster=default={peer}",
-                "--unsafe-no-fsync",
-                "--log-level=warn",
-            ],
+            etcd_argv(self.binaries.etcd, data_dir, self.etcd_url, peer),
             self.dir / "etcd.log",
         )
-
-        def etcd_healthy() -> bool:
-            assert self.etcd is not None
-            self.etcd.check_running()
-            try:
-                with urllib.request.urlopen(f"{self.etcd_url}/health", timeout=2) as resp:
-                    return b'"health":"true"' in resp.read()
-            except OSError:
-                return False
-
-        wait_for(etcd_healthy, timeout=timeout, what="etcd /health")
+        wait_for(lambda: etcd_healthy(etcd, self.etcd_url), timeout=timeout, what="etcd /health")
 
         cert_dir = self.dir / "apiserver-certs"
         key = self.dir / "service-account.key"
         self.server = f"https://127.0.0.1:{api_port}"
-        self._apiserver_argv = [
-            str(self.binaries.kube_apiserver),
-            f"--etcd-servers={self.etcd_url}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
-            f"--secure-port={api_port}",
-            f"--cert-dir={cert_dir}",
-            "--authorization-mode=RBAC",
-            f"--token-auth-file={self.dir / 'tokens.csv'}",
-            f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
-            f"--service-account-key-file={key}",
-            f"--service-account-signing-key-file={key}",
-            "--service-cluster-ip-range=10.0.0.0/24",
-            # the kubernetes Service's endpoints cannot be a loopback address
-            "--endpoint-reconciler-type=none",
-            f"--disable-admission-plugins={','.join(DISABLED_ADMISSION_PLUGINS)}",
-            "--enable-priority-and-fairness=false",
-            "--allow-privileged=true",
-            "--profiling=false",
-            *self._gate_args(),
-            *(
-                [f"--runtime-config={_flag_map(self.runtime_config)}"]
-                if self.runtime_config
-                else []
-            ),
-            *self.apiserver_args,
-        ]
+        self._apiserver_argv = apiserver_argv(
+            self.binaries.kube_apiserver,
+            etcd_url=self.etcd_url,
+            port=api_port,
+            cert_dir=cert_dir,
+            token_file=self.dir / "tokens.csv",
+            service_account_key=key,
+            extra_args=[
+                "--allow-privileged=true",
+                *self._gate_args(),
+                *(
+                    [f"--runtime-config={_flag_map(self.runtime_config)}"]
+                    if self.runtime_config
+                    else []
+                ),
+                *self.apiserver_args,
+            ],
+        )
         self._start_apiserver(timeout)
         # The serving certificate kube-apiserver generated (self-signed, 127.0.0.1 among its
         # addresses) followed by its CA: trust that file, verify hostnames as usual.
@@ -797,23 +682,14 @@ class ControlPlane:
         election, no serving port; with this control plane's feature gates. Stopped with
         the control plane, or earlier with ``.stop()``; ``.check_running()`` raises with the
         log's tail if it exited (an unknown controller name makes it exit at once)."""
-        if not controllers:
-            raise ValueError(
-                "name the controllers to run: kube-controller-manager runs most by default"
-            )
         index = len(self.controller_managers)
-        argv = [
-            str(self.binaries.kube_controller_manager),
-            f"--kubeconfig={self.kubeconfig_for('admin')}",
-            f"--controllers={','.join(controllers)}",
-            "--leader-elect=false",
-            "--use-service-account-credentials=false",
-            "--secure-port=0",
-            f"--service-account-private-key-file={self.dir / 'service-account.key'}",
-            "--cluster-signing-duration=1h",
-            *self._gate_args(),
-            *extra_args,
-        ]
+        argv = controller_manager_argv(
+            self.binaries.kube_controller_manager,
+            kubeconfig=self.kubeconfig_for("admin"),
+            controllers=controllers,
+            service_account_key=self.dir / "service-account.key",
+            extra_args=["--cluster-signing-duration=1h", *self._gate_args(), *extra_args],
+        )
         proc = Process(
             "kube-controller-manager", argv, self.dir / f"kube-controller-manager-{index}.log"
         )

@@ -25,8 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.controlplane import ControlPlane
-from tests.controlplane.cluster import free_port
+from tests.controlplane import ControlPlane, free_port
 from tests.e2e.failover_support import ProxyThread
 
 pytestmark = pytest.mark.timeout(900)

@@ -32,19 +32,36 @@ import yaml
 
 __all__ = [
     "BINARIES_ENV",
+    "DISABLED_ADMISSION_PLUGINS",
+    "SERVICE_ACCOUNT_ISSUER",
     "ControlPlane",
     "ControlPlaneError",
     "Process",
+    "apiserver_argv",
     "binaries_dir",
+    "controller_manager_argv",
+    "etcd_argv",
+    "etcd_healthy",
     "free_port",
     "http_ready",
     "write_kubeconfig",
+    "write_service_account_key",
 ]
 
 BINARIES_ENV = ("KUBESCHED_CONTROLPLANE_DIR", "KUBEBUILDER_ASSETS")
 """Where the binaries are looked for when no directory is given, in this order."""
 
-DISABLED_ADMISSION_PLUGINS = "ServiceAccount,TaintNodesByCondition,StorageObjectInUseProtection"
+DISABLED_ADMISSION_PLUGINS = (
+    "ServiceAccount",
+    "TaintNodesByCondition",
+    "StorageObjectInUseProtection",
+)
+"""Admission plugins that only work with controllers these control planes do not run.
+ServiceAccount rejects pods until the token controller made the namespace's default SA;
+TaintNodesByCondition taints every new node not-ready until the node lifecycle controller
+clears it; StorageObjectInUseProtection adds finalizers only the protection controllers
+remove (PVC/PV deletion would hang)."""
+SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 
 
 class ControlPlaneError(RuntimeError):
@@ -73,6 +90,7 @@ def binaries_dir(directory: str | None = None) -> Path:
 
 
 def free_port() -> int:
+    """A loopback TCP port nobody listens on right now (callers retry if it gets taken)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
@@ -80,16 +98,17 @@ def free_port() -> int:
 
 
 class Process:
-    """A child process logging to a file; stopped with SIGTERM, then SIGKILL."""
+    """A child process with its output in a log file; stopped with SIGTERM, then SIGKILL."""
 
     def __init__(
         self, name: str, argv: Sequence[str], log_path: Path, env: dict[str, str] | None = None
     ) -> None:
         self.name = name
+        self.argv = list(argv)
         self.log_path = log_path
         self._log: IO[bytes] = log_path.open("ab")
         self.popen = subprocess.Popen(
-            list(argv),
+            self.argv,
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -100,14 +119,18 @@ class Process:
     def pid(self) -> int:
         return self.popen.pid
 
-    def log_tail(self, lines: int = 30) -> str:
+    def running(self) -> bool:
+        return self.popen.poll() is None
+
+    def log_tail(self, lines: int = 40) -> str:
         try:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return ""
 
     def check_running(self) -> None:
-        if self.popen.poll() is not None:
+        """Raise :class:`ControlPlaneError`, with the tail of the log, if it exited."""
+        if not self.running():
             raise ControlPlaneError(
                 f"{self.name} exited with {self.popen.returncode}:\n{self.log_tail()}"
             )
@@ -162,16 +185,118 @@ def write_kubeconfig(path: Path, server: str, token: str, ca_file: Path) -> Path
     return path
 
 
-def _service_account_key(path: Path) -> None:
+def write_service_account_key(path: Path) -> None:
+    """An RSA key for signing service-account tokens (openssl, else cryptography)."""
     openssl = shutil.which("openssl")
-    if openssl is None:
-        raise ControlPlaneError("openssl is needed to make the service-account signing key")
-    subprocess.run(
-        [openssl, "genrsa", "-out", str(path), "2048"],
-        check=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    if openssl:
+        subprocess.run(
+            [openssl, "genrsa", "-out", str(path), "2048"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        return
+    try:
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+    except ImportError as err:  # pragma: no cover - depends on the machine
+        raise ControlPlaneError("need openssl or the cryptography package for a key") from err
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.TraditionalOpenSSL,
+            serialization.NoEncryption(),
+        )
     )
+
+
+# -- the components' command lines ---------------------------------------------------------------
+def etcd_argv(binary: Path, data_dir: Path, client_url: str, peer_url: str) -> list[str]:
+    """A single-member etcd on loopback, without fsync (throw-away data)."""
+    return [
+        str(binary),
+        "--name=default",
+        f"--data-dir={data_dir}",
+        f"--listen-client-urls={client_url}",
+        f"--advertise-client-urls={client_url}",
+        f"--listen-peer-urls={peer_url}",
+        f"--initial-advertise-peer-urls={peer_url}",
+        f"--initial-cluster=default={peer_url}",
+        "--unsafe-no-fsync",
+        "--log-level=warn",
+    ]
+
+
+def etcd_healthy(process: Process, client_url: str) -> bool:
+    """etcd answers its /health as healthy (raises if the process exited)."""
+    process.check_running()
+    try:
+        with urllib.request.urlopen(f"{client_url}/health", timeout=2) as resp:
+            return b'"health":"true"' in resp.read()
+    except OSError:
+        return False
+
+
+def apiserver_argv(
+    binary: Path,
+    *,
+    etcd_url: str,
+    port: int,
+    cert_dir: Path,
+    token_file: Path,
+    service_account_key: Path,
+    extra_args: Sequence[str] = (),
+) -> list[str]:
+    """kube-apiserver on loopback: RBAC, static tokens from ``token_file``, its own
+    serving certificate in ``cert_dir``, no admission plugin that needs a controller, no
+    priority and fairness (which would rate-limit the tests' and the bench's clients)."""
+    return [
+        str(binary),
+        f"--etcd-servers={etcd_url}",
+        "--bind-address=127.0.0.1",
+        "--advertise-address=127.0.0.1",
+        f"--secure-port={port}",
+        f"--cert-dir={cert_dir}",
+        "--authorization-mode=RBAC",
+        f"--token-auth-file={token_file}",
+        f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
+        f"--service-account-key-file={service_account_key}",
+        f"--service-account-signing-key-file={service_account_key}",
+        "--service-cluster-ip-range=10.0.0.0/24",
+        # the kubernetes Service's endpoints cannot be a loopback address
+        "--endpoint-reconciler-type=none",
+        f"--disable-admission-plugins={','.join(DISABLED_ADMISSION_PLUGINS)}",
+        "--enable-priority-and-fairness=false",
+        "--profiling=false",
+        *extra_args,
+    ]
+
+
+def controller_manager_argv(
+    binary: Path,
+    *,
+    kubeconfig: Path,
+    controllers: Sequence[str],
+    service_account_key: Path,
+    extra_args: Sequence[str] = (),
+) -> list[str]:
+    """kube-controller-manager running only ``controllers`` (its ``--controllers``
+    names), as the kubeconfig's identity, no leader election, no serving port."""
+    if not controllers:
+        raise ValueError(
+            "name the controllers to run: kube-controller-manager runs most by default"
+        )
+    return [
+        str(binary),
+        f"--kubeconfig={kubeconfig}",
+        f"--controllers={','.join(controllers)}",
+        "--leader-elect=false",
+        "--use-service-account-credentials=false",
+        "--secure-port=0",
+        f"--service-account-private-key-file={service_account_key}",
+        *extra_args,
+    ]
 
 
 class ControlPlane:
@@ -207,56 +332,25 @@ class ControlPlane:
             f'{self.token},kubesched-bench-admin,uid-0,"system:masters"\n'
         )
         key = self.dir / "service-account.key"
-        _service_account_key(key)
+        write_service_account_key(key)
         etcd_url = f"http://127.0.0.1:{free_port()}"
         peer = f"http://127.0.0.1:{free_port()}"
         etcd = self._spawn(
-            "etcd",
-            [
-                str(self.binaries / "etcd"),
-                f"--data-dir={self.dir / 'etcd'}",
-                f"--listen-client-urls={etcd_url}",
-                f"--advertise-client-urls={etcd_url}",
-                f"--listen-peer-urls={peer}",
-                f"--initial-advertise-peer-urls={peer}",
-                f"--initial-cluster=default={peer}",
-                "--unsafe-no-fsync",
-                "--log-level=warn",
-            ],
+            "etcd", etcd_argv(self.binaries / "etcd", self.dir / "etcd", etcd_url, peer)
         )
-
-        def etcd_healthy() -> bool:
-            etcd.check_running()
-            try:
-                with urllib.request.urlopen(f"{etcd_url}/health", timeout=2) as resp:
-                    return b'"health":"true"' in resp.read()
-            except OSError:
-                return False
-
-        wait_until(etcd_healthy, timeout=timeout, what="etcd")
-        self.server = f"https://127.0.0.1:{free_port()}"
-        apiserver = self._spawn(
-            "kube-apiserver",
-            [
-                str(self.binaries / "kube-apiserver"),
-                f"--etcd-servers={etcd_url}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                f"--secure-port={self.server.rsplit(':', 1)[1]}",
-                f"--cert-dir={self.dir / 'apiserver-certs'}",
-                "--authorization-mode=RBAC",
-                f"--token-auth-file={self.dir / 'tokens.csv'}",
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-                f"--service-account-key-file={key}",
-                f"--service-account-signing-key-file={key}",
-                "--service-cluster-ip-range=10.0.0.0/24",
-                "--endpoint-reconciler-type=none",
-                f"--disable-admission-plugins={DISABLED_ADMISSION_PLUGINS}",
-                "--enable-priority-and-fairness=false",
-                "--profiling=false",
-                *self.extra_args,
-            ],
+        wait_until(lambda: etcd_healthy(etcd, etcd_url), timeout=timeout, what="etcd")
+        port = free_port()
+        self.server = f"https://127.0.0.1:{port}"
+        argv = apiserver_argv(
+            self.binaries / "kube-apiserver",
+            etcd_url=etcd_url,
+            port=port,
+            cert_dir=self.dir / "apiserver-certs",
+            token_file=self.dir / "tokens.csv",
+            service_account_key=key,
+            extra_args=self.extra_args,
         )
+        apiserver = self._spawn("kube-apiserver", argv)
 
         def apiserver_ready() -> bool:
             apiserver.check_running()

@@ -19,7 +19,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from kubesched.bench.controlplane import ControlPlane, Process
+from kubesched.bench.controlplane import (
+    ControlPlane,
+    ControlPlaneError,
+    Process,
+    controller_manager_argv,
+)
 from kubesched.cluster.kinds import CLUSTER_SCOPED, KINDS
 
 __all__ = [
@@ -80,23 +85,17 @@ def start_claim_controller(cp: ControlPlane) -> Process:
     control plane's admin, no leader election, no serving port; the caller stops it."""
     binary = cp.binaries / "kube-controller-manager"
     if not binary.exists():
-        from kubesched.bench.controlplane import ControlPlaneError
-
         raise ControlPlaneError(
             f"{binary} is missing: a DRA workload needs kube-controller-manager's "
             "resourceclaim controller (tests/controlplane/build builds it)"
         )
-    argv = [
-        str(binary),
-        f"--kubeconfig={cp.kubeconfig}",
-        f"--controllers={CLAIM_CONTROLLER}",
-        "--leader-elect=false",
-        "--use-service-account-credentials=false",
-        "--secure-port=0",
-        f"--service-account-private-key-file={Path(cp.dir) / 'service-account.key'}",
-        "--kube-api-qps=5000",
-        "--kube-api-burst=5000",
-    ]
+    argv = controller_manager_argv(
+        binary,
+        kubeconfig=cp.kubeconfig,
+        controllers=[CLAIM_CONTROLLER],
+        service_account_key=Path(cp.dir) / "service-account.key",
+        extra_args=["--kube-api-qps=5000", "--kube-api-burst=5000"],
+    )
     proc = Process("kube-controller-manager", argv, Path(cp.dir) / "kube-controller-manager.log")
     proc.check_running()
     return proc
