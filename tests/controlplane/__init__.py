@@ -6,11 +6,11 @@ from tests.controlplane.cluster import (
     DEFAULT_IDENTITIES,
     Binaries,
     ControlPlane,
-    KubeScheduler,
-    node_status,
-    wait_for,
 )
+from tests.controlplane.kube_scheduler import KubeScheduler
+from tests.controlplane.nodes import node_status
 from tests.controlplane.rest import ApiError, RestClient
+from tests.controlplane.waiting import wait_for
 
 __all__ = [
     "DEFAULT_IDENTITIES",

@@ -24,11 +24,11 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import yaml
 
@@ -40,11 +40,13 @@ from kubesched.bench.controlplane import (
     etcd_argv,
     etcd_healthy,
     free_port,
+    write_kubeconfig,
     write_service_account_key,
 )
+from tests.controlplane.kube_scheduler import KubeScheduler, scheduler_config
+from tests.controlplane.nodes import bare_node
 from tests.controlplane.rest import JSON, ApiError, RestClient
-
-T = TypeVar("T")
+from tests.controlplane.waiting import wait_for
 
 BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kubectl", "kube-controller-manager")
 
@@ -65,27 +67,6 @@ DEFAULT_IDENTITIES: dict[str, tuple[str, tuple[str, ...]]] = {
     # authenticated, no rights at all
     "nobody": ("nobody", ()),
 }
-
-#: What bare nodes report as their kubelet: the release tests/controlplane/build pins.
-KUBELET_VERSION = "v1.37.2"
-
-
-def wait_for(
-    probe: Callable[[], T | None],
-    *,
-    timeout: float = 30.0,
-    interval: float = 0.1,
-    what: str = "condition",
-) -> T:
-    """Poll ``probe`` until it returns something other than None/False; return that."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = probe()
-        if result is not None and result is not False:
-            return result
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)
 
 
 @dataclass(frozen=True)
@@ -108,45 +89,6 @@ class Binaries:
                 "(tests/controlplane/build completes a cache: it builds only what is missing)"
             )
         return cls(*(root / b for b in BINARIES))
-
-
-class KubeScheduler(Process):
-    """The real kube-scheduler of the same release, running against a ControlPlane."""
-
-    def __init__(self, argv: Sequence[str], log_path: Path, port: int, config: JSON) -> None:
-        super().__init__("kube-scheduler", argv, log_path)
-        self.port = port
-        self.config = config
-        self.url = f"https://127.0.0.1:{port}"
-
-    def _get(self, path: str) -> tuple[int, str]:
-        ctx = ssl.create_default_context()
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE  # the scheduler's own self-signed serving cert
-        try:
-            with urllib.request.urlopen(f"{self.url}{path}", context=ctx, timeout=5) as resp:
-                return int(resp.status), resp.read().decode()
-        except urllib.error.HTTPError as err:
-            return err.code, err.read().decode(errors="replace")
-
-    def wait_ready(self, timeout: float = 60.0) -> None:
-        """Until /readyz answers ok (informers synced)."""
-
-        def ready() -> bool:
-            self.check_running()
-            try:
-                return self._get("/readyz")[0] == 200
-            except OSError:
-                return False
-
-        wait_for(ready, timeout=timeout, interval=0.2, what="kube-scheduler /readyz")
-
-    def metrics(self) -> str:
-        """The Prometheus text of /metrics (anonymous access is allowed for it)."""
-        status, text = self._get("/metrics")
-        if status != 200:
-            raise ControlPlaneError(f"kube-scheduler /metrics: {status} {text[:200]}")
-        return text
 
 
 class ControlPlane:
@@ -439,31 +381,16 @@ class ControlPlane:
         if token is None:
             token = self.token_for(name or "admin")
         label = name or f"token-{secrets.token_hex(4)}"
-        config = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [
-                {
-                    "name": "kubesched-e2e",
-                    "cluster": {
-                        "server": self.server,
-                        "certificate-authority": str(self.ca_file),
-                    },
-                }
-            ],
-            "users": [{"name": label, "user": {"token": token}}],
-            "contexts": [
-                {
-                    "name": label,
-                    "context": {"cluster": "kubesched-e2e", "user": label, "namespace": "default"},
-                }
-            ],
-            "current-context": label,
-        }
-        path = self.dir / f"kubeconfig-{label}.yaml"
-        path.write_text(yaml.safe_dump(config, sort_keys=False))
-        path.chmod(0o600)
-        return path
+        return write_kubeconfig(
+            self.dir / f"kubeconfig-{label}.yaml",
+            self.server,
+            token,
+            self.ca_file,
+            cluster="kubesched-e2e",
+            user=label,
+            context=label,
+            namespace="default",
+        )
 
     def kubectl(
         self,
@@ -535,25 +462,12 @@ class ControlPlane:
 
         def one(index: int) -> str:
             name = f"{prefix}{index}"
-            node_labels = {
-                "kubernetes.io/hostname": name,
-                "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": "amd64",
-            }
-            if zones > 0:
-                node_labels["topology.kubernetes.io/zone"] = f"zone-{index % zones}"
-                node_labels["topology.kubernetes.io/region"] = "region-0"
-            node_labels.update(labels or {})
-            status = node_status(resources)
-            created = self.api.create(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Node",
-                    "metadata": {"name": name, "labels": node_labels},
-                    "spec": {"taints": [dict(t) for t in taints]} if taints else {},
-                    "status": status,
-                }
-            )
+            node = bare_node(name, resources, zone=index % zones if zones > 0 else None)
+            node["metadata"]["labels"].update(labels or {})
+            if taints:
+                node["spec"]["taints"] = [dict(t) for t in taints]
+            status = node["status"]
+            created = self.api.create(node)
             if created.get("status", {}).get("allocatable") != status["allocatable"]:
                 # status dropped on create: set it through the status subresource
                 self.api.patch(f"/api/v1/nodes/{name}/status", {"status": status})
@@ -622,21 +536,8 @@ class ControlPlane:
         It serves HTTPS on a free loopback port; /healthz, /readyz, /livez and /metrics need
         no credentials. Stopped with the control plane, or earlier with ``.stop()``.
         """
-        if config is None:
-            cfg: JSON = {
-                "apiVersion": "kubescheduler.config.k8s.io/v1",
-                "kind": "KubeSchedulerConfiguration",
-            }
-        elif isinstance(config, Mapping):
-            cfg = copy.deepcopy(dict(config))
-        else:
-            cfg = yaml.safe_load(Path(config).read_text())
         kubeconfig = self.kubeconfig_for(identity)
-        conn = cfg.setdefault("clientConnection", {})
-        conn.setdefault("kubeconfig", str(kubeconfig))
-        conn.setdefault("qps", qps)
-        conn.setdefault("burst", burst)
-        cfg.setdefault("leaderElection", {}).setdefault("leaderElect", False)
+        cfg = scheduler_config(config, kubeconfig, qps=qps, burst=burst)
         index = len(self.schedulers)
         config_path = self.dir / f"kube-scheduler-{index}.yaml"
         config_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
@@ -702,35 +603,3 @@ class ControlPlane:
 def _flag_map(values: Mapping[str, bool]) -> str:
     """``{"A": True, "b/v1": False}`` -> ``A=true,b/v1=false`` (Kubernetes map flags)."""
     return ",".join(f"{key}={'true' if on else 'false'}" for key, on in values.items())
-
-
-def node_status(resources: Mapping[str, str]) -> JSON:
-    """A Ready node status with capacity = allocatable = resources."""
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    return {
-        "capacity": dict(resources),
-        "allocatable": dict(resources),
-        "phase": "Running",
-        "conditions": [
-            {
-                "type": "Ready",
-                "status": "True",
-                "reason": "KubeletReady",
-                "message": "bare node for tests (no kubelet)",
-                "lastHeartbeatTime": now,
-                "lastTransitionTime": now,
-            }
-        ],
-        "nodeInfo": {
-            "architecture": "amd64",
-            "operatingSystem": "linux",
-            "kubeletVersion": KUBELET_VERSION,
-            "kubeProxyVersion": "",
-            "containerRuntimeVersion": "",
-            "osImage": "",
-            "kernelVersion": "",
-            "machineID": "",
-            "systemUUID": "",
-            "bootID": "",
-        },
-    }

@@ -169,16 +169,31 @@ def http_ready(url: str, *, token: str | None = None, timeout: float = 2.0) -> b
         return False
 
 
-def write_kubeconfig(path: Path, server: str, token: str, ca_file: Path) -> Path:
+def write_kubeconfig(
+    path: Path,
+    server: str,
+    token: str,
+    ca_file: Path,
+    *,
+    cluster: str = "bench",
+    user: str = "admin",
+    context: str | None = None,
+    namespace: str | None = None,
+) -> Path:
+    """A kubeconfig (mode 0600) for ``server`` trusting ``ca_file``, as bearer ``token``;
+    its one context (named ``context``, else ``cluster``) is the current one."""
+    ctx: dict[str, str] = {"cluster": cluster, "user": user}
+    if namespace:
+        ctx["namespace"] = namespace
     config = {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [
-            {"name": "bench", "cluster": {"server": server, "certificate-authority": str(ca_file)}}
+            {"name": cluster, "cluster": {"server": server, "certificate-authority": str(ca_file)}}
         ],
-        "users": [{"name": "admin", "user": {"token": token}}],
-        "contexts": [{"name": "bench", "context": {"cluster": "bench", "user": "admin"}}],
-        "current-context": "bench",
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": context or cluster, "context": ctx}],
+        "current-context": context or cluster,
     }
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     path.chmod(0o600)
