@@ -29,7 +29,7 @@ import pytest
 
 from kubesched.simulator.scenario import load_scenarios
 from tests.controlplane import ApiError, Binaries, ControlPlane, RestClient, wait_for
-from tests.e2e.test_differential import (
+from tests.e2e.differential_support import (
     CORPUS,
     KUBE_SCHEDULER,
     KUBESCHED,
