@@ -1,5 +1,6 @@
 """A Handle for Coscheduling's unit tests: PodGroups in a store, pods by uid, and a
-record of what the plugin asked the scheduler to do (activations, events)."""
+record of what the plugin asked the scheduler to do (activations; events are
+recorded by the fake cluster)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.types import Pod
 from kubesched.plugins.coscheduling import Args, Coscheduling
 from tests.builders import make_node, make_pod
-from tests.unit.plugins.fakes import FakeCluster, FakeHandle, FakeStore
+from tests.unit.plugins.fakes import FakeHandle, FakeStore
 
 OUR_LABEL = "kubesched.dev/pod-group"
 X_LABEL = "scheduling.x-k8s.io/pod-group"
@@ -46,34 +47,11 @@ def member(name: str, group: str, api: GangAPI = GangAPI.KUBESCHED) -> Pod:
     return b.pod()
 
 
-class EventCluster(FakeCluster):
-    """Records the events a plugin sends, as (pod name, reason, message)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.events: list[tuple[str, str, str]] = []
-
-    async def record_event(
-        self,
-        regarding: Pod,
-        *,
-        event_type: str,
-        reason: str,
-        action: str,
-        message: str,
-        reporting_controller: str,
-        related: Pod | None = None,
-    ) -> None:
-        self.events.append((regarding.name, reason, message))
-
-
 class GangHandle(FakeHandle):
     """PodGroups in the store, member pods known by uid, nodes holding bound members."""
 
     def __init__(self, *groups: Mapping[str, Any]) -> None:
         super().__init__(Snapshot(), FakeStore(*groups))
-        self._events = EventCluster()
-        self._cluster = self._events
         self.pods: dict[str, Pod] = {}
         self.activated: list[list[str]] = []
         self.rejected: list[str] = []
@@ -81,10 +59,6 @@ class GangHandle(FakeHandle):
 
     def now(self) -> float:
         return self.clock
-
-    @property
-    def cluster(self) -> EventCluster:
-        return self._events
 
     @property
     def objects(self) -> FakeStore:

@@ -15,10 +15,12 @@ from kubesched.framework.types import Pod
 
 
 class FakeCluster:
-    """Records binds; raises ``bind_error`` instead when set."""
+    """Records binds (raises ``bind_error`` instead when set) and events."""
 
     def __init__(self) -> None:
         self.binds: list[tuple[str, str]] = []
+        self.events: list[tuple[str, str, str]] = []
+        """(pod name, reason, message) of every ``record_event``."""
         self.bind_error: BaseException | None = None
         self.volume_binds: list[tuple[str, str | None, str | None]] = []
         """(claim key, PV name, selected node) for every ``bind_volume``."""
@@ -39,7 +41,7 @@ class FakeCluster:
         reporting_controller: str,
         related: Pod | None = None,
     ) -> None:
-        raise NotImplementedError
+        self.events.append((regarding.name, reason, message))
 
     async def patch_pod_status(
         self,
