@@ -1,6 +1,7 @@
 """The machinery of tests/e2e/test_helm_install.py: a release installed with helm, the
 operator run in-process (or as the Deployment's command) with the release's ServiceAccount,
-and the scenarios that show each permission at work.
+and the scenarios that show each permission at work (those of volumes, foreign gang APIs
+and DRA in helm_volume_scenarios.py, helm_gang_scenarios.py, helm_dra_scenarios.py).
 
 A scenario returns once it has seen success, or a log line with the API server's 403 for
 the permission under test (``forbidden``); it then checks what a user would see.
@@ -364,116 +365,6 @@ async def preempt(w: World, logs: Logs, forbidden: str | None) -> Outcome:
     return out
 
 
-async def static_volume(w: World, logs: Logs, forbidden: str | None) -> Outcome:
-    tag = uid()
-    sc, pv, pvc = f"static-{tag}", f"pv-{tag}", f"claim-{tag}"
-    cp = w.cp
-    cp.api.create(
-        {
-            "apiVersion": "storage.k8s.io/v1",
-            "kind": "StorageClass",
-            "metadata": {"name": sc},
-            "provisioner": "kubernetes.io/no-provisioner",
-            "volumeBindingMode": "WaitForFirstConsumer",
-        }
-    )
-    w.cleanup.append(lambda: cp.api.remove("storage.k8s.io/v1", "StorageClass", sc))
-    cp.api.create(
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolume",
-            "metadata": {"name": pv},
-            "spec": {
-                "capacity": {"storage": "1Gi"},
-                "accessModes": ["ReadWriteOnce"],
-                "storageClassName": sc,
-                "hostPath": {"path": f"/tmp/{pv}"},
-            },
-        }
-    )
-    w.cleanup.append(lambda: cp.api.remove("v1", "PersistentVolume", pv))
-    # what the PV controller (not running here) does to a new volume
-    cp.api.patch(f"/api/v1/persistentvolumes/{pv}/status", {"status": {"phase": "Available"}})
-    cp.api.create(
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {"name": pvc, "namespace": w.ns},
-            "spec": {
-                "accessModes": ["ReadWriteOnce"],
-                "storageClassName": sc,
-                "resources": {"requests": {"storage": "1Gi"}},
-            },
-        }
-    )
-    await asyncio.sleep(0.5)  # the watches deliver the PV and the claim before the pod
-    name = f"static-{tag}"
-    await call(w.pod, name, volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": pvc}}])
-
-    def claimed() -> bool:
-        ref = ((read(cp, "v1", "PersistentVolume", pv, None) or {}).get("spec") or {}).get(
-            "claimRef"
-        )
-        return bool(ref and ref["name"] == pvc)
-
-    out = await wait_either(
-        claimed,
-        logs,
-        about(pv, forbidden),
-        f"{pv} claimed by {pvc}",
-        diagnose=lambda: w.read_pod(name),
-    )
-    if not out.ok:
-        assert not await call(w.bound, name)
-    return out
-
-
-async def dynamic_volume(w: World, logs: Logs, forbidden: str | None) -> Outcome:
-    tag = uid()
-    sc, pvc = f"dynamic-{tag}", f"claim-{tag}"
-    cp = w.cp
-    cp.api.create(
-        {
-            "apiVersion": "storage.k8s.io/v1",
-            "kind": "StorageClass",
-            "metadata": {"name": sc},
-            "provisioner": "e2e.kubesched.dev/fake",
-            "volumeBindingMode": "WaitForFirstConsumer",
-        }
-    )
-    w.cleanup.append(lambda: cp.api.remove("storage.k8s.io/v1", "StorageClass", sc))
-    cp.api.create(
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {"name": pvc, "namespace": w.ns},
-            "spec": {
-                "accessModes": ["ReadWriteOnce"],
-                "storageClassName": sc,
-                "resources": {"requests": {"storage": "1Gi"}},
-            },
-        }
-    )
-    await asyncio.sleep(0.5)
-    name = f"dynamic-{tag}"
-    await call(w.pod, name, volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": pvc}}])
-
-    def selected() -> bool:
-        claim = read(cp, "v1", "PersistentVolumeClaim", pvc, w.ns) or {}
-        return "volume.kubernetes.io/selected-node" in (claim["metadata"].get("annotations") or {})
-
-    out = await wait_either(
-        selected,
-        logs,
-        about(pvc, forbidden),
-        f"{pvc} given a selected node",
-        diagnose=lambda: w.read_pod(name),
-    )
-    if not out.ok:
-        assert not await call(w.bound, name)
-    return out
-
-
 async def gang(w: World, logs: Logs, forbidden: str | None) -> Outcome:
     tag = uid()
     group = f"gang-{tag}"
@@ -565,8 +456,6 @@ SCENARIOS: dict[str, Scenario] = {
     "bind": bind,
     "unschedulable": unschedulable,
     "preempt": preempt,
-    "static-volume": static_volume,
-    "dynamic-volume": dynamic_volume,
     "gang": gang,
     "profile": profile,
 }

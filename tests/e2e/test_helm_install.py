@@ -54,6 +54,7 @@ from tests.e2e.helm_support import (
     start_failure,
     uid,
 )
+from tests.e2e.helm_volume_scenarios import VOLUME_SCENARIOS
 from tests.e2e.support import JSON, call
 from tests.helm.chart import Helm, helm, of_kind
 
@@ -64,7 +65,12 @@ pytestmark = pytest.mark.timeout(120)
 RuleKey = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
 """A PolicyRule as (apiGroups, resources, verbs)."""
 
-ALL_SCENARIOS: dict[str, Scenario] = {**SCENARIOS, **GANG_SCENARIOS, **DRA_SCENARIOS}
+ALL_SCENARIOS: dict[str, Scenario] = {
+    **SCENARIOS,
+    **VOLUME_SCENARIOS,
+    **GANG_SCENARIOS,
+    **DRA_SCENARIOS,
+}
 
 
 @pytest.fixture(scope="module")
