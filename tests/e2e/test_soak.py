@@ -10,7 +10,8 @@ import json
 import pytest
 
 from tests.controlplane import Binaries
-from tests.soak import Options, Soak
+from tests.soak import Soak
+from tests.soak_parts import Options
 
 pytestmark = pytest.mark.timeout(480)
 
