@@ -29,7 +29,7 @@ from kubesched.api.podgroup import POD_GROUP_LABEL
 from kubesched.operator.run import run
 from kubesched.operator.settings import Settings
 from tests.controlplane import ApiError, ControlPlane
-from tests.e2e.support import JSON, call, running
+from tests.e2e.support import JSON, call, condition, events_for, running
 from tests.helm.chart import Helm, one, scheduler_role
 
 POOL = "e2e.kubesched.dev/helm-pool"
@@ -169,21 +169,6 @@ async def start_failure(settings: Settings) -> BaseException:
     error = task.exception()
     assert error is not None, "kubesched run ended without an error"
     return error
-
-
-def events_for(cp: ControlPlane, namespace: str, name: str) -> list[JSON]:
-    return [
-        e
-        for e in cp.api.list("events.k8s.io/v1", "Event", namespace)
-        if e["regarding"]["name"] == name
-    ]
-
-
-def condition(pod: JSON, type_: str) -> JSON | None:
-    for c in pod.get("status", {}).get("conditions") or ():
-        if c["type"] == type_:
-            return dict(c)
-    return None
 
 
 def read(cp: ControlPlane, api_version: str, kind: str, name: str, ns: str | None) -> JSON | None:

@@ -23,6 +23,8 @@ __all__ = [
     "JSON",
     "Started",
     "call",
+    "condition",
+    "events_for",
     "eventually",
     "install_crds",
     "local_settings",
@@ -80,6 +82,23 @@ def local_settings(kubeconfig: str | Path, **overrides: Any) -> Settings:
         "resync_seconds": 0,
     }
     return Settings(kubeconfig=str(kubeconfig), **(base | overrides))
+
+
+def events_for(cp: ControlPlane, namespace: str, name: str) -> list[JSON]:
+    """The events (events.k8s.io/v1) about the object ``name`` in ``namespace``."""
+    return [
+        e
+        for e in cp.api.list("events.k8s.io/v1", "Event", namespace)
+        if e["regarding"]["name"] == name
+    ]
+
+
+def condition(pod: JSON, type_: str) -> JSON | None:
+    """The pod's status condition of ``type_``, or None."""
+    for c in pod.get("status", {}).get("conditions") or ():
+        if c["type"] == type_:
+            return dict(c)
+    return None
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,8 @@ from tests.controlplane import ControlPlane
 from tests.controlplane.faultproxy import FaultProxy
 from tests.e2e.cachecheck import assert_cache_matches_api, fetch_cache
 from tests.e2e.proxied import BINDING, fault_proxy, kubesched_via
-from tests.e2e.support import call, eventually
-from tests.e2e.test_run import events_for, label, pod_body, read_pod
+from tests.e2e.support import call, events_for, eventually
+from tests.e2e.test_run import label, pod_body, read_pod
 
 pytestmark = pytest.mark.timeout(150)
 

@@ -42,8 +42,6 @@ from tests.e2e.helm_support import (
     Scenario,
     World,
     captured_logs,
-    condition,
-    events_for,
     install,
     lease_holder,
     operator,
@@ -55,7 +53,7 @@ from tests.e2e.helm_support import (
     uid,
 )
 from tests.e2e.helm_volume_scenarios import VOLUME_SCENARIOS
-from tests.e2e.support import JSON, call
+from tests.e2e.support import JSON, call, condition, events_for
 from tests.helm.chart import Helm, helm, of_kind
 
 __all__ = ["helm"]

@@ -17,7 +17,7 @@ import pytest
 from kubesched.operator.run import Runtime
 from tests.controlplane import ApiError, ControlPlane
 from tests.e2e.cachecheck import assert_cache_matches_api
-from tests.e2e.support import JSON, call, eventually
+from tests.e2e.support import JSON, call, condition, events_for, eventually
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -55,21 +55,6 @@ def pod_body(
         "metadata": {"name": name, "namespace": namespace},
         "spec": spec,
     }
-
-
-def events_for(cp: ControlPlane, namespace: str, name: str) -> list[JSON]:
-    return [
-        e
-        for e in cp.api.list("events.k8s.io/v1", "Event", namespace)
-        if e["regarding"]["name"] == name
-    ]
-
-
-def condition(pod: JSON, type_: str) -> JSON | None:
-    for c in pod.get("status", {}).get("conditions") or ():
-        if c["type"] == type_:
-            return dict(c)
-    return None
 
 
 def read_pod(cp: ControlPlane, namespace: str, name: str) -> JSON | None:

@@ -29,12 +29,11 @@ from tests.controlplane import ControlPlane
 from tests.e2e.helm_support import (
     POOL,
     Release,
-    condition,
-    events_for,
     install,
     sa_kubeconfig,
     uid,
 )
+from tests.e2e.support import condition, events_for
 from tests.helm.chart import Helm, helm
 
 __all__ = ["helm"]
