@@ -132,3 +132,6 @@ async def running(
     finally:
         stop.set()
         await asyncio.wait_for(task, 30)
+        # Let the runtime (its API client's connections) go now, while this test's loop
+        # still runs, as when run() is given no hook: not in a later test's GC.
+        built.clear()
