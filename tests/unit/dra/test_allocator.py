@@ -510,3 +510,32 @@ def test_the_pool_cache_follows_node_and_slice_changes() -> None:
     assert run(one, Node("node-1", {"rack": "r1"})) == [["req=nic-0"]]  # relabelled
     local = [*one, ResourceSlice.from_dict(gpus(1, "node-1"))]
     assert run(local, away) == [["req=gpu-0"]]  # a slice added
+
+
+def test_try_allocate_defers_the_results_but_not_the_errors() -> None:
+    """Filter's variant: the same devices as ``allocate`` when asked, and a node selector
+    that cannot be made (a slice selecting nodes with two terms) fails at once."""
+    cls = {"gpu": DeviceClass.from_dict(device_class())}
+    terms = [
+        {"matchExpressions": [{"key": "rack", "operator": "In", "values": [r]}]}
+        for r in ("r1", "r2")
+    ]
+    two_terms = slice_(
+        "rack", [device("nic-0")], node=None, pool="rack", nodeSelector={"nodeSelectorTerms": terms}
+    )
+    node = Node("node-1", {"rack": "r1"})
+    c = [ResourceClaim.from_dict(claim())]
+    a = Allocator(cls, [ResourceSlice.from_dict(two_terms)], AllocatedState(), CelCache())
+    message = (
+        "create NodeSelector for claim claim: unsupported ResourceSlice.NodeSelector with 2 terms"
+    )
+    with pytest.raises(AllocationError, match=message):
+        a.allocate(node, c)
+    with pytest.raises(AllocationError, match=message):
+        a.try_allocate(node, c)
+    local = Allocator(cls, [ResourceSlice.from_dict(gpus(2))], AllocatedState(), CelCache())
+    later = local.try_allocate(node, c)
+    assert later is not None
+    assert picked(later()) == picked(local.allocate(node, c)) == [["req=gpu-0"]]
+    assert later()[0].node_selector == local.allocate(node, c)[0].node_selector  # type: ignore[index]
+    assert local.try_allocate(node, [ResourceClaim.from_dict(claim("c", exactly(count=3)))]) is None

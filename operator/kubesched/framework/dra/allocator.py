@@ -37,7 +37,7 @@ from kubesched.framework.dra.pools import (
     gather_pools,
     node_matches,
 )
-from kubesched.framework.dra.results import NodeSelectorError, node_selector_for
+from kubesched.framework.dra.results import NodeSelectorError, local_to_node, node_selector_for
 from kubesched.framework.dra.state import AllocatedState, Constraint, DeviceID, taint_prevents
 from kubesched.framework.dra.types import (
     ALL,
@@ -119,6 +119,21 @@ class Allocator:
         self, node: NodeLike, claims: Sequence[ResourceClaim]
     ) -> list[AllocationResult] | None:
         return _Run(self, node, claims).run()
+
+    def try_allocate(
+        self, node: NodeLike, claims: Sequence[ResourceClaim]
+    ) -> Callable[[], list[AllocationResult]] | None:
+        """``allocate`` with the results built only when asked for (Filter keeps them
+        for every feasible node, Reserve reads one node's): same outcome, same errors
+        raised here (a node selector that cannot be made), not by the returned call."""
+        run = _Run(self, node, claims)
+        if not run.search():
+            return None
+        for ci, picked in enumerate(run.results):
+            if picked and not local_to_node(picked[0][1], picked[0][2]):
+                run._node_selector(ci)  # may raise; a local first device never does
+        run.forget_search()  # kept per feasible node until the cycle ends: keep it small
+        return run.build
 
     def pools(self, node: NodeLike) -> list[Pool]:
         """The pools reachable from ``node``, in the order devices are tried."""
@@ -231,6 +246,24 @@ class _Run:
         return rd
 
     def run(self) -> list[AllocationResult] | None:
+        return self.build() if self.search() else None
+
+    def forget_search(self) -> None:
+        """Drop what only the search needed (``build`` reads claims, requests, results)."""
+        self.pools = []
+        self.constraints = []
+        self.matches = {}
+        self.allocating = {}
+        self.allocating_capacity = {}
+        self.consumed_counters = {}
+
+    def build(self) -> list[AllocationResult]:
+        """The allocation results of a successful ``search``."""
+        return [self._result(ci) for ci in range(len(self.claims))]
+
+    def search(self) -> bool:
+        """Whether the claims fit on the node (``results`` then holds the devices);
+        raises as ``Allocator.allocate`` does."""
         for ci, claim in enumerate(self.claims):
             min_total = 0
             for ri, r in enumerate(claim.requests):
@@ -264,11 +297,9 @@ class _Run:
             done = self._one(0, 0, 0, 0, False, (0, 0, 0))
         except _MaxSizeExceeded:
             done = False
-        if not done:
-            if any(p.invalid for p in self.pools):
-                raise NodeAllocationError("invalid resource pools were encountered")
-            return None
-        return [self._result(ci) for ci in range(len(self.claims))]
+        if not done and any(p.invalid for p in self.pools):
+            raise NodeAllocationError("invalid resource pools were encountered")
+        return done
 
     # -- search --------------------------------------------------------------------------
     def _one(

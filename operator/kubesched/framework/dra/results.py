@@ -7,11 +7,19 @@ from typing import Any
 
 from kubesched.framework.dra.types import Device, DeviceResult, ResourceSlice
 
-__all__ = ["NodeSelectorError", "node_selector_for"]
+__all__ = ["NodeSelectorError", "local_to_node", "node_selector_for"]
 
 
 class NodeSelectorError(Exception):
     pass
+
+
+def local_to_node(s: ResourceSlice, dev: Device) -> bool:
+    """Whether the device is on the node itself (or binds to it): the allocation's node
+    selector is then that node, whatever else the claim got."""
+    return bool(
+        (dev.node_name if s.per_device_node_selection else s.node_name) or dev.binds_to_node
+    )
 
 
 def node_selector_for(
@@ -22,11 +30,8 @@ def node_selector_for(
     exprs: list[Any] = []
     fields: list[Any] = []
     for _, s, dev in picked:
-        if s.per_device_node_selection:
-            local, sel = dev.node_name, dev.node_selector_raw
-        else:
-            local, sel = s.node_name, s.node_selector_raw
-        if local or dev.binds_to_node:
+        sel = dev.node_selector_raw if s.per_device_node_selection else s.node_selector_raw
+        if local_to_node(s, dev):
             return {
                 "nodeSelectorTerms": [
                     {

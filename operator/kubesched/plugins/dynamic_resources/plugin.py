@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -149,7 +149,20 @@ class StateData:
     to_allocate: list[int] = field(default_factory=list)
     """Indexes of the claims without an allocation."""
     allocator: Allocator | None = None
-    by_node: dict[str, list[AllocationResult]] = field(default_factory=dict)
+    by_node: dict[str, Callable[[], list[AllocationResult]]] = field(default_factory=dict)
+    """Per feasible node, how to build its allocation results (built for one or two
+    nodes: Score's with firstAvailable requests, Reserve's)."""
+    built: dict[str, list[AllocationResult]] = field(default_factory=dict)
+
+    def results_for(self, node: str) -> list[AllocationResult] | None:
+        got = self.built.get(node)
+        if got is None:
+            make = self.by_node.get(node)
+            if make is None:
+                return None
+            got = self.built[node] = make()
+        return got
+
     unavailable: set[int] = field(default_factory=set)
     reserved: dict[int, AllocationResult] = field(default_factory=dict)
     """The allocations Reserve made in-flight, by claim index."""
@@ -352,23 +365,23 @@ class DynamicResources(
             if info.available_on is not None
             and not info.available_on.matches(node.labels, node.name)
         ]
-        results: list[AllocationResult] = []
+        results: Callable[[], list[AllocationResult]] | None = None
         if data.allocator is not None:
             claims = [data.claims[i].claim for i in data.to_allocate]
             try:
-                got = data.allocator.allocate(node, claims)
+                results = data.allocator.try_allocate(node, claims)
             except NodeAllocationError as e:
                 return Status.unresolvable(str(e), plugin=NAME)
             except AllocationError as e:
                 return Status.as_error(str(e), plugin=NAME)
-            if got is None or len(got) != len(claims):
+            if results is None:
                 return Status.unresolvable(CANNOT_ALLOCATE, plugin=NAME)
-            results = got
         if unavailable:
             data.unavailable.update(unavailable)
             return Status.unresolvable(ERR_NOT_AVAILABLE, plugin=NAME)
-        if data.allocator is not None:
+        if results is not None:
             data.by_node[node.name] = results
+            data.built.pop(node.name, None)
         return None
 
     def explain_filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> list[str]:
@@ -437,7 +450,7 @@ class DynamicResources(
         data: StateData | None = state.get(STATE_KEY)
         if data is None or not data.claims:
             return 0, None
-        allocations = data.by_node.get(node_info.name)
+        allocations = data.results_for(node_info.name)
         if allocations is None:
             return 0, None
         total = 0
@@ -472,7 +485,7 @@ class DynamicResources(
             return Status.as_error(f"cannot read {STATE_KEY!r} from cycleState", plugin=NAME)
         if not data.to_allocate:
             return None
-        allocations = data.by_node.get(node_name)
+        allocations = data.results_for(node_name)
         if not allocations:
             return Status.as_error("claim allocation not found for node", plugin=NAME)
         if len(allocations) != len(data.to_allocate):
