@@ -8,7 +8,10 @@ The control plane runs with the feature gates kube-scheduler's gang plugins need
 keeps ``spec.schedulingGroup`` on pods and enables the GangScheduling plugin (and the
 pod-group queue) in kube-scheduler's default profile; ``TopologyAwareWorkloadScheduling``
 (alpha) adds the TopologyPlacementGenerator plugin that honours
-``schedulingConstraints.topology``. ``scheduling.k8s.io/v1beta1`` is turned on with
+``schedulingConstraints.topology``; ``DRAWorkloadResourceClaims`` (beta, off by default)
+keeps a PodGroup's ``spec.resourceClaims``, for which the real resourceclaim controller
+(kube-controller-manager, running here) makes the PodGroup's claim and names it in the
+members' status, and kube-scheduler reserves it for the PodGroup. ``scheduling.k8s.io/v1beta1`` is turned on with
 ``--runtime-config`` (beta APIs are not served by default). The control plane hands the
 same gates to kube-apiserver and to kube-scheduler.
 
@@ -44,7 +47,11 @@ from tests.e2e.differential_support import (
 pytestmark = pytest.mark.timeout(180)
 
 UPSTREAM = "scheduling.k8s.io/v1beta1"
-GATES = {"GenericWorkload": True, "TopologyAwareWorkloadScheduling": True}
+GATES = {
+    "GenericWorkload": True,
+    "TopologyAwareWorkloadScheduling": True,
+    "DRAWorkloadResourceClaims": True,
+}
 RUNTIME_CONFIG = {UPSTREAM: True}
 #: The upstream kinds a scenario creates, removed before each run.
 UPSTREAM_KINDS = ("PodGroup", "Workload")
@@ -86,6 +93,7 @@ def gang_cluster(controlplane_binaries: Binaries) -> Iterator[ControlPlane]:
         Controllers(cp.api) as ctl,
     ):
         install_crds(cp.api)
+        cp.start_controller_manager(["resourceclaim-controller"])
         yield cp
         assert not ctl.errors, ctl.errors
 

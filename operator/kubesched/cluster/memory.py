@@ -16,13 +16,19 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubesched.api.gangs import store_kind
-from kubesched.cluster.claim_controller import claims_for_pod, released_claims
+from kubesched.api.gangs import STORE_KINDS, GangAPI, store_kind
+from kubesched.cluster.claim_controller import (
+    claims_for_pod,
+    claims_for_pod_group,
+    released_claims,
+)
 from kubesched.cluster.kinds import in_namespace, object_key
 from kubesched.framework.cluster_port import ClusterError, Conflict, NotFound, PodCondition
 from kubesched.framework.types import Pod
 
 __all__ = ["MemoryCluster", "RecordedEvent"]
+
+_POD_GROUP = STORE_KINDS[GangAPI.UPSTREAM]
 
 Subscriber = Callable[[str, str, Mapping[str, Any], "Mapping[str, Any] | None"], None]
 
@@ -98,29 +104,59 @@ class MemoryCluster:
         ResourceClaimTemplates are created first (see :mod:`.claim_controller`)."""
         new = dict(obj)
         kind, key = self.key_of(new)
+        templates = self.objects.get("ResourceClaimTemplate", {})
         if kind == "Pod" and (new.get("spec") or {}).get("resourceClaims"):
             new["status"] = dict(new.get("status") or {})
-            for claim in claims_for_pod(new, self.objects.get("ResourceClaimTemplate", {})):
+            for claim in self._claims_for_pod(new, templates):
+                self.apply(claim)
+        if kind == _POD_GROUP and (new.get("spec") or {}).get("resourceClaims"):
+            new["status"] = dict(new.get("status") or {})
+            for claim in claims_for_pod_group(new, templates):
                 self.apply(claim)
         self._stamp(new)
         store = self.objects.setdefault(kind, {})
         old = store.get(key)
         store[key] = new
         self._notify(kind, "MODIFIED" if old is not None else "ADDED", new, old)
-        if kind == "ResourceClaimTemplate":
+        group_claims = kind == _POD_GROUP and (new.get("spec") or {}).get("resourceClaims")
+        if kind == "ResourceClaimTemplate" or group_claims:
             self._claims_from_template(key.partition("/")[0])
         return new
 
+    def _claims_for_pod(
+        self, pod: dict[str, Any], templates: Mapping[str, Any]
+    ) -> builtins.list[dict[str, Any]]:
+        """:func:`claims_for_pod` with the pod's ``scheduling.k8s.io`` PodGroup
+        (``spec.schedulingGroup``); a pod whose PodGroup does not exist (yet) gets
+        nothing, as kube's controller retries it until the PodGroup comes."""
+        group = (pod.get("spec") or {}).get("schedulingGroup") or {}
+        name = group.get("podGroupName") if isinstance(group, Mapping) else None
+        if not name:
+            return claims_for_pod(pod, templates)
+        ns = (pod.get("metadata") or {}).get("namespace") or "default"
+        pod_group = self.objects.get(_POD_GROUP, {}).get(f"{ns}/{name}")
+        return [] if pod_group is None else claims_for_pod(pod, templates, pod_group)
+
     def _claims_from_template(self, namespace: str) -> None:
-        """The resourceclaim controller's answer to a new template: pods of the namespace
-        still waiting for a claim get it."""
+        """The resourceclaim controller's answer to a new template or PodGroup: PodGroups
+        and pods of the namespace still waiting for a claim get it."""
         templates = self.objects.get("ResourceClaimTemplate", {})
+        for key, group in list(self.objects.get(_POD_GROUP, {}).items()):
+            if not key.startswith(f"{namespace}/"):
+                continue
+            group_probe = {**group, "status": dict(group.get("status") or {})}
+            made = claims_for_pod_group(group_probe, templates)
+            for claim in made:
+                self.apply(claim)
+            if made:
+                self.apply(group_probe)  # its status names them; waiting members follow
         for key, pod in list(self.objects.get("Pod", {}).items()):
             if not key.startswith(f"{namespace}/"):
                 continue
             probe = {**pod, "status": dict(pod.get("status") or {})}
-            created = claims_for_pod(probe, templates)
-            if not created:
+            before = probe["status"].get("resourceClaimStatuses")
+            created = self._claims_for_pod(probe, templates)
+            if probe["status"].get("resourceClaimStatuses") == before:
                 continue
             for claim in created:
                 self.apply(claim)
@@ -136,8 +172,8 @@ class MemoryCluster:
         if old is None:
             raise NotFound(f"{kind} {key} not found")
         self._notify(kind, "DELETED", old, None)
-        if kind == "Pod":
-            uid = str((old.get("metadata") or {}).get("uid") or "")
+        uid = str((old.get("metadata") or {}).get("uid") or "")
+        if kind in ("Pod", _POD_GROUP) and uid:
             claims = self.objects.get("ResourceClaim", {})
             for claim_key, changed in released_claims(uid, list(claims.values())):
                 if changed is None:

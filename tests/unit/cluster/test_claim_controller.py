@@ -71,3 +71,58 @@ def test_a_shared_claim_is_deallocated_when_its_last_user_goes() -> None:
     assert c is not None
     assert "allocation" not in c["status"] and "reservedFor" not in c["status"]
     assert "finalizers" not in c["metadata"]
+
+
+def upstream_group(name: str = "train", **extra: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+        "spec": {
+            "schedulingPolicy": {"gang": {"minCount": 2}},
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+            **extra,
+        },
+    }
+
+
+def member(name: str) -> dict[str, Any]:
+    p = templated(name)
+    p["spec"]["schedulingGroup"] = {"podGroupName": "train"}
+    return p
+
+
+def test_a_pod_group_claim_is_made_once_and_named_in_every_members_status() -> None:
+    m = MemoryCluster()
+    m.apply(template())
+    group = m.apply(upstream_group())
+    ((_, c),) = m.objects["ResourceClaim"].items()
+    name = c["metadata"]["name"]
+    assert name.startswith("train-gpu-") and len(name) == len("train-gpu-") + 5
+    (ref,) = c["metadata"]["ownerReferences"]
+    assert (ref["apiVersion"], ref["kind"], ref["uid"]) == (
+        "scheduling.k8s.io/v1beta1",
+        "PodGroup",
+        "uid-train",
+    )
+    assert group["status"]["resourceClaimStatuses"] == [{"name": "gpu", "resourceClaimName": name}]
+    for p in ("a", "b"):
+        stored = m.apply(member(p))
+        assert stored["status"]["resourceClaimStatuses"] == [
+            {"name": "gpu", "resourceClaimName": name}
+        ]
+    assert len(m.objects["ResourceClaim"]) == 1
+    # a pod outside the group (same claim entry) still gets its own claim
+    m.apply(templated("loner"))
+    assert len(m.objects["ResourceClaim"]) == 2
+
+
+def test_members_created_before_their_pod_group_wait_then_get_its_claim() -> None:
+    m = MemoryCluster()
+    m.apply(template())
+    m.apply(member("a"))
+    assert "ResourceClaim" not in m.objects or not m.objects["ResourceClaim"]
+    m.apply(upstream_group())
+    ((_, c),) = m.objects["ResourceClaim"].items()
+    pod_status = m.objects["Pod"]["default/a"]["status"]["resourceClaimStatuses"]
+    assert pod_status == [{"name": "gpu", "resourceClaimName": c["metadata"]["name"]}]

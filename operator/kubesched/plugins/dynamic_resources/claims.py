@@ -15,6 +15,7 @@ from typing import Any
 
 from kubesched.framework.dra import AllocationResult
 from kubesched.framework.types import Pod
+from kubesched.plugins.dynamic_resources.pod_group import is_pod_group_ref, pod_group_name
 
 __all__ = [
     "ClaimNameError",
@@ -59,8 +60,9 @@ def pod_claim_names(pod: Pod) -> list[tuple[str, str, bool]]:
     return out
 
 
-def is_for_pod(pod: Pod, claim: Obj) -> str | None:
-    """None when the pod controls the claim, else kube's error (IsForPod)."""
+def is_for_pod(pod: Pod, claim: Obj, accept_pod_group: bool = False) -> str | None:
+    """None when the pod controls the claim (or, with ``accept_pod_group``, the pod's
+    PodGroup does), else kube's error (IsForPod)."""
     meta = claim.get("metadata") or {}
     ns, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
     if ns != pod.namespace:
@@ -68,15 +70,30 @@ def is_for_pod(pod: Pod, claim: Obj) -> str | None:
             f"ResourceClaim {ns}/{name} is not in the same namespace as Pod {pod.namespace}/"
             f"{pod.name}"
         )
-    for ref in meta.get("ownerReferences") or ():
-        if isinstance(ref, Mapping) and ref.get("controller") and ref.get("uid") == pod.uid:
+    refs = [r for r in meta.get("ownerReferences") or () if isinstance(r, Mapping)]
+    for ref in refs:
+        if ref.get("controller") and ref.get("uid") == pod.uid:
             return None
+    group = pod_group_name(pod) if accept_pod_group else None
+    if group is not None:
+        if any(ref.get("controller") and is_pod_group_ref(ref, pod) for ref in refs):
+            return None
+        return (
+            f"ResourceClaim {ns}/{name} was not created for Pod {pod.namespace}/{pod.name} "
+            f"(neither Pod nor PodGroup {group} is the owner)"
+        )
     return f"ResourceClaim {ns}/{name} was not created for Pod {pod.namespace}/{pod.name} (Pod is not owner)"
 
 
-def is_reserved_for(pod: Pod, claim: Obj) -> bool:
+def is_reserved_for(pod: Pod, claim: Obj, accept_pod_group: bool = False) -> bool:
+    """kube's IsReservedForPod: the pod, or with ``accept_pod_group`` its PodGroup, is in
+    ``status.reservedFor``."""
     reserved = (claim.get("status") or {}).get("reservedFor") or ()
-    return any(isinstance(r, Mapping) and r.get("uid") == pod.uid for r in reserved)
+    return any(
+        isinstance(r, Mapping)
+        and (r.get("uid") == pod.uid or (accept_pod_group and is_pod_group_ref(r, pod)))
+        for r in reserved
+    )
 
 
 def _quantity(q: Fraction) -> str:

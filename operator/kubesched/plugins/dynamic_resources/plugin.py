@@ -31,12 +31,16 @@ Reasons are kube's; every rejection below is UnschedulableAndUnresolvable (kube'
   Unreserve drops them and removes the pod from claims' ``reservedFor``.
 - PreBind: ``status.allocation`` and ``status.reservedFor`` are written through
   ``ClusterPort.update_claim_status``.
+- PodGroup claims (DRAWorkloadResourceClaims, :mod:`.pod_group`): a claim a member
+  shares with its PodGroup is reserved for the PodGroup. The first member's in-flight
+  allocation is reused by its siblings (kube: within the PodGroup cycle; here while it is
+  in flight), so the gang cycle places them all on the same devices or none; PreBind
+  writes allocation and reservation once, the other members find them there.
 
 Deliberate differences: PreBind does not wait for device binding conditions
 (``bindingTimeout``); Filter is not cut off by ``filterTimeout``
 (DRASchedulerFilterTimeout); PostFilter picks the first unavailable claim in claim order
-(kube: a random one); PodGroup-level claims (DRAWorkloadResourceClaims, off by default)
-and extended resources backed by DRA are not modelled. Like kube's, the plugin has no
+(kube: a random one); extended resources backed by DRA are not modelled. Like kube's, the plugin has no
 PreFilterExtensions: preemption does not free a victim's devices (a node whose claims
 cannot be allocated is unresolvable there, so preemption never evaluates it).
 """
@@ -46,7 +50,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -82,7 +85,7 @@ from kubesched.framework.interface import (
     ScorePlugin,
     VectorScorePlugin,
 )
-from kubesched.framework.labels import NodeSelector, compile_node_selector
+from kubesched.framework.labels import compile_node_selector
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.signature import SignFragment, SignPlugin, unsignable
 from kubesched.framework.status import Status
@@ -95,6 +98,14 @@ from kubesched.plugins.dynamic_resources.claims import (
     pod_claim_names,
 )
 from kubesched.plugins.dynamic_resources.explain import explain_node
+from kubesched.plugins.dynamic_resources.pod_group import (
+    bind_to,
+    group_claims_enabled,
+    group_of,
+    pod_group_name,
+    shared_allocation,
+)
+from kubesched.plugins.dynamic_resources.state import ClaimInfo, StateData
 from kubesched.plugins.dynamic_resources.tracker import ClaimTracker, Obj, Pending, tracker_for
 
 if TYPE_CHECKING:
@@ -136,38 +147,6 @@ class Args(BaseModel):
     Accepted for compatibility; kubesched's PreBind does not wait."""
 
 
-@dataclass(slots=True)
-class ClaimInfo:
-    raw: Obj
-    claim: ResourceClaim
-    available_on: NodeSelector | None = None
-
-
-@dataclass(slots=True)
-class StateData:
-    claims: list[ClaimInfo] = field(default_factory=list)
-    to_allocate: list[int] = field(default_factory=list)
-    """Indexes of the claims without an allocation."""
-    allocator: Allocator | None = None
-    by_node: dict[str, Callable[[], list[AllocationResult]]] = field(default_factory=dict)
-    """Per feasible node, how to build its allocation results (built for one or two
-    nodes: Score's with firstAvailable requests, Reserve's)."""
-    built: dict[str, list[AllocationResult]] = field(default_factory=dict)
-
-    def results_for(self, node: str) -> list[AllocationResult] | None:
-        got = self.built.get(node)
-        if got is None:
-            make = self.by_node.get(node)
-            if make is None:
-                return None
-            got = self.built[node] = make()
-        return got
-
-    unavailable: set[int] = field(default_factory=set)
-    reserved: dict[int, AllocationResult] = field(default_factory=dict)
-    """The allocations Reserve made in-flight, by claim index."""
-
-
 class DynamicResources(
     PreEnqueuePlugin,
     PreFilterPlugin,
@@ -187,6 +166,7 @@ class DynamicResources(
         self._handle = handle
         self._tracker: ClaimTracker | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._group_lock = asyncio.Lock()
 
     @property
     def tracker(self) -> ClaimTracker:
@@ -229,7 +209,7 @@ class DynamicResources(
         uid = (new.get("metadata") or {}).get("uid")
         uses = False
         try:
-            for _, raw in self._pod_claims(pod):
+            for _, raw, _ in self._pod_claims(pod):
                 if (raw.get("metadata") or {}).get("uid") == uid:
                     uses = True
         except ClaimNameError:
@@ -252,18 +232,28 @@ class DynamicResources(
         return [], None
 
     # -- claims of a pod ---------------------------------------------------------------------
-    def _pod_claims(self, pod: Pod) -> list[tuple[str, Obj]]:
-        """kube's foreachPodResourceClaim; ``ClaimNameError`` says why one is missing."""
-        out: list[tuple[str, Obj]] = []
+    def _pod_claims(self, pod: Pod) -> list[tuple[str, Obj, dict[str, Any]]]:
+        """kube's foreachPodResourceClaim, each claim with the consumer it is reserved
+        for (kube's podResourceClaimBindings); ``ClaimNameError`` says why one is
+        missing."""
+        group_name = pod_group_name(pod)
+        group = None if group_name is None else self.tracker.pod_group(pod.namespace, group_name)
+        accept_group = group_claims_enabled(group)
+        entries = {
+            str(e.get("name") or ""): e
+            for e in pod.spec.get("resourceClaims") or ()
+            if isinstance(e, Mapping)
+        }
+        out: list[tuple[str, Obj, dict[str, Any]]] = []
         for pod_claim, name, check_owner in pod_claim_names(pod):
             raw = self.tracker.get_claim(pod.namespace, name)
             if raw is None:
                 raise ClaimNameError(f'could not find ResourceClaim "{pod.namespace}/{name}"')
             if (raw.get("metadata") or {}).get("deletionTimestamp"):
                 raise ClaimNameError(f'resourceclaim "{name}" is being deleted')
-            if check_owner and (err := is_for_pod(pod, raw)) is not None:
+            if check_owner and (err := is_for_pod(pod, raw, accept_group)) is not None:
                 raise ClaimNameError(err)
-            out.append((pod_claim, raw))
+            out.append((pod_claim, raw, bind_to(pod, group, entries.get(pod_claim, {}))))
         return out
 
     def pre_enqueue(self, pod: Pod) -> Status | None:
@@ -290,14 +280,19 @@ class DynamicResources(
         if not found:
             return None, Status.skip()
         tracker = self.tracker
-        for index, (_, raw) in enumerate(found):
+        for index, (_, raw, binding) in enumerate(found):
             try:
                 claim = tracker.parse_claim(raw)
-                info = ClaimInfo(raw, claim)
-                if claim.allocation is not None:
-                    if claim.allocation.node_selector is not None:
+                info = ClaimInfo(raw, claim, binding=binding)
+                alloc = claim.allocation or shared_allocation(
+                    tracker.pending.get(_claim_id(claim)), binding
+                )
+                if alloc is not None:
+                    if claim.allocation is None:
+                        info.shared = alloc
+                    if alloc.node_selector is not None:
                         info.available_on = compile_node_selector(
-                            claim.allocation.node_selector, "status.allocation.nodeSelector"
+                            alloc.node_selector, "status.allocation.nodeSelector"
                         )
                     data.claims.append(info)
                     continue
@@ -456,7 +451,7 @@ class DynamicResources(
         total = 0
         fresh = iter(allocations)
         for info in data.claims:
-            alloc = info.claim.allocation
+            alloc = info.claim.allocation or info.shared
             if alloc is None:
                 alloc = next(fresh, None)
                 if alloc is None:
@@ -483,6 +478,20 @@ class DynamicResources(
         data: StateData | None = state.get(STATE_KEY)
         if data is None:
             return Status.as_error(f"cannot read {STATE_KEY!r} from cycleState", plugin=NAME)
+        pending = self.tracker.pending
+        for index, info in enumerate(data.claims):
+            if info.shared is None:
+                continue
+            shared = pending.get(_claim_id(info.claim))
+            if shared is None or shared.allocation is not info.shared:
+                self._release(data, pod.uid)
+                return Status.as_error(
+                    f"internal error, the pending allocation of claim {info.claim.name} "
+                    "shared by the PodGroup is gone",
+                    plugin=NAME,
+                )
+            shared.pods.add(pod.uid)
+            data.reserved[index] = info.shared
         if not data.to_allocate:
             return None
         allocations = data.results_for(node_name)
@@ -494,30 +503,38 @@ class DynamicResources(
                 f"{len(data.to_allocate)} claims to allocate, want {len(data.to_allocate)} claims",
                 plugin=NAME,
             )
-        pending = self.tracker.pending
         for index, alloc in zip(data.to_allocate, allocations, strict=True):
-            claim = data.claims[index].claim
-            if _claim_id(claim) in pending:
-                self._release(data)
+            info = data.claims[index]
+            if _claim_id(info.claim) in pending:
+                self._release(data, pod.uid)
                 return Status.as_error(
-                    f"internal error, couldn't signal allocation for claim {claim.name}: "
+                    f"internal error, couldn't signal allocation for claim {info.claim.name}: "
                     "claim already has a pending allocation",
                     plugin=NAME,
                 )
-            pending[_claim_id(claim)] = Pending(claim, alloc, {pod.uid})
+            group = group_of(info.binding)
+            pending[_claim_id(info.claim)] = Pending(info.claim, alloc, {pod.uid}, group)
             data.reserved[index] = alloc
         return None
 
-    def _release(self, data: StateData) -> None:
+    def _release(self, data: StateData, pod_uid: str) -> None:
+        """The pod's share of its in-flight allocations given up; one no pod shares any
+        more is dropped (kube's MaybeRemoveClaimPendingAllocation)."""
+        pending = self.tracker.pending
         for index in list(data.reserved):
-            self.tracker.pending.pop(_claim_id(data.claims[index].claim), None)
+            key = _claim_id(data.claims[index].claim)
+            got = pending.get(key)
+            if got is not None:
+                got.pods.discard(pod_uid)
+                if not got.pods:
+                    del pending[key]
             del data.reserved[index]
 
     def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
         data: StateData | None = state.get(STATE_KEY)
         if data is None or not data.claims:
             return
-        self._release(data)
+        self._release(data, pod.uid)
         for info in data.claims:
             current = self.tracker.get_claim(info.claim.namespace, info.claim.name)
             raw = current if current is not None else info.raw
@@ -535,17 +552,20 @@ class DynamicResources(
         data: StateData | None = state.get(STATE_KEY)
         if data is None:
             return Status.as_error(f"cannot read {STATE_KEY!r} from cycleState", plugin=NAME)
-        consumer = {"resource": "pods", "name": pod.name, "uid": pod.uid}
         written: list[int] = []
         try:
             for index, info in enumerate(data.claims):
-                if is_reserved_for(pod, info.raw):
+                if group_of(info.binding):
+                    async with self._group_lock:
+                        await self._bind_group_claim(pod, info, data.reserved.get(index))
+                elif is_reserved_for(pod, info.raw):
                     continue
-                alloc = data.reserved.get(index)
-                updated = await self._handle.cluster.update_claim_status(
-                    info.raw, None if alloc is None else allocation_dict(alloc), consumer
-                )
-                self.tracker.assume(updated)
+                else:
+                    alloc = data.reserved.get(index)
+                    updated = await self._handle.cluster.update_claim_status(
+                        info.raw, None if alloc is None else allocation_dict(alloc), info.binding
+                    )
+                    self.tracker.assume(updated)
                 written.append(index)
         except ClusterError as e:
             return Status.as_error(e, plugin=NAME)
@@ -555,6 +575,22 @@ class DynamicResources(
                 self.tracker.pending.pop(_claim_id(data.claims[index].claim), None)
                 del data.reserved[index]
         return None
+
+    async def _bind_group_claim(
+        self, pod: Pod, info: ClaimInfo, alloc: AllocationResult | None
+    ) -> None:
+        """A PodGroup claim: the first member to get here writes the allocation and the
+        PodGroup's reservation; the others find both and write nothing (one at a time,
+        so two members never both allocate it)."""
+        current = self.tracker.get_claim(info.claim.namespace, info.claim.name) or info.raw
+        if is_reserved_for(pod, current, accept_pod_group=True):
+            return
+        if (current.get("status") or {}).get("allocation"):
+            alloc = None
+        updated = await self._handle.cluster.update_claim_status(
+            current, None if alloc is None else allocation_dict(alloc), info.binding
+        )
+        self.tracker.assume(updated)
 
 
 def _claim_id(claim: ResourceClaim) -> str:

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubesched.api.gangs import STORE_KINDS, GangAPI
 from kubesched.framework.cluster_port import ObjectStore
 from kubesched.framework.dra import (
     AllocatedState,
@@ -64,6 +65,9 @@ class Pending:
     claim: ResourceClaim
     allocation: AllocationResult
     pods: set[str] = field(default_factory=set)
+    group: str = ""
+    """The PodGroup (its uid) the claim is reserved for, when a PodGroup claim: then the
+    group's other members reuse this allocation instead of waiting for it."""
 
 
 class ClaimTracker:
@@ -99,6 +103,10 @@ class ClaimTracker:
             del self._assumed[key]
             return stored
         return assumed
+
+    def pod_group(self, namespace: str, name: str) -> Obj | None:
+        """The ``scheduling.k8s.io`` PodGroup ``namespace/name``, as the store holds it."""
+        return self._store.get(STORE_KINDS[GangAPI.UPSTREAM], namespace, name)
 
     def assume(self, claim: Obj) -> None:
         meta = claim.get("metadata") or {}

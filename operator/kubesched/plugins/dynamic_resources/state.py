@@ -1,0 +1,49 @@
+"""What DynamicResources keeps in a pod's CycleState from PreFilter to PreBind."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubesched.framework.dra import AllocationResult, Allocator, ResourceClaim
+from kubesched.framework.labels import NodeSelector
+from kubesched.plugins.dynamic_resources.tracker import Obj
+
+__all__ = ["ClaimInfo", "StateData"]
+
+
+@dataclass(slots=True)
+class ClaimInfo:
+    raw: Obj
+    claim: ResourceClaim
+    available_on: NodeSelector | None = None
+    binding: dict[str, Any] = field(default_factory=dict)
+    """Who ``status.reservedFor`` names for this pod: the pod, or its PodGroup."""
+    shared: AllocationResult | None = None
+    """A sibling's in-flight allocation of this PodGroup claim, reused as is."""
+
+
+@dataclass(slots=True)
+class StateData:
+    claims: list[ClaimInfo] = field(default_factory=list)
+    to_allocate: list[int] = field(default_factory=list)
+    """Indexes of the claims without an allocation."""
+    allocator: Allocator | None = None
+    by_node: dict[str, Callable[[], list[AllocationResult]]] = field(default_factory=dict)
+    """Per feasible node, how to build its allocation results (built for one or two
+    nodes: Score's with firstAvailable requests, Reserve's)."""
+    built: dict[str, list[AllocationResult]] = field(default_factory=dict)
+
+    def results_for(self, node: str) -> list[AllocationResult] | None:
+        got = self.built.get(node)
+        if got is None:
+            make = self.by_node.get(node)
+            if make is None:
+                return None
+            got = self.built[node] = make()
+        return got
+
+    unavailable: set[int] = field(default_factory=set)
+    reserved: dict[int, AllocationResult] = field(default_factory=dict)
+    """The allocations Reserve made in-flight, by claim index."""
