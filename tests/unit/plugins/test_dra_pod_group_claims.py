@@ -9,7 +9,11 @@ import pytest
 
 from kubesched.framework.types import Pod
 from kubesched.plugins.dynamic_resources.claims import is_for_pod, is_reserved_for
-from kubesched.plugins.dynamic_resources.pod_group import bind_to, matching_claim
+from kubesched.plugins.dynamic_resources.pod_group import (
+    bind_to,
+    is_own_pod_group_change,
+    matching_claim,
+)
 from tests.builders import make_pod
 
 TEMPLATE_CLAIM = {"name": "fabric", "resourceClaimTemplateName": "channel"}
@@ -91,3 +95,16 @@ def test_reserved_for_the_pod_group_counts_for_each_member_with_the_gate() -> No
     assert not is_reserved_for(member(), claim)
     assert not is_reserved_for(member("other"), claim, accept_pod_group=True)
     assert is_reserved_for(member(), {"status": {"reservedFor": [POD_REF]}})
+
+
+def test_a_member_is_retried_when_its_pod_group_with_claims_arrives_or_changes() -> None:
+    """The queueing hint: a member held because its PodGroup was not known yet (the
+    claim then looks like another owner's) is retried on the PodGroup's arrival."""
+    group = pod_group(TEMPLATE_CLAIM)
+    assert is_own_pod_group_change(member(), None, group)
+    assert not is_own_pod_group_change(member("other"), None, group)
+    assert not is_own_pod_group_change(member(None), None, group)
+    assert not is_own_pod_group_change(member(), None, pod_group())  # no claims
+    named = {**group, "status": {"resourceClaimStatuses": [{"name": "fabric"}]}}
+    assert is_own_pod_group_change(member(), group, named)
+    assert not is_own_pod_group_change(member(), named, named)

@@ -102,6 +102,7 @@ from kubesched.plugins.dynamic_resources.pod_group import (
     bind_to,
     group_claims_enabled,
     group_of,
+    is_own_pod_group_change,
     pod_group_name,
     shared_allocation,
 )
@@ -194,6 +195,10 @@ class DynamicResources(
             ),
             ClusterEventWithHint(
                 ClusterEvent(EventResource.DEVICE_CLASS, ActionType.ADD | ActionType.UPDATE)
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.POD_GROUP, ActionType.ADD | ActionType.UPDATE),
+                is_own_pod_group_change,
             ),
             ClusterEventWithHint(
                 ClusterEvent(EventResource.RESOURCE_SLICE, ActionType.ADD | ActionType.UPDATE)

@@ -28,6 +28,7 @@ __all__ = [
     "bind_to",
     "group_claims_enabled",
     "group_of",
+    "is_own_pod_group_change",
     "is_pod_group_ref",
     "matching_claim",
     "pod_group_name",
@@ -107,3 +108,24 @@ def shared_allocation(
     if pending is None or not group or pending.group != group:
         return None
     return pending.allocation
+
+
+def is_own_pod_group_change(pod: Pod, old: object, new: object) -> bool:
+    """Queueing hint: the pod's ``scheduling.k8s.io`` PodGroup appeared or its claims
+    changed. kube-scheduler starts scheduling only once its PodGroup informer synced;
+    here a member may be tried before the PodGroup is known (its claim, owned by the
+    PodGroup, then looks like another pod's), so the PodGroup's arrival retries it."""
+    name = pod_group_name(pod)
+    if name is None or not isinstance(new, Mapping):
+        return False
+    # (listed objects carry no apiVersion: only the upstream PodGroup has resourceClaims)
+    meta = new.get("metadata") or {}
+    if (meta.get("namespace") or "default", meta.get("name")) != (pod.namespace, name):
+        return False
+    if not group_claims_enabled(new):
+        return False
+    if not isinstance(old, Mapping):
+        return True
+    claims = ((o.get("spec") or {}).get("resourceClaims") for o in (old, new))
+    statuses = ((o.get("status") or {}).get("resourceClaimStatuses") for o in (old, new))
+    return next(claims) != next(claims) or next(statuses) != next(statuses)
