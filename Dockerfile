@@ -13,9 +13,10 @@
 FROM python:3.11-slim AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY operator ./operator
-RUN pip wheel --wheel-dir /wheels .
+# the tested dependency set (constraints.txt, as CI installs it)
+RUN pip wheel --constraint constraints.txt --wheel-dir /wheels .
 
 FROM python:3.11-slim AS runtime
 ENV PYTHONDONTWRITEBYTECODE=1 \

@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from kubesched.cluster.kinds import KINDS
 from kubesched.operator.run import run
 from kubesched.operator.settings import Settings
 from tests.controlplane import ApiError, ControlPlane, RestClient, wait_for
@@ -59,16 +60,12 @@ NAMESPACED = (
     ("resource.k8s.io/v1", "ResourceClaim"),
     ("resource.k8s.io/v1", "ResourceClaimTemplate"),
 )
-CLUSTER_SCOPED = (
-    ("v1", "Node"),
-    ("v1", "PersistentVolume"),
-    ("storage.k8s.io/v1", "StorageClass"),
-    ("storage.k8s.io/v1", "CSINode"),
-    ("storage.k8s.io/v1", "CSIDriver"),
-    ("scheduling.k8s.io/v1", "PriorityClass"),
-    ("resource.k8s.io/v1", "ResourceSlice"),
-    ("resource.k8s.io/v1", "DeviceClass"),
-    ("resource.k8s.io/v1", "DeviceTaintRule"),
+#: What is wiped between scenarios besides the namespaced kinds above: every cluster-scoped
+#: kind kubesched reads (cluster/kinds.py), but the namespaces and our own profiles.
+CLUSTER_SCOPED = tuple(
+    (k.group_version, k.kind)
+    for k in KINDS
+    if k.cluster_scoped and k.kind not in ("Namespace", "SchedulingProfile")
 )
 #: Creation order: what others refer to first.
 ORDER = (

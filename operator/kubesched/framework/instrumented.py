@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TypeVar, cast
 
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.runtime import PluginChain
 from kubesched.framework.status import Code, Status
 
 __all__ = ["PluginRecorder", "instrument_chain"]
+
+_P = TypeVar("_P")
 
 PluginRecorder = Callable[[str, str, Status | None, float], None]
 """``(plugin, extension_point, status, seconds)`` for one timed plugin call."""
@@ -42,7 +44,7 @@ _TIMED_METHODS = {
 }
 
 
-def _result_status(result: Any) -> Status | None:
+def _result_status(result: object) -> Status | None:
     if isinstance(result, Status):
         return result
     if isinstance(result, tuple):
@@ -57,33 +59,38 @@ class InstrumentedPlugin:
     sampled cycles; everything else (name, args, extensions, async binding methods,
     ``isinstance``, attribute writes) passes through to the plugin."""
 
-    def __init__(self, plugin: Any, record: PluginRecorder) -> None:
+    _plugin: object
+    _record: PluginRecorder
+    name: str
+
+    def __init__(self, plugin: object, record: PluginRecorder) -> None:
         object.__setattr__(self, "_plugin", plugin)
         object.__setattr__(self, "_record", record)
-        object.__setattr__(self, "name", plugin.name)
+        object.__setattr__(self, "name", getattr(plugin, "name"))  # noqa: B009
 
     @property  # type: ignore[misc]
-    def __class__(self) -> type[Any]:
+    def __class__(self) -> type:
         # ``isinstance(wrapped, TheirPluginClass)`` holds, as for the plugin itself.
         return type(self._plugin)
 
-    def __setattr__(self, attr: str, value: Any) -> None:
+    def __setattr__(self, attr: str, value: object) -> None:
         setattr(self._plugin, attr, value)
         self.__dict__.pop(attr, None)  # a wrapper of the replaced method is stale
 
-    def __getattr__(self, attr: str) -> Any:
+    def __getattr__(self, attr: str) -> object:
         value = getattr(self._plugin, attr)
         point = _TIMED_METHODS.get(attr)
         if point is None or not callable(value):
             return value
+        method: Callable[..., object] = value
         name, record, perf = self.name, self._record, time.perf_counter
 
-        def timed(state: CycleState, *args: Any, **kwargs: Any) -> Any:
+        def timed(state: CycleState, *args: object, **kwargs: object) -> object:
             if not state.record_plugin_metrics:
-                return value(state, *args, **kwargs)
+                return method(state, *args, **kwargs)
             t0 = perf()
             try:
-                result = value(state, *args, **kwargs)
+                result = method(state, *args, **kwargs)
             except BaseException:
                 record(name, point, Status(Code.ERROR), perf() - t0)
                 raise
@@ -97,15 +104,16 @@ class InstrumentedPlugin:
 def instrument_chain(chain: PluginChain, record: PluginRecorder) -> PluginChain:
     """The same chain with its scheduling-cycle plugins wrapped (one wrapper per plugin,
     whatever the number of points it serves)."""
-    wrappers: dict[int, Any] = {}
+    wrappers: dict[int, InstrumentedPlugin] = {}
 
-    def w(p: Any) -> Any:
+    def w(p: _P) -> _P:
+        # the wrapper passes for the plugin (its class, its methods): typed as the plugin
         if isinstance(p, InstrumentedPlugin):
             return p
         wrapper = wrappers.get(id(p))
         if wrapper is None:
             wrapper = wrappers[id(p)] = InstrumentedPlugin(p, record)
-        return wrapper
+        return cast(_P, wrapper)
 
     return PluginChain(
         queue_sort=chain.queue_sort,

@@ -47,7 +47,7 @@ def test_instrumented_plugins_are_built_once_and_still_look_like_themselves() ->
     fwk = compiled([])
     chain = fwk.chain
     fit = next(p for p in chain.filter if p.name == "NodeResourcesFit")
-    assert type(fit) is InstrumentedPlugin
+    assert type(fit) is InstrumentedPlugin  # type: ignore[comparison-overlap]
     assert isinstance(fit, NodeResourcesFit)
     # One wrapper per plugin, whichever points it serves.
     assert any(p is fit for p in chain.pre_filter)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from kubesched.cluster.kinds import CLUSTER_SCOPED
 from kubesched.framework.cluster_port import PodCondition
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import PreFilterResult, WaitingPod
@@ -88,7 +89,7 @@ class EmptyStore:
 class FakeStore(EmptyStore):
     """A store holding given objects (cluster-scoped kinds keyed by name alone)."""
 
-    CLUSTER_SCOPED = frozenset({"PersistentVolume", "StorageClass", "CSINode", "CSIDriver"})
+    CLUSTER_SCOPED = CLUSTER_SCOPED
 
     def __init__(self, *objects: Mapping[str, Any]) -> None:
         self.objects: dict[tuple[str, str], Mapping[str, Any]] = {}
