@@ -98,6 +98,20 @@ def test_runtime_needs_no_writable_root() -> None:
 
 def test_build_context_is_only_the_package() -> None:
     ignore = (REPO / ".dockerignore").read_text().split()
-    assert ignore[ignore.index("*") :][:4] == ["*", "!pyproject.toml", "!README.md", "!operator/"]
+    assert ignore[ignore.index("*") :][:5] == [
+        "*",
+        "!pyproject.toml",
+        "!README.md",
+        "!constraints.txt",
+        "!operator/",
+    ]
     copied = " ".join(STAGES[0].all("COPY"))
     assert "pyproject.toml" in copied and "operator" in copied
+
+
+def test_the_image_installs_the_tested_dependency_set() -> None:
+    """The wheels are built under constraints.txt, the set CI installs and tests."""
+    copied = " ".join(STAGES[0].all("COPY"))
+    assert "constraints.txt" in copied
+    (wheel,) = [r for r in STAGES[0].all("RUN") if "pip wheel" in r]
+    assert "--constraint constraints.txt" in wheel
