@@ -13,9 +13,10 @@ the stop is intended), the root tasks cancelled and awaited; each of them stops 
 it started (watchers, workers, the event poster) on its way out. Nothing else in the
 loop is touched.
 
-One limit remains (``docs/DESIGN.md``, "Dependencies: limits we accept"): Kopf leaves
+Two limits remain (``docs/DESIGN.md``, "Dependencies: limits we accept"): Kopf leaves
 its watch streams' async generators suspended when its watcher is cancelled between two
-events; :func:`_recording_kopf_generators` finds them to close them.
+events (:func:`_recording_kopf_generators` finds them to close them), and a few of its
+tasks outlive its root tasks (:func:`_recording_kopf_tasks` finds them to end them).
 """
 
 from __future__ import annotations
@@ -127,12 +128,14 @@ async def run_kopf(
     if stop_flag.is_set():
         return
     generators: _Generators = weakref.WeakValueDictionary()
+    kopf_tasks: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
     try:
-        with _recording_kopf_generators(generators):
+        with _recording_kopf_generators(generators), _recording_kopf_tasks(kopf_tasks):
             tasks = await kopf.spawn_tasks(stop_flag=stop_flag, **kwargs)
             on_spawned()
             await _run_root_tasks(tasks, stop_flag)
     finally:
+        await _end_kopf_tasks(kopf_tasks)
         await _close_generators(generators)
 
 
@@ -240,3 +243,91 @@ async def _close_generators(owned: _Generators) -> None:
                 except Exception as e:  # Kopf's code, ending anyway: nothing else to do
                     log.debug("closing Kopf's %s: %r", agen.ag_code.co_name, e)
     owned.clear()
+
+
+# -- Kopf's tasks that outlive its root tasks ---------------------------------------------------
+#
+# A task Kopf starts without keeping it under a root task (a handler's worker sleeping out a
+# retry's backoff, an API discovery read retrying) survives the root tasks. ``kopf.run_tasks``
+# sweeps such "hung" tasks by cancelling every task created after Kopf started, ours too;
+# left alone, one wakes after the stop, opens a new API session (Kopf's credentials vault
+# was closed with the root tasks) and the session is garbage-collected unclosed. So while
+# Kopf runs, a task factory (asyncio's public hook, chained to the loop's own) records the
+# tasks that Kopf's code starts from this run's context, and they are given
+# HUNG_TASKS_GRACE seconds after the root tasks end, then cancelled. Attribution as for the
+# generators above: the run's context, and Kopf's package directory in the code's file name.
+
+HUNG_TASKS_GRACE = 1.0
+
+_owned_tasks: contextvars.ContextVar[weakref.WeakSet[asyncio.Task[Any]] | None] = (
+    contextvars.ContextVar("kubesched_kopf_tasks", default=None)
+)
+
+
+class _FactoryState:
+    """A loop's task factory before ours, and how many runs record on it."""
+
+    def __init__(self, previous: Any) -> None:
+        self.previous = previous
+        self.users = 0
+
+
+_factories: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _FactoryState] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _task_factory(
+    loop: asyncio.AbstractEventLoop, coro: Any, context: contextvars.Context | None = None
+) -> asyncio.Task[Any]:
+    state = _factories.get(loop)
+    previous = state.previous if state is not None else None
+    task: asyncio.Task[Any]
+    if previous is None:
+        task = asyncio.Task(coro, loop=loop, context=context)
+    elif context is None:
+        task = previous(loop, coro)
+    else:
+        task = previous(loop, coro, context=context)
+    owned = _owned_tasks.get() if context is None else context.get(_owned_tasks)
+    code = getattr(coro, "cr_code", None)
+    if owned is not None and code is not None and _KOPF_CODE in code.co_filename:
+        owned.add(task)
+    return task
+
+
+@contextlib.contextmanager
+def _recording_kopf_tasks(owned: weakref.WeakSet[asyncio.Task[Any]]) -> Iterator[None]:
+    """Record into ``owned`` the tasks Kopf's code starts from this context."""
+    loop = asyncio.get_running_loop()
+    state = _factories.get(loop)
+    if state is None:
+        state = _factories[loop] = _FactoryState(loop.get_task_factory())
+        loop.set_task_factory(_task_factory)
+    state.users += 1
+    token = _owned_tasks.set(owned)
+    try:
+        yield
+    finally:
+        _owned_tasks.reset(token)
+        state.users -= 1
+        if state.users == 0:
+            del _factories[loop]
+            loop.set_task_factory(state.previous)
+
+
+async def _end_kopf_tasks(owned: weakref.WeakSet[asyncio.Task[Any]]) -> None:
+    """Kopf's tasks still running once its root tasks are done: a grace, then cancelled."""
+    me = asyncio.current_task()
+    hung = [t for t in owned if not t.done() and t is not me]
+    owned.clear()
+    if not hung:
+        return
+    _, pending = await asyncio.wait(hung, timeout=HUNG_TASKS_GRACE)
+    for t in pending:
+        t.cancel()
+    if pending:
+        log.debug("cancelled %d of Kopf's tasks left after its stop", len(pending))
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(CLOSE_GENERATORS_TIMEOUT):
+                await asyncio.gather(*pending, return_exceptions=True)

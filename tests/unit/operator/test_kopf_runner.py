@@ -5,12 +5,14 @@ start: the scheduler's, the HTTP server's, the caller's)."""
 from __future__ import annotations
 
 import asyncio
+import weakref
 from typing import Any
 
 import kopf
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from kubesched.operator import kopf_runner
 from kubesched.operator.kopf_runner import kopf_settings, run_kopf
 from kubesched.operator.settings import Settings
 
@@ -74,3 +76,33 @@ async def test_a_stop_before_the_cache_is_synced_never_starts_kopf() -> None:
         1,
     )
     assert spawned == []
+
+
+def _coroutine_function_in(filename: str) -> Any:
+    """An ``async def`` whose code claims to live in ``filename`` (as Kopf's own code does
+    in its package directory)."""
+    namespace: dict[str, Any] = {"asyncio": asyncio}
+    exec(compile("async def nap():\n    await asyncio.sleep(3600)\n", filename, "exec"), namespace)
+    return namespace["nap"]
+
+
+async def test_kopf_tasks_left_after_its_stop_are_ended_and_nobody_elses() -> None:
+    """A task Kopf's code starts outside its root tasks (a worker sleeping out a retry's
+    backoff) would wake after the stop and open a session nobody closes: it is ended; a
+    task of ours started in the same context, and a Kopf task of another run, are not."""
+    kopf_nap = _coroutine_function_in("/site-packages/kopf/_core/fake.py")
+    our_nap = _coroutine_function_in("/work/kubesched/operator/fake.py")
+    outsider = asyncio.create_task(kopf_nap())  # another run's (no recording here)
+    owned: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
+    factory_before = asyncio.get_running_loop().get_task_factory()
+    with kopf_runner._recording_kopf_tasks(owned):
+        kopfs = asyncio.create_task(kopf_nap())
+        ours = asyncio.create_task(our_nap())
+    assert asyncio.get_running_loop().get_task_factory() is factory_before
+    assert set(owned) == {kopfs}
+    await kopf_runner._end_kopf_tasks(owned)
+    assert kopfs.cancelled()
+    assert not ours.done() and not outsider.done()
+    for t in (ours, outsider):
+        t.cancel()
+    await asyncio.gather(ours, outsider, return_exceptions=True)
