@@ -27,6 +27,7 @@ from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
 
 from kubesched.framework.dra import cel_libs, semver
+from kubesched.framework.dra.cel_libs import CelValue
 from kubesched.framework.dra.types import Device
 from kubesched.framework.quantity import QuantityError, parse_quantity
 
@@ -140,19 +141,19 @@ def _sv(m: Mapping[str, Any]) -> semver.Version:
     return _sdec_s(m[_S])
 
 
-def _add(m: Mapping[str, Any], o: Any) -> dict[str, str]:
+def _add(m: Mapping[str, Any], o: CelValue) -> dict[str, str]:
     return _qenc(_q(m) + (o if isinstance(o, int) else _q(o)))
 
 
-def _sub(m: Mapping[str, Any], o: Any) -> dict[str, str]:
+def _sub(m: Mapping[str, Any], o: CelValue) -> dict[str, str]:
     return _qenc(_q(m) - (o if isinstance(o, int) else _q(o)))
 
 
-def _decls() -> list[Any]:
+def _decls() -> list[CelValue]:
     T, V = cel.Type, cel.Type.Map(cel.Type.STRING, cel.Type.STRING)
     O = cel.Overload  # noqa: E741
 
-    def f(name: str, *ov: Any) -> Any:
+    def f(name: str, *ov: CelValue) -> CelValue:
         return cel.FunctionDecl(name, list(ov))
 
     return [
@@ -207,7 +208,7 @@ def _decls() -> list[Any]:
 
 
 @lru_cache(maxsize=1)
-def _env() -> Any:
+def _env() -> CelValue:
     return cel.NewEnv(
         variables={"device": cel.Type.Map(cel.Type.STRING, cel.Type.DYN)},
         functions=_decls() + cel_libs.declarations(),
@@ -225,7 +226,7 @@ _NO_KEY = re.compile(r'Key not found in map : "(.*)"')
 _DOMAIN_REF = re.compile(r"""\b(attributes|capacity)\s*\[\s*(?:"([^"\\]*)"|'([^'\\]*)')\s*\]""")
 
 
-def _go_type(t: Any) -> str:
+def _go_type(t: CelValue) -> str:
     """cel-go's spelling of a type name (cel-cpp says INT where cel-go says int)."""
     name = str(t.name())
     name = {"NULL": "null_type", "NULL_TYPE": "null_type"}.get(name, name.lower())
@@ -264,7 +265,7 @@ class CompiledSelector:
     def __init__(self, expression: str) -> None:
         self.expression = expression
         self.error: str | None = None
-        self._program: Any = None
+        self._program: CelValue = None
         self._attr_domains: tuple[str, ...] = ()
         self._cap_domains: tuple[str, ...] = ()
         try:
@@ -331,7 +332,7 @@ def device_input(device: Device, driver: str) -> dict[str, Any]:
     attrs: dict[str, dict[str, Any]] = {}
     for name, a in device.attributes.items():
         domain, _, ident = name.rpartition("/")
-        v: Any = a.value
+        v: CelValue = a.value
         if a.kind == "version":
             try:
                 v = _senc(semver.parse(str(a.value)))

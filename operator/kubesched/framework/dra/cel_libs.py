@@ -13,23 +13,28 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeAlias
 
 from cel_expr_python import cel
 
-__all__ = ["declarations"]
+__all__ = ["CelValue", "declarations"]
+
+CelValue: TypeAlias = Any
+"""A value or object of cel-expr-python (a CEL value converted to Python, a type, a
+declaration, an environment): the library ships no type information, so this is where
+the framework's typing stops."""
 
 
-def _is_sorted(xs: list[Any]) -> bool:
+def _is_sorted(xs: list[CelValue]) -> bool:
     return all(xs[i] <= xs[i + 1] for i in range(len(xs) - 1))
 
 
-def _sum(xs: list[Any]) -> Any:
+def _sum(xs: list[CelValue]) -> CelValue:
     return sum(xs[1:], xs[0]) if xs else 0
 
 
-def _extreme(name: str, pick: Any) -> Any:
-    def f(xs: list[Any]) -> Any:
+def _extreme(name: str, pick: CelValue) -> CelValue:
+    def f(xs: list[CelValue]) -> CelValue:
         if not xs:
             raise ValueError(f"{name} called on empty list")
         return pick(xs)
@@ -55,12 +60,12 @@ def _find_all(s: str, pattern: str, limit: int = -1) -> list[str]:
     return found if limit < 0 else found[:limit]
 
 
-def declarations() -> list[Any]:
+def declarations() -> list[CelValue]:
     T = cel.Type
     L = T.List(T.DYN)
     O = cel.Overload  # noqa: E741
 
-    def f(name: str, *ov: Any) -> Any:
+    def f(name: str, *ov: CelValue) -> CelValue:
         return cel.FunctionDecl(name, list(ov))
 
     return [

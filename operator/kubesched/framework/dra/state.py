@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
 
 from kubesched.framework.dra.types import Device, DeviceResult, ExactRequest, ResourceClaim
 
@@ -64,7 +63,7 @@ class Constraint:
         self.names = frozenset(names)
         self.attr = attr
         self.distinct = distinct
-        self.values: list[tuple[str, Any]] = []
+        self.values: list[tuple[str, object]] = []
 
     def applies(self, req: str, sub: str) -> bool:
         if not self.names:
@@ -90,7 +89,7 @@ class Constraint:
             self.values.pop()
 
 
-def lookup_attribute(dev: Device, did: DeviceID, name: str) -> tuple[str, Any] | None:
+def lookup_attribute(dev: Device, did: DeviceID, name: str) -> tuple[str, object] | None:
     a = dev.attributes.get(name)
     if a is None:
         domain, sep, ident = name.partition("/")

@@ -123,7 +123,7 @@ def rule_taints_devices(
     return False
 
 
-def _opt(d: Any, f: str) -> str | None:
+def _opt(d: object, f: str) -> str | None:
     if d is None:
         return None
     if not isinstance(d, str):

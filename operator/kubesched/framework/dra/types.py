@@ -40,7 +40,7 @@ ALL = "All"
 EXACT_COUNT = "ExactCount"
 
 
-def _map(d: Any, f: str) -> Mapping[str, Any]:
+def _map(d: object, f: str) -> Mapping[str, Any]:
     if d is None:
         return {}
     if not isinstance(d, Mapping):
@@ -48,7 +48,7 @@ def _map(d: Any, f: str) -> Mapping[str, Any]:
     return d
 
 
-def _list(d: Any, f: str) -> list[Any]:
+def _list(d: object, f: str) -> list[Any]:
     if d is None:
         return []
     if not isinstance(d, list):
@@ -56,7 +56,7 @@ def _list(d: Any, f: str) -> list[Any]:
     return d
 
 
-def _str(d: Any, f: str, *, required: bool = False) -> str:
+def _str(d: object, f: str, *, required: bool = False) -> str:
     if d is None or d == "":
         if required:
             raise ObjectError(f"{f}: required")
@@ -66,7 +66,7 @@ def _str(d: Any, f: str, *, required: bool = False) -> str:
     return d
 
 
-def _int(d: Any, f: str, default: int = 0) -> int:
+def _int(d: object, f: str, default: int = 0) -> int:
     if d is None:
         return default
     if isinstance(d, bool) or not isinstance(d, int):
@@ -74,7 +74,7 @@ def _int(d: Any, f: str, default: int = 0) -> int:
     return d
 
 
-def _bool(d: Any, f: str) -> bool | None:
+def _bool(d: object, f: str) -> bool | None:
     if d is None:
         return None
     if not isinstance(d, bool):
@@ -82,20 +82,22 @@ def _bool(d: Any, f: str) -> bool | None:
     return d
 
 
-def _qty(d: Any, f: str) -> Fraction:
+def _qty(d: object, f: str) -> Fraction:
     if d is None:
         raise ObjectError(f"{f}: required")
+    if isinstance(d, bool) or not isinstance(d, str | int | float):
+        raise ObjectError(f"{f}: quantities must be strings or numbers, not {d!r}")
     try:
         return parse_quantity(d)
     except QuantityError as e:
         raise ObjectError(f"{f}: {e}") from None
 
 
-def _opt_qty(d: Any, f: str) -> Fraction | None:
+def _opt_qty(d: object, f: str) -> Fraction | None:
     return None if d is None else _qty(d, f)
 
 
-def _selector(d: Any, f: str) -> NodeSelector | None:
+def _selector(d: object, f: str) -> NodeSelector | None:
     return None if d is None else compile_node_selector(d, f)
 
 
@@ -107,7 +109,7 @@ class Attribute:
     value: int | bool | str
 
 
-def _attribute(d: Any, f: str) -> Attribute:
+def _attribute(d: object, f: str) -> Attribute:
     m = _map(d, f)
     set_ = [k for k in ("int", "bool", "string", "version") if m.get(k) is not None]
     if len(set_) != 1:
@@ -141,7 +143,7 @@ class DeviceCapacity:
     policy: CapacityPolicy | None = None
 
 
-def _capacity(d: Any, f: str) -> DeviceCapacity:
+def _capacity(d: object, f: str) -> DeviceCapacity:
     m = _map(d, f)
     pol = m.get("requestPolicy")
     policy = None
@@ -163,7 +165,7 @@ def _capacity(d: Any, f: str) -> DeviceCapacity:
     return DeviceCapacity(_qty(m.get("value"), f"{f}.value"), policy)
 
 
-def _counters(d: Any, f: str) -> dict[str, Fraction]:
+def _counters(d: object, f: str) -> dict[str, Fraction]:
     return {
         str(name): _qty(_map(c, f"{f}[{name}]").get("value"), f"{f}[{name}].value")
         for name, c in _map(d, f).items()
@@ -223,7 +225,7 @@ class Device:
     plain_capacity: bool | None = field(default=None, repr=False)
 
 
-def parse_taint(t: Any, f: str, rule: str = "") -> DeviceTaint:
+def parse_taint(t: object, f: str, rule: str = "") -> DeviceTaint:
     """One ``DeviceTaint`` at field path ``f``; ``ObjectError`` names what is wrong."""
     tm = _map(t, f)
     return DeviceTaint(
@@ -234,7 +236,7 @@ def parse_taint(t: Any, f: str, rule: str = "") -> DeviceTaint:
     )
 
 
-def _device(d: Any, f: str) -> Device:
+def _device(d: object, f: str) -> Device:
     m = _map(d, f)
     taints = [
         parse_taint(t, f"{f}.taints[{i}]")
@@ -371,7 +373,7 @@ class DeviceClass:
         )
 
 
-def _selectors(d: Any, f: str) -> tuple[str, ...]:
+def _selectors(d: object, f: str) -> tuple[str, ...]:
     out = []
     for i, s in enumerate(_list(d, f)):
         cel = _map(_map(s, f"{f}[{i}]").get("cel"), f"{f}[{i}].cel")
@@ -543,7 +545,7 @@ class ResourceClaim:
         )
 
 
-def _allocation(d: Any) -> AllocationResult | None:
+def _allocation(d: object) -> AllocationResult | None:
     if d is None:
         return None
     f = "status.allocation"
