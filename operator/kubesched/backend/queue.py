@@ -314,7 +314,7 @@ class SchedulingQueue:
         if self._gated:
             # Gated pods only for an event their gating plugin registered for: with
             # thousands of gated pods, every bind would otherwise walk all of them.
-            gaters = self._hints.plugins_for(event)
+            gaters = self._hints.gaters_for(event)
             if event.resource is EventResource.WILDCARD:
                 pods += self._gated.values()
             elif gaters:

@@ -66,6 +66,7 @@ class QueueingHints:
         self._regs = {plugin: tuple(regs) for plugin, regs in events.items()}
         self._interest: dict[ClusterEvent, bool] = {}
         self._plugins_for: dict[ClusterEvent, frozenset[str]] = {}
+        self._gaters_for: dict[ClusterEvent, frozenset[str]] = {}
 
     def plugins_for(self, event: ClusterEvent) -> frozenset[str]:
         """The plugins that registered for this event (cached: events repeat).
@@ -82,6 +83,19 @@ class QueueingHints:
                 if any(event.matches(r.event) for r in regs)
             )
             self._plugins_for[event] = hit
+        return hit
+
+    def gaters_for(self, event: ClusterEvent) -> frozenset[str]:
+        """The plugins whose registration for this event may ungate a pod they hold at
+        PreEnqueue (``ClusterEventWithHint.ungates``; cached like :meth:`plugins_for`)."""
+        hit = self._gaters_for.get(event)
+        if hit is None:
+            hit = frozenset(
+                plugin
+                for plugin, regs in self._regs.items()
+                if any(r.ungates and event.matches(r.event) for r in regs)
+            )
+            self._gaters_for[event] = hit
         return hit
 
     def interested(self, event: ClusterEvent) -> bool:
@@ -115,15 +129,22 @@ class QueueingHints:
 
     def ungates(self, qpi: QueuedPodInfo, event: ClusterEvent, old: object, new: object) -> bool:
         """Whether the event may let a gated pod pass its gating PreEnqueue plugin."""
-        if qpi.gating_plugin not in self.plugins_for(event):
+        if qpi.gating_plugin not in self.gaters_for(event):
             return False
-        return self._says_queue(qpi.gating_plugin, qpi.pod, event, old, new)
+        return self._says_queue(qpi.gating_plugin, qpi.pod, event, old, new, gating=True)
 
     def _says_queue(
-        self, plugin: str, pod: Pod, event: ClusterEvent, old: object, new: object
+        self,
+        plugin: str,
+        pod: Pod,
+        event: ClusterEvent,
+        old: object,
+        new: object,
+        *,
+        gating: bool = False,
     ) -> bool:
         for reg in self._regs.get(plugin, ()):
-            if not event.matches(reg.event):
+            if not event.matches(reg.event) or (gating and not reg.ungates):
                 continue
             if reg.hint is None:
                 return True

@@ -153,6 +153,11 @@ class QueueingHintFn(Protocol):
 class ClusterEventWithHint:
     event: ClusterEvent
     hint: QueueingHintFn | None = None
+    ungates: bool = True
+    """Whether the event may let a pod this plugin holds at PreEnqueue pass. False: it
+    matters only to pods the plugin rejected in a cycle (e.g. a node added may give a
+    gang room, but never makes its missing members exist), and the queue does not walk
+    the pods the plugin gates on it."""
 
 
 # -- results ----------------------------------------------------------------------------------

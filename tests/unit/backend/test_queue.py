@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import pytest
 
@@ -18,6 +19,8 @@ from kubesched.framework.interface import (
     ClusterEventWithHint,
 )
 from kubesched.framework.nodeinfo import QueuedPodInfo
+from kubesched.framework.status import Status
+from kubesched.framework.types import Pod
 from tests.builders import make_pod
 from tests.unit.backend.queue_helpers import (
     EVENTS,
@@ -415,3 +418,37 @@ async def test_take_gathers_a_pod_from_any_pool_in_flight_as_if_popped() -> None
     assert [where(q, p) for p in (active, backing_off, unsched)] == ["unschedulable"] * 3
     q.close()
     assert q.take(active.uid) is None
+
+
+@dataclass
+class CountingGate(GroupGate):
+    """GroupGate that counts its PreEnqueue calls."""
+
+    calls: int = 0
+
+    def pre_enqueue(self, pod: Pod) -> Status | None:
+        self.calls += 1
+        return super().pre_enqueue(pod)
+
+
+@pytest.mark.parametrize("ungates", [True, False])
+async def test_an_event_registered_only_for_rejected_pods_leaves_gated_pods_alone(
+    ungates: bool,
+) -> None:
+    """A gang plugin registers node additions for the gangs its cycle rejected (room may
+    come), not for the ones it holds at PreEnqueue (their group or members are missing):
+    with ``ungates=False`` a node added walks none of the held pods (a start-up listing of
+    1000 nodes over 3000 held gang members stalled the loop for a minute)."""
+    gate = CountingGate()
+    regs = [ClusterEventWithHint(NODE_ADD, ungates=ungates), ClusterEventWithHint(PODGROUP_ADD)]
+    q = queue(pre_enqueue=[gate], events={**EVENTS, gate.name: regs})
+    pods = [make_pod(f"p{i}").label("group", "g").pod() for i in range(3)]
+    for p in pods:
+        q.add(p)
+    gate.calls = 0
+    for _ in range(5):
+        q.move_all_to_active_or_backoff(NODE_ADD)
+    assert gate.calls == (15 if ungates else 0)
+    gate.groups.add("g")
+    q.move_all_to_active_or_backoff(PODGROUP_ADD)  # what does ungate them still does
+    assert [where(q, p) for p in pods] == ["active"] * 3

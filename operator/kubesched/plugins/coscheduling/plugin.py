@@ -444,6 +444,10 @@ class Coscheduling(
                     | ActionType.UPDATE_NODE_TAINT,
                 ),
                 _is_node,
+                # room for a gang the group cycle rejected; a gang held at PreEnqueue waits
+                # for its group or its members, which no node brings (with thousands of
+                # held members, every node of a start-up listing walked all of them)
+                ungates=False,
             ),
             ClusterEventWithHint(
                 ClusterEvent(EventResource.POD_GROUP, ActionType.ADD | ActionType.UPDATE),
