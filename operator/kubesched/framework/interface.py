@@ -249,6 +249,13 @@ class Handle(Protocol):
         self, state: CycleState, pod: Pod, node_info: NodeInfo
     ) -> Status | None: ...
 
+    def add_nominated_pods(
+        self, state: CycleState, pod: Pod, node_info: NodeInfo
+    ) -> tuple[bool, CycleState, NodeInfo]:
+        """Clones with the pods nominated to the node at ``pod``'s priority or above added
+        (True), or the originals (False): the first of kube-scheduler's two Filter passes."""
+        ...
+
     def run_filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         """The Filter plugins alone on one node (no nominated pods added): for callers that
         keep their own view with the nominated pods, like preemption's dry run."""

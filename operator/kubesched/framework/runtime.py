@@ -311,7 +311,7 @@ class Framework:
         for i in range(2):
             state_to_use, info_to_use = state, node_info
             if i == 0:
-                pods_added, state_to_use, info_to_use = self._add_nominated_pods(
+                pods_added, state_to_use, info_to_use = self.add_nominated_pods(
                     state, pod, node_info
                 )
             elif not pods_added or status is not None:
@@ -321,9 +321,12 @@ class Framework:
                 return status
         return status
 
-    def _add_nominated_pods(
+    def add_nominated_pods(
         self, state: CycleState, pod: Pod, node_info: NodeInfo
     ) -> tuple[bool, CycleState, NodeInfo]:
+        """Clones of ``state`` and ``node_info`` with the pods nominated to the node at
+        ``pod``'s priority or above added (True), or the originals (False: none, or a
+        PreFilter extension refused one)."""
         nominated = [
             p
             for p in self.nominated_pods_for_node(node_info.name)

@@ -169,6 +169,11 @@ class FakeHandle:
     def run_filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         raise NotImplementedError
 
+    def add_nominated_pods(
+        self, state: CycleState, pod: Pod, node_info: NodeInfo
+    ) -> tuple[bool, CycleState, NodeInfo]:
+        raise NotImplementedError
+
     def run_pre_filter_extension_add_pod(
         self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo
     ) -> Status | None:

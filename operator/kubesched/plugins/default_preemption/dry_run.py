@@ -76,21 +76,9 @@ class DryRunNode:
 
     def _start(self) -> None:
         self._started = True
-        pod = self._pod
-        nominated = [
-            p
-            for p in self._h.nominated_pods_for_node(self.node_info.name)
-            if p.priority >= pod.priority and p.uid != pod.uid
-        ]
-        if not nominated:
-            return
-        state = self.state.clone()
-        info = self.node_info.clone()
-        for p in nominated:
-            info.add_pod(p)
-            if self._h.run_pre_filter_extension_add_pod(state, pod, p, info) is not None:
-                return  # as the framework: the nominated pods are left out
-        self._n_state, self._n_info = state, info
+        added, state, info = self._h.add_nominated_pods(self.state, self._pod, self.node_info)
+        if added:
+            self._n_state, self._n_info = state, info
 
     def _drop_view(self) -> None:
         self._n_state = self._n_info = None
