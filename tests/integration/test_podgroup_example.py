@@ -33,4 +33,7 @@ def test_the_example_gang_is_all_or_nothing(nodes: int, bound: int) -> None:
     assert sum(1 for p in pods.values() if p.node) == bound
     if not bound:
         assert all(p.status == "Unschedulable" for p in pods.values())
-        assert all("2/4 members fit; 2 pods: 0/1 nodes are available: 1 Insufficient cpu." in p.message for p in pods.values())
+        assert all(
+            "2/4 members fit; 2 pods: 0/1 nodes are available: 1 Insufficient cpu." in p.message
+            for p in pods.values()
+        )

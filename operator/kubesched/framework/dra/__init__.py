@@ -24,7 +24,9 @@ Design note.
   ``Allocator(classes, slices, AllocatedState, CelCache).allocate(node, claims)`` returns
   one AllocationResult per claim, ``None`` (Filter: ``cannot allocate all claims``), or
   raises ``NodeAllocationError`` (Unschedulable with its text) / ``AllocationError``
-  (an Error status with its text: CEL compile/runtime errors, missing class...).
+  (an Error status with its text: CEL compile/runtime errors, missing class...);
+  ``try_allocate(node, claims, Deadline)`` stops a search past its time limit with
+  ``AllocationTimeout`` (``deadline``: kube's filterTimeout).
 - Cost (2 shared cores): 1 claim / 1 device on a node of 8 devices, ~50-70 us a node
   with selector outcomes cached, ~65-180 us the first time.
 - Not here: the plugin, the cache of in-flight allocations, cluster watches. The caller
@@ -40,6 +42,7 @@ from kubesched.framework.dra.allocator import (
     NodeAllocationError,
 )
 from kubesched.framework.dra.cel import CelCache, CompiledSelector
+from kubesched.framework.dra.deadline import AllocationTimeout, Deadline
 from kubesched.framework.dra.taint_rules import DeviceTaintRule, patch_slices
 from kubesched.framework.dra.types import (
     AllocationResult,
@@ -54,9 +57,11 @@ __all__ = [
     "AllocatedState",
     "AllocationError",
     "AllocationResult",
+    "AllocationTimeout",
     "Allocator",
     "CelCache",
     "CompiledSelector",
+    "Deadline",
     "DeviceClass",
     "DeviceID",
     "DeviceResult",

@@ -16,7 +16,8 @@ Outcomes, as the DynamicResources plugin reads them:
 - ``None``: the node cannot satisfy the claims -> Unschedulable ``CANNOT_ALLOCATE``;
 - ``NodeAllocationError``: Unschedulable with its message (invalid pools met);
 - ``AllocationError``: the claims themselves are broken (CEL compile or runtime error,
-  missing class, ...) -> an Error status with its message.
+  missing class, ...) -> an Error status with its message;
+- ``AllocationTimeout`` (:mod:`.deadline`): the search passed the caller's deadline.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any
 
 from kubesched.framework.dra.capacity import consumed_from_request, fits_capacity
 from kubesched.framework.dra.cel import CelCache, CelRuntimeError, enhance_runtime_error
+from kubesched.framework.dra.deadline import Deadline
 from kubesched.framework.dra.pools import (
     NodeLike,
     Pool,
@@ -37,7 +39,12 @@ from kubesched.framework.dra.pools import (
     gather_pools,
     node_matches,
 )
-from kubesched.framework.dra.results import NodeSelectorError, local_to_node, node_selector_for
+from kubesched.framework.dra.results import (
+    NodeSelectorError,
+    allocation_result,
+    local_to_node,
+    node_selector_for,
+)
 from kubesched.framework.dra.state import AllocatedState, Constraint, DeviceID, taint_prevents
 from kubesched.framework.dra.types import (
     ALL,
@@ -121,12 +128,13 @@ class Allocator:
         return _Run(self, node, claims).run()
 
     def try_allocate(
-        self, node: NodeLike, claims: Sequence[ResourceClaim]
+        self, node: NodeLike, claims: Sequence[ResourceClaim], deadline: Deadline | None = None
     ) -> Callable[[], list[AllocationResult]] | None:
         """``allocate`` with the results built only when asked for (Filter keeps them
         for every feasible node, Reserve reads one node's): same outcome, same errors
-        raised here (a node selector that cannot be made), not by the returned call."""
-        run = _Run(self, node, claims)
+        raised here (a node selector that cannot be made), not by the returned call.
+        The search stops with ``AllocationTimeout`` once it passes ``deadline``."""
+        run = _Run(self, node, claims, deadline)
         if not run.search():
             return None
         for ci, picked in enumerate(run.results):
@@ -198,8 +206,15 @@ class _Undo:
 
 
 class _Run:
-    def __init__(self, a: Allocator, node: NodeLike, claims: Sequence[ResourceClaim]) -> None:
+    def __init__(
+        self,
+        a: Allocator,
+        node: NodeLike,
+        claims: Sequence[ResourceClaim],
+        deadline: Deadline | None = None,
+    ) -> None:
         self.a = a
+        self.deadline = deadline
         self.node = node
         self.claims = claims
         self.pools = a.pools(node)
@@ -305,6 +320,10 @@ class _Run:
     def _one(
         self, ci: int, ri: int, si: int, di: int, in_sub: bool, start: tuple[int, int, int]
     ) -> bool:
+        if (dl := self.deadline) is not None:
+            dl.left -= 1
+            if dl.left <= 0:
+                dl.check()
         if ci >= len(self.claims):
             return True
         claim = self.claims[ci]
@@ -549,56 +568,17 @@ class _Run:
 
     # -- result --------------------------------------------------------------------------
     def _result(self, ci: int) -> AllocationResult:
-        claim = self.claims[ci]
-        devices = [r for r, _, _ in self.results[ci]]
-        config: list[dict[str, Any]] = []
-        class_ranges: dict[str, tuple[int, int]] = {}
-        for ri in range(len(claim.requests)):
+        chosen: list[tuple[DeviceClass, str]] = []
+        for ri in range(len(self.claims[ci].requests)):
             rd = self.reqs[(ci, ri, 0)]
             if rd.parent is not None:
                 rd = self.reqs[(ci, ri, rd.selected_sub)]
-            rng = class_ranges.get(rd.cls.name)
-            if rng is not None:
-                for i in range(*rng):
-                    config[i]["requests"].append(rd.full_name)
-                continue
-            n0 = len(config)
-            for c in rd.cls.config:
-                config.append(
-                    {"source": "FromClass", "requests": [rd.full_name], **_device_config(c)}
-                )
-            class_ranges[rd.cls.name] = (n0, len(config))
-        for c in claim.config:
-            names = list(c.get("requests") or [])
-            chosen = {r.name for r in claim.requests} | {
-                f"{r.name}/{r.first_available[self.reqs[(ci, ri, 0)].selected_sub].name}"
-                for ri, r in enumerate(claim.requests)
-                if r.exactly is None
-            }
-            if not names or chosen & set(names):
-                config.append({"source": "FromClaim", "requests": names, **_device_config(c)})
-        for c in config:
-            if c["requests"] and all(
-                r.name in c["requests"]
-                or (
-                    r.exactly is None
-                    and f"{r.name}/{r.first_available[self.reqs[(ci, ri, 0)].selected_sub].name}"
-                    in c["requests"]
-                )
-                for ri, r in enumerate(claim.requests)
-            ):
-                c["requests"] = []
-        for c in config:
-            if not c["requests"]:
-                del c["requests"]
-        return AllocationResult(devices, config, self._node_selector(ci))
+            chosen.append((rd.cls, rd.full_name))
+        devices = [r for r, _, _ in self.results[ci]]
+        return allocation_result(self.claims[ci], chosen, devices, self._node_selector(ci))
 
     def _node_selector(self, ci: int) -> dict[str, Any] | None:
         try:
             return node_selector_for(self.results[ci], self.node.name, self.claims[ci].name)
         except NodeSelectorError as e:
             raise AllocationError(str(e)) from None
-
-
-def _device_config(c: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in c.items() if k != "requests"}

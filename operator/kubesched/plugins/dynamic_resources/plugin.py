@@ -18,7 +18,9 @@ Reasons are kube's; every rejection below is UnschedulableAndUnresolvable (kube'
   selector): ``resourceclaim not available on the node``; the others are allocated by
   the structured allocator: ``cannot allocate all claims``, its node errors
   (``invalid resource pools were encountered``) or an Error with its message (a CEL
-  compile or runtime error, a missing class).
+  compile or runtime error, a missing class); a search past ``filterTimeout`` (default
+  10s) is an Error ``node <node>: timed out trying to allocate devices``
+  (:mod:`.filter_timeout`).
 - PostFilter: a claim that was not available on some node and is reserved for nobody
   (or only this pod) is deallocated (``deallocation of ResourceClaim completed``), so a
   later attempt may allocate it elsewhere; pods without claims: nothing. When an earlier
@@ -38,8 +40,7 @@ Reasons are kube's; every rejection below is UnschedulableAndUnresolvable (kube'
   writes allocation and reservation once, the other members find them there.
 
 Deliberate differences: PreBind does not wait for device binding conditions
-(``bindingTimeout``); Filter is not cut off by ``filterTimeout``
-(DRASchedulerFilterTimeout); PostFilter picks the first unavailable claim in claim order
+(``bindingTimeout``); PostFilter picks the first unavailable claim in claim order
 (kube: a random one); extended resources backed by DRA are not modelled. Like kube's, the plugin has no
 PreFilterExtensions: preemption does not free a victim's devices (a node whose claims
 cannot be allocated is unresolvable there, so preemption never evaluates it).
@@ -52,7 +53,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kubesched.framework.cluster_port import ClusterError
 from kubesched.framework.cycle_state import CycleState, StateKey
@@ -60,6 +61,7 @@ from kubesched.framework.dra import (
     CANNOT_ALLOCATE,
     AllocationError,
     AllocationResult,
+    AllocationTimeout,
     Allocator,
     NodeAllocationError,
     ResourceClaim,
@@ -98,6 +100,11 @@ from kubesched.plugins.dynamic_resources.claims import (
     pod_claim_names,
 )
 from kubesched.plugins.dynamic_resources.explain import explain_node
+from kubesched.plugins.dynamic_resources.filter_timeout import (
+    FilterTimeout,
+    check_filter_timeout,
+    timed_out,
+)
 from kubesched.plugins.dynamic_resources.pod_group import (
     bind_to,
     group_claims_enabled,
@@ -141,11 +148,13 @@ class Args(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     filter_timeout: str | None = Field(None, alias="filterTimeout")
-    """kube's per-node allocation time limit (default 10s). Accepted for compatibility;
-    kubesched's allocator is not interrupted."""
+    """How long Filter may search one node for devices, a Go duration (unset: 10s, as
+    kube's default; ``0``: no limit; negative: refused). See :mod:`.filter_timeout`."""
     binding_timeout: str | None = Field(None, alias="bindingTimeout")
     """How long kube's PreBind waits for device binding conditions (default 10m).
     Accepted for compatibility; kubesched's PreBind does not wait."""
+
+    _filter_timeout = field_validator("filter_timeout")(check_filter_timeout)
 
 
 class DynamicResources(
@@ -168,6 +177,7 @@ class DynamicResources(
         self._tracker: ClaimTracker | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._group_lock = asyncio.Lock()
+        self._timeout = FilterTimeout(args.filter_timeout, handle)
 
     @property
     def tracker(self) -> ClaimTracker:
@@ -369,7 +379,9 @@ class DynamicResources(
         if data.allocator is not None:
             claims = [data.claims[i].claim for i in data.to_allocate]
             try:
-                results = data.allocator.try_allocate(node, claims)
+                results = data.allocator.try_allocate(node, claims, self._timeout.deadline())
+            except AllocationTimeout:
+                return timed_out(node.name, NAME)
             except NodeAllocationError as e:
                 return Status.unresolvable(str(e), plugin=NAME)
             except AllocationError as e:
