@@ -159,9 +159,9 @@ def compile_profile(
         resolved[point] = _resolve_point(point, getattr(plugins, attr), mp, instances, weights)
     mp_weights = {p.name: p.weight for p in mp.enabled}
     chain = _assemble_chain(resolved, weights, mp_weights, instances)
-    if fwk.services.record_plugin is not None:
-        chain = instrument_chain(chain, fwk.services.record_plugin)
-    fwk.set_chain(chain, _registered_events(instances.built))
+    record = fwk.services.record_plugin
+    timed = None if record is None else instrument_chain(chain, record)
+    fwk.set_chain(chain, _registered_events(instances.built), timed=timed)
     return CompiledProfile(spec, fwk)
 
 

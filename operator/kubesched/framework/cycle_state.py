@@ -33,8 +33,8 @@ class CycleState:
         self.skip_score_plugins: set[str] = set()
         """Plugins whose PreScore returned Skip: their Score is not run this cycle."""
         self.record_plugin_metrics = False
-        """A sampled cycle: instrumented plugins time their calls
-        (:mod:`kubesched.framework.instrumented`)."""
+        """A sampled cycle: the framework runs its instrumented plugins, which time their
+        calls (:mod:`kubesched.framework.instrumented`); clones keep it."""
 
     def read(self, key: StateKey[T]) -> T:
         """The value under ``key``; ``KeyError`` if a plugin did not write it."""

@@ -1,13 +1,17 @@
-"""Plugins wrapped once, when their framework is built, so that a sampled scheduling
+"""Plugins wrapped once, when their profile is compiled, so that a sampled scheduling
 cycle times each plugin call (kube-scheduler's per-plugin execution duration).
 
-Whether a cycle is sampled is its :class:`CycleState`'s ``record_plugin_metrics`` (the
-scheduler draws it per cycle; clones made by preemption keep it). In an unsampled cycle
-a wrapped method costs one attribute test more than the plugin's own. The recording
-itself is a callback, so ``framework/`` stays free of Prometheus. A vectorised Filter or
-Score (``filter_mask``/``score_vector``, one call for all nodes) counts as that plugin's
-execution at that extension point. QueueSort, PreEnqueue and the binding cycle's
-plugins (PreBind, Bind, PostBind) are not wrapped.
+:func:`instrument_chain` builds a second chain of the same plugins, each behind a
+stopwatch; the :class:`~kubesched.framework.runtime.Framework` keeps both and runs the
+wrapped one only in sampled cycles (:class:`~kubesched.framework.cycle_state.CycleState`'s ``record_plugin_metrics``,
+drawn by the scheduler per cycle; clones made by preemption keep it). So a wrapped
+method always times its call, and an unsampled cycle, whose Filter calls in
+preemption's dry run can number tens of thousands, never reaches a wrapper. The
+recording itself is a callback, so ``framework/`` stays free of Prometheus. A
+vectorised Filter or Score (``filter_mask``/``score_vector``, one call for all nodes)
+counts as that plugin's execution at that extension point. QueueSort, PreEnqueue,
+PreFilter extensions (AddPod/RemovePod) and the binding cycle's plugins (PreBind, Bind,
+PostBind) are not wrapped.
 """
 
 from __future__ import annotations
@@ -16,7 +20,6 @@ import time
 from collections.abc import Callable
 from typing import TypeVar, cast
 
-from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.runtime import PluginChain
 from kubesched.framework.status import Code, Status
 
@@ -55,8 +58,8 @@ def _result_status(result: object) -> Status | None:
 
 
 class InstrumentedPlugin:
-    """A plugin with a stopwatch on its scheduling-cycle methods, running only in
-    sampled cycles; everything else (name, args, extensions, async binding methods,
+    """A plugin with a stopwatch on its scheduling-cycle methods (the framework calls it
+    in sampled cycles only); everything else (name, args, extensions, async binding methods,
     ``isinstance``, attribute writes) passes through to the plugin."""
 
     _plugin: object
@@ -85,12 +88,10 @@ class InstrumentedPlugin:
         method: Callable[..., object] = value
         name, record, perf = self.name, self._record, time.perf_counter
 
-        def timed(state: CycleState, *args: object, **kwargs: object) -> object:
-            if not state.record_plugin_metrics:
-                return method(state, *args, **kwargs)
+        def timed(*args: object, **kwargs: object) -> object:
             t0 = perf()
             try:
-                result = method(state, *args, **kwargs)
+                result = method(*args, **kwargs)
             except BaseException:
                 record(name, point, Status(Code.ERROR), perf() - t0)
                 raise
@@ -103,7 +104,7 @@ class InstrumentedPlugin:
 
 def instrument_chain(chain: PluginChain, record: PluginRecorder) -> PluginChain:
     """The same chain with its scheduling-cycle plugins wrapped (one wrapper per plugin,
-    whatever the number of points it serves)."""
+    whatever the number of points it serves); ``chain`` itself is left plain."""
     wrappers: dict[int, InstrumentedPlugin] = {}
 
     def w(p: _P) -> _P:

@@ -4,6 +4,16 @@ It runs each extension point in configured order with kube-scheduler's rules (sk
 sets from PreFilter/PreScore, first failing Filter wins, weighted normalized scores,
 Reserve rolled back by Unreserve in reverse order, Permit waits with per-plugin
 timeouts). It is also the :class:`Handle` its plugins receive.
+
+A framework built for a scheduler holds its plugins twice: the plain chain, and the same
+plugins wrapped with a stopwatch (:mod:`kubesched.framework.instrumented`), both built
+once when the profile is compiled. Each run of an extension point picks one from the
+cycle's sampling decision (``CycleState.record_plugin_metrics``): the ~10 % sampled
+cycles run the wrapped plugins and record each call's duration; every other cycle,
+preemption's dry runs in it included (they run on clones of the cycle's state, which keep
+the decision), calls the plain plugins with no wrapper in between. :attr:`Framework.chain`
+is the plain chain (names, listings, plugin hooks outside the extension points);
+:meth:`Framework.chain_for` is the cycle's choice.
 """
 
 from __future__ import annotations
@@ -125,8 +135,27 @@ class FrameworkServices:
         """uid -> the latest version of a pod the scheduler knows (Handle.get_pod)."""
         self.record_plugin = record_plugin
         """Where sampled cycles report each plugin call's duration; when set, the
-        profile's plugins are instrumented as it is compiled
-        (:mod:`kubesched.framework.instrumented`)."""
+        profile compiles an instrumented copy of its chain, which the framework runs in
+        sampled cycles only (:mod:`kubesched.framework.instrumented`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Runnable:
+    """A chain and the lookups its runs read per cycle."""
+
+    chain: PluginChain
+    vector_filter: dict[str, VectorFilterPlugin | None]
+    """Filter plugin name -> the plugin if it also filters vectors."""
+    vector_score: dict[str, VectorScorePlugin | None]
+    """Score plugin name -> the plugin if it also scores vectors."""
+
+    @classmethod
+    def of(cls, chain: PluginChain) -> _Runnable:
+        return cls(
+            chain,
+            {p.name: p if isinstance(p, VectorFilterPlugin) else None for p in chain.filter},
+            {p.name: p if isinstance(p, VectorScorePlugin) else None for p, _ in chain.score},
+        )
 
 
 class Framework:
@@ -144,22 +173,30 @@ class Framework:
         self.services = services or FrameworkServices()
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self.chain = PluginChain()
+        """The plain plugins: what the profile lists, and what unsampled cycles run."""
         self.events: dict[str, list[ClusterEventWithHint]] = {}
         self.waiting_pods: dict[str, WaitingPodImpl] = {}
-        self._vector_filter: dict[str, VectorFilterPlugin | None] = {}
-        """Filter plugin name -> the plugin if it also filters vectors (read per cycle)."""
-        self._vector_score: dict[str, VectorScorePlugin | None] = {}
-        """Score plugin name -> the plugin if it also scores vectors (read per cycle)."""
+        self._plain = _Runnable.of(self.chain)
+        self._timed = self._plain
+        """What sampled cycles run: the instrumented chain, or the plain one if none."""
 
-    def set_chain(self, chain: PluginChain, events: dict[str, list[ClusterEventWithHint]]) -> None:
+    def set_chain(
+        self,
+        chain: PluginChain,
+        events: dict[str, list[ClusterEventWithHint]],
+        *,
+        timed: PluginChain | None = None,
+    ) -> None:
+        """Attach the profile's plugins; ``timed`` is the same plugins instrumented,
+        run instead of ``chain`` in sampled cycles (None: sampled cycles run ``chain``)."""
         self.chain = chain
         self.events = events
-        self._vector_filter = {
-            p.name: p if isinstance(p, VectorFilterPlugin) else None for p in chain.filter
-        }
-        self._vector_score = {
-            p.name: p if isinstance(p, VectorScorePlugin) else None for p, _ in chain.score
-        }
+        self._plain = _Runnable.of(chain)
+        self._timed = self._plain if timed is None else _Runnable.of(timed)
+
+    def chain_for(self, state: CycleState) -> PluginChain:
+        """The chain this cycle runs: instrumented if ``state`` is sampled, else plain."""
+        return (self._timed if state.record_plugin_metrics else self._plain).chain
 
     # -- Handle -------------------------------------------------------------------------------
     @property
@@ -223,7 +260,7 @@ class Framework:
         narrowing: list[str] = []
         unschedulable: Status | None = None
         skip = state.skip_filter_plugins
-        for p in self.chain.pre_filter:
+        for p in self.chain_for(state).pre_filter:
             try:
                 r, s = p.pre_filter(state, pod, nodes)
             except Exception as e:  # a plugin bug must not crash the loop
@@ -255,8 +292,9 @@ class Framework:
     def run_filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         """All Filter plugins on one node (but those PreFilter said to skip); the first
         failure is returned."""
+        chain = (self._timed if state.record_plugin_metrics else self._plain).chain
         return self.run_scalar_filters(
-            self.chain.filter, state, pod, node_info, state.skip_filter_plugins
+            chain.filter, state, pod, node_info, state.skip_filter_plugins
         )
 
     def filter_masks(
@@ -268,10 +306,11 @@ class Framework:
         scalar: list[FilterPlugin] = []
         masks: dict[str, npt.NDArray[np.bool_]] = {}
         skip = state.skip_filter_plugins
-        for p in self.chain.filter:
+        run = self._timed if state.record_plugin_metrics else self._plain
+        for p in run.chain.filter:
             if skip and p.name in skip:
                 continue
-            vector = self._vector_filter[p.name]
+            vector = run.vector_filter[p.name]
             m = vector.filter_mask(state, pod, snapshot) if vector is not None else None
             if m is None:
                 scalar.append(p)
@@ -356,7 +395,8 @@ class Framework:
     def _run_pre_filter_extensions(
         self, method: str, state: CycleState, pod: Pod, other: Pod, node_info: NodeInfo
     ) -> Status | None:
-        """AddPod/RemovePod of every PreFilter plugin that ran (not skipped) this cycle."""
+        """AddPod/RemovePod of every PreFilter plugin that ran (not skipped) this cycle
+        (not timed: the plain plugins)."""
         for p in self.chain.pre_filter:
             if p.name in state.skip_filter_plugins:
                 continue
@@ -376,7 +416,7 @@ class Framework:
         nomination from preemption, which clears the pod's nominatedNodeName)."""
         reasons: list[str] = []
         result: PostFilterResult | None = None
-        for p in self.chain.post_filter:
+        for p in self.chain_for(state).post_filter:
             try:
                 r, s = p.post_filter(state, pod, statuses)
             except Exception as e:
@@ -398,7 +438,7 @@ class Framework:
     def run_pre_score(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> Status | None:
-        for p in self.chain.pre_score:
+        for p in self.chain_for(state).pre_score:
             try:
                 s: Status | None = p.pre_score(state, pod, nodes)
             except Exception as e:
@@ -439,10 +479,11 @@ class Framework:
         raw: dict[str, npt.NDArray[np.int64]] = {}
         infos = snapshot.node_infos
         skip = state.skip_score_plugins
-        for p, _ in self.chain.score:
+        run = self._timed if state.record_plugin_metrics else self._plain
+        for p, _ in run.chain.score:
             if skip and p.name in skip:
                 continue
-            vector = None if scalar else self._vector_score[p.name]
+            vector = None if scalar else run.vector_score[p.name]
             try:
                 scores = (
                     vector.score_vector(state, pod, snapshot, rows) if vector is not None else None
@@ -469,7 +510,7 @@ class Framework:
         total per row and each plugin's weighted scores."""
         total = np.zeros(n, dtype=np.int64)
         per_plugin: dict[str, npt.NDArray[np.int64]] = {}
-        for p, weight in self.chain.score:
+        for p, weight in self.chain_for(state).score:
             scores = raw.get(p.name)
             if scores is None:
                 continue
@@ -499,7 +540,7 @@ class Framework:
 
     # -- Reserve / Permit ---------------------------------------------------------------------------
     def run_reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
-        for p in self.chain.reserve:
+        for p in self.chain_for(state).reserve:
             try:
                 s: Status | None = p.reserve(state, pod, node_name)
             except Exception as e:
@@ -509,14 +550,14 @@ class Framework:
         return None
 
     def run_unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
-        for p in reversed(self.chain.reserve):
+        for p in reversed(self.chain_for(state).reserve):
             with contextlib.suppress(Exception):
                 p.unreserve(state, pod, node_name)
 
     def run_permit(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         """Success (None), a rejection, or Wait (the pod is then a waiting pod)."""
         timeouts: dict[str, float] = {}
-        for p in self.chain.permit:
+        for p in self.chain_for(state).permit:
             try:
                 res: tuple[Status | None, float] = p.permit(state, pod, node_name)
                 s, timeout = res

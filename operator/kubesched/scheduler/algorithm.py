@@ -226,7 +226,7 @@ class Algorithm:
     ) -> None:
         infos = snap.node_infos
         skip = state.skip_filter_plugins
-        plugins = [p for p in fwk.chain.filter if p.name not in skip]
+        plugins = [p for p in fwk.chain_for(state).filter if p.name not in skip]
         for row in order:
             ni = infos[int(row)]
             st: Status | None = None

@@ -8,9 +8,9 @@ process-global one: tests create many schedulers).
 Cost on the hot path: per cycle, a few ``perf_counter`` calls and one observation per
 extension point. Per-plugin durations are recorded in a 10 % sample of scheduling
 cycles, as kube-scheduler does (``pluginMetricsSamplePercent``): :meth:`sample_cycle`
-draws whether a cycle is sampled, and the plugins, wrapped once when their profile is
-compiled (:mod:`kubesched.framework.instrumented`), report to :meth:`plugin` in sampled
-cycles. Binding-cycle plugins (PreBind, Bind) are timed only per extension point.
+draws whether a cycle is sampled; a sampled cycle runs the profile's instrumented
+plugins (wrapped once when the profile is compiled, beside the plain ones that other
+cycles run: :mod:`kubesched.framework.instrumented`), which report to :meth:`plugin`. Binding-cycle plugins (PreBind, Bind) are timed only per extension point.
 
 Queue gauges (``scheduler_pending_pods``, ``scheduler_unschedulable_pods``) are read from
 the queues when scraped, by a collector, rather than updated on every queue move.
