@@ -23,6 +23,7 @@ import json
 import time
 import urllib.request
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from tests.controlplane import RestClient
@@ -52,6 +53,35 @@ def _scheduled_condition(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return None
 
 
+@dataclass
+class _Cache:
+    """The scheduler's dump, by pod key (``namespace/name``)."""
+
+    node_of: dict[str, str] = field(default_factory=dict)
+    uid_of: dict[str, str] = field(default_factory=dict)
+    assumed: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    pending: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    in_flight: set[str] = field(default_factory=set)
+    """uids of pods in a scheduling cycle."""
+
+
+def _read_dump(dump: Mapping[str, Any]) -> tuple[_Cache, list[str]]:
+    """The dump indexed, and the pods it holds on two nodes at once."""
+    cache, out = _Cache(), []
+    for node in dump["nodes"]:
+        for p in node["pods"]:
+            if p["pod"] in cache.node_of:
+                out.append(
+                    f"{p['pod']} is in the cache on {cache.node_of[p['pod']]} and {node['name']}"
+                )
+            cache.node_of[p["pod"]] = node["name"]
+            cache.uid_of[p["pod"]] = p["uid"]
+    cache.assumed = {a["pod"]: a for a in dump["assumed"]}
+    cache.pending = {p["pod"]: p for p in dump["pending"]}
+    cache.in_flight = set(dump.get("inFlight", ()))
+    return cache, out
+
+
 def cache_mismatches(
     dump: Mapping[str, Any],
     api_pods: Iterable[Mapping[str, Any]],
@@ -65,24 +95,13 @@ def cache_mismatches(
     ``api_nodes`` is None); empty when they agree. ``namespace`` limits the pod checks
     to one namespace (a shared control plane); ``settled`` also requires that no pod is
     still assumed (every bind confirmed by the watch)."""
-    out: list[str] = []
 
     def mine(key: str) -> bool:
         return namespace is None or key.startswith(f"{namespace}/")
 
-    cached: dict[str, str] = {}  # pod key -> node
-    cached_uid: dict[str, str] = {}
-    for node in dump["nodes"]:
-        for p in node["pods"]:
-            if p["pod"] in cached:
-                out.append(f"{p['pod']} is in the cache on {cached[p['pod']]} and {node['name']}")
-            cached[p["pod"]] = node["name"]
-            cached_uid[p["pod"]] = p["uid"]
-    assumed = {a["pod"]: a for a in dump["assumed"]}
-    pending = {p["pod"]: p for p in dump["pending"]}
-    in_flight = set(dump.get("inFlight", ()))
-
-    for key in sorted(set(assumed) & set(pending)):
+    cache, out = _read_dump(dump)
+    assumed = cache.assumed
+    for key in sorted(set(assumed) & set(cache.pending)):
         out.append(f"{key} is both assumed (on {assumed[key]['node']}) and queued")
     if settled:
         for key in sorted(k for k in assumed if mine(k)):
@@ -91,41 +110,16 @@ def cache_mismatches(
     bound: dict[str, str] = {}
     for pod in api_pods:
         key = _key(pod)
-        if not mine(key):
+        if not mine(key) or pod.get("status", {}).get("phase") in TERMINAL:
             continue
-        spec, status = pod.get("spec", {}), pod.get("status", {})
-        if status.get("phase") in TERMINAL:
-            continue
-        node_name = spec.get("nodeName") or ""
+        node_name = pod.get("spec", {}).get("nodeName") or ""
         if node_name:
             bound[key] = node_name
-            if key not in cached:
-                out.append(f"{key} is bound to {node_name} in the API but not in the cache")
-            elif cached[key] != node_name:
-                out.append(f"{key} is bound to {node_name} but cached on {cached[key]}")
-            elif cached_uid[key] != pod["metadata"].get("uid", cached_uid[key]):
-                out.append(f"{key} is cached with a stale uid")
-            continue
-        if spec.get("schedulerName", "default-scheduler") != scheduler_name:
-            continue
-        if pod["metadata"].get("deletionTimestamp"):
-            continue
-        uid = pod["metadata"].get("uid")
-        if key in assumed or uid in in_flight:
-            continue
-        if key not in pending:
-            out.append(f"{key} is unbound in the API and neither queued nor assumed (lost)")
-            continue
-        cond = _scheduled_condition(pod)
-        tried = pending[key]["attempts"] > 0 or pending[key]["pool"] == "gated"
-        if (
-            tried
-            and not pending[key]["reason"]
-            and not (cond and cond.get("status") == "False" and cond.get("message"))
-        ):
-            out.append(f"{key} is pending without a reason ({pending[key]['pool']})")
+            out.extend(_bound_pod_mismatch(cache, key, node_name, pod))
+        else:
+            out.extend(_unbound_pod_mismatch(cache, key, pod, scheduler_name))
 
-    for key, node in sorted(cached.items()):
+    for key, node in sorted(cache.node_of.items()):
         if not mine(key) or key in bound:
             continue
         if key in assumed and not settled:
@@ -133,19 +127,60 @@ def cache_mismatches(
         out.append(f"{key} is in the cache on {node} but not bound there in the API")
 
     if api_nodes is not None:
-        api = {
-            n["metadata"]["name"]: bool(n.get("spec", {}).get("unschedulable")) for n in api_nodes
-        }
-        present = {n["name"]: bool(n["unschedulable"]) for n in dump["nodes"] if n["present"]}
-        for name in sorted(set(api) - set(present)):
-            out.append(f"node {name} is in the API but not in the cache")
-        for name in sorted(set(present) - set(api)):
-            out.append(f"node {name} is in the cache but not in the API")
-        for name in sorted(set(api) & set(present)):
-            if api[name] != present[name]:
-                out.append(
-                    f"node {name}: unschedulable {api[name]} in the API, {present[name]} cached"
-                )
+        out.extend(_node_mismatches(dump, api_nodes))
+    return out
+
+
+def _bound_pod_mismatch(
+    cache: _Cache, key: str, node_name: str, pod: Mapping[str, Any]
+) -> list[str]:
+    """A pod the API has bound: cached on that node, with its uid."""
+    if key not in cache.node_of:
+        return [f"{key} is bound to {node_name} in the API but not in the cache"]
+    if cache.node_of[key] != node_name:
+        return [f"{key} is bound to {node_name} but cached on {cache.node_of[key]}"]
+    if cache.uid_of[key] != pod["metadata"].get("uid", cache.uid_of[key]):
+        return [f"{key} is cached with a stale uid"]
+    return []
+
+
+def _unbound_pod_mismatch(
+    cache: _Cache, key: str, pod: Mapping[str, Any], scheduler_name: str
+) -> list[str]:
+    """A pod still unbound in the API: if it is the scheduler's (and not being deleted),
+    queued, assumed or mid-cycle, with a reason once it has been tried."""
+    if pod.get("spec", {}).get("schedulerName", "default-scheduler") != scheduler_name:
+        return []
+    if pod["metadata"].get("deletionTimestamp"):
+        return []
+    if key in cache.assumed or pod["metadata"].get("uid") in cache.in_flight:
+        return []
+    queued = cache.pending.get(key)
+    if queued is None:
+        return [f"{key} is unbound in the API and neither queued nor assumed (lost)"]
+    cond = _scheduled_condition(pod)
+    tried = queued["attempts"] > 0 or queued["pool"] == "gated"
+    if (
+        tried
+        and not queued["reason"]
+        and not (cond and cond.get("status") == "False" and cond.get("message"))
+    ):
+        return [f"{key} is pending without a reason ({queued['pool']})"]
+    return []
+
+
+def _node_mismatches(dump: Mapping[str, Any], api_nodes: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The cache's present nodes against the API's, with their ``unschedulable``."""
+    out: list[str] = []
+    api = {n["metadata"]["name"]: bool(n.get("spec", {}).get("unschedulable")) for n in api_nodes}
+    present = {n["name"]: bool(n["unschedulable"]) for n in dump["nodes"] if n["present"]}
+    for name in sorted(set(api) - set(present)):
+        out.append(f"node {name} is in the API but not in the cache")
+    for name in sorted(set(present) - set(api)):
+        out.append(f"node {name} is in the cache but not in the API")
+    for name in sorted(set(api) & set(present)):
+        if api[name] != present[name]:
+            out.append(f"node {name}: unschedulable {api[name]} in the API, {present[name]} cached")
     return out
 
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -199,57 +202,58 @@ current-context: x
     return str(path)
 
 
-async def test_explain_reads_every_kind_and_the_profiles_of_a_cluster(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+# A cluster's API as explain reads it: one node, one pending pod of the "pack" profile,
+# that profile and a broken one; PriorityClasses forbidden (403), any other kind absent.
+_NODE = {
+    "metadata": {"name": "n1", "uid": "u-n1", "labels": {"zone": "a"}},
+    "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "10"}},
+}
+_POD = {
+    "metadata": {"name": "p", "namespace": "team", "uid": "u-p"},
+    "spec": {
+        "schedulerName": "pack",
+        "priorityClassName": "high",
+        "containers": [{"name": "c", "image": "app"}],
+    },
+    "status": {"phase": "Pending"},
+}
+_PROFILE = {
+    "metadata": {"name": "pack"},
+    "spec": {
+        "schedulerName": "pack",
+        "plugins": {
+            "score": {
+                "disabled": [{"name": "*"}],
+                "enabled": [{"name": "NodeResourcesFit", "weight": 7}],
+            }
+        },
+    },
+}
+_BROKEN = {
+    "metadata": {"name": "broken"},
+    "spec": {"plugins": {"score": {"enabled": [{"name": "Nope"}]}}},
+}
+_SERVED: dict[str, list[dict[str, Any]] | None] = {
+    "/api/v1/pods": [_POD],
+    "/api/v1/nodes": [_NODE],
+    "/apis/kubesched.dev/v1alpha1/schedulingprofiles": [_PROFILE, _BROKEN],
+    "/apis/scheduling.k8s.io/v1/priorityclasses": None,  # 403
+}
+
+
+@contextlib.asynccontextmanager
+async def _fake_api(asked: list[str]) -> AsyncIterator[int]:
+    """An API server on a free port serving ``_SERVED`` to the token ``t``; the paths
+    asked for are appended to ``asked``. Yields the port."""
     from aiohttp import web
-
-    from kubesched.cluster.kinds import LIST_PATHS
-
-    node = {
-        "metadata": {"name": "n1", "uid": "u-n1", "labels": {"zone": "a"}},
-        "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "10"}},
-    }
-    pod = {
-        "metadata": {"name": "p", "namespace": "team", "uid": "u-p"},
-        "spec": {
-            "schedulerName": "pack",
-            "priorityClassName": "high",
-            "containers": [{"name": "c", "image": "app"}],
-        },
-        "status": {"phase": "Pending"},
-    }
-    profile = {
-        "metadata": {"name": "pack"},
-        "spec": {
-            "schedulerName": "pack",
-            "plugins": {
-                "score": {
-                    "disabled": [{"name": "*"}],
-                    "enabled": [{"name": "NodeResourcesFit", "weight": 7}],
-                }
-            },
-        },
-    }
-    broken = {
-        "metadata": {"name": "broken"},
-        "spec": {"plugins": {"score": {"enabled": [{"name": "Nope"}]}}},
-    }
-    served = {
-        "/api/v1/pods": [pod],
-        "/api/v1/nodes": [node],
-        "/apis/kubesched.dev/v1alpha1/schedulingprofiles": [profile, broken],
-        "/apis/scheduling.k8s.io/v1/priorityclasses": None,  # 403
-    }
-    asked: list[str] = []
 
     async def handle(request: web.Request) -> web.Response:
         asked.append(request.path)
         if request.headers.get("Authorization") != "Bearer t":
             return web.json_response({"message": "no token"}, status=401)
-        if request.path not in served:
+        if request.path not in _SERVED:
             return web.json_response({"message": "the server could not find it"}, status=404)
-        items = served[request.path]
+        items = _SERVED[request.path]
         if items is None:
             return web.json_response({"message": "priorityclasses is forbidden"}, status=403)
         return web.json_response({"metadata": {"resourceVersion": "1"}, "items": items})
@@ -258,15 +262,31 @@ async def test_explain_reads_every_kind_and_the_profiles_of_a_cluster(
     app.router.add_get("/{tail:.*}", handle)
     runner = web.AppRunner(app)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     try:
-        config = _kubeconfig(tmp_path, port)
-        argv = ["explain", "team/p", "--kubeconfig", config, "--output", "json"]
-        code = await asyncio.to_thread(main, argv)
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        yield site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     finally:
         await runner.cleanup()
+
+
+async def _explain_cluster(tmp_path: Path, *args: str) -> tuple[int, list[str]]:
+    """``kubesched explain team/p --output json ARGS`` against the fake API: (exit code,
+    paths asked)."""
+    asked: list[str] = []
+    async with _fake_api(asked) as port:
+        config = _kubeconfig(tmp_path, port)
+        argv = ["explain", "team/p", "--kubeconfig", config, "--output", "json", *args]
+        code = await asyncio.to_thread(main, argv)
+    return code, asked
+
+
+async def test_explain_reads_every_kind_and_the_profiles_of_a_cluster(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kubesched.cluster.kinds import LIST_PATHS
+
+    code, asked = await _explain_cluster(tmp_path)
     out, err = capsys.readouterr()
     assert code == 0, err
     doc = orjson.loads(out)
@@ -283,17 +303,12 @@ async def test_explain_reads_every_kind_and_the_profiles_of_a_cluster(
     ), err
     assert any("SchedulingProfile 'broken' is invalid and serves nothing" in w for w in warnings)
 
-    # a selector that leaves the profile out: as an instance applying other profiles sees it
-    app = web.Application()
-    app.router.add_get("/{tail:.*}", handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", port)
-    await site.start()
-    try:
-        code = await asyncio.to_thread(main, [*argv, "--profile-selector", "team=a"])
-    finally:
-        await runner.cleanup()
+
+async def test_explain_of_a_cluster_with_a_selector_that_leaves_the_profile_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # As an instance applying other profiles sees the cluster.
+    code, _ = await _explain_cluster(tmp_path, "--profile-selector", "team=a")
     assert code == 2
     assert capsys.readouterr().err.endswith(
         "kubesched: error: pod team/p: no profile serves schedulerName 'pack'\n"

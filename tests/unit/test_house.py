@@ -1,5 +1,5 @@
-"""House rules that keep the package readable: no function in ``operator/kubesched``
-longer than 90 lines (issue 18)."""
+"""House rules that keep the code readable: no function in ``operator/kubesched`` or in
+``tests/`` longer than 90 lines (issue 18)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import kubesched
 
 MAX_FUNCTION_LINES = 90
 PACKAGE = Path(kubesched.__file__).parent
+TESTS = Path(__file__).parents[1]
+ROOTS = {"kubesched": PACKAGE, "tests": TESTS}
 
 # Being split by other work on issue 18; drop each entry when its function shrinks.
 KNOWN_EXCEPTIONS: set[tuple[str, str]] = set()
@@ -17,8 +19,9 @@ KNOWN_EXCEPTIONS: set[tuple[str, str]] = set()
 
 def _long_functions() -> dict[tuple[str, str], int]:
     found: dict[tuple[str, str], int] = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        rel = path.relative_to(PACKAGE).as_posix()
+    paths = [(n, p) for n, root in ROOTS.items() for p in sorted(root.rglob("*.py"))]
+    for name, path in paths:
+        rel = f"{name}/{path.relative_to(ROOTS[name]).as_posix()}"
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 assert node.end_lineno is not None
