@@ -198,6 +198,18 @@ NEEDS: dict[str, Need] = {
         "resourceclaims/binding",
         "dra",
     ),
+    "dra-claim-create": Need(
+        rule("resource.k8s.io", "resourceclaims", "create"),
+        "create",
+        "resourceclaims",
+        "dra-extended",
+    ),
+    "dra-claim-delete": Need(
+        rule("resource.k8s.io", "resourceclaims", "delete"),
+        "delete",
+        "resourceclaims",
+        "dra-extended-stale",
+    ),
     "podgroups": Need(
         rule("kubesched.dev", "podgroups", "list,watch,patch"), "list", "podgroups", None
     ),

@@ -39,6 +39,8 @@ EXPECTED_CLUSTER_RULES = [
     (["scheduling.k8s.io"], ["priorityclasses"], ["list", "watch"]),
     (["resource.k8s.io"], ["deviceclasses", "resourceslices", "resourceclaims"], ["list", "watch"]),
     (["resource.k8s.io"], ["devicetaintrules"], ["list", "watch"]),
+    (["resource.k8s.io"], ["resourceclaims"], ["create"]),
+    (["resource.k8s.io"], ["resourceclaims"], ["delete"]),
     (["resource.k8s.io"], ["resourceclaims"], ["update"]),
     (["resource.k8s.io"], ["resourceclaims/status"], ["update", "patch"]),
     (["resource.k8s.io"], ["resourceclaims/binding"], ["update", "patch"]),

@@ -29,6 +29,7 @@ __all__ = [
     "POD_CLAIM_NAME_ANNOTATION",
     "claims_for_pod",
     "claims_for_pod_group",
+    "generated_suffix",
     "released_claims",
 ]
 
@@ -40,7 +41,8 @@ _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery's rand.String a
 Obj = Mapping[str, Any]
 
 
-def _suffix(seed: str) -> str:
+def generated_suffix(seed: str) -> str:
+    """Five characters of kube's random-name alphabet, derived from ``seed``."""
     digest = hashlib.sha256(seed.encode()).digest()
     return "".join(_ALPHABET[b % len(_ALPHABET)] for b in digest[:5])
 
@@ -55,7 +57,7 @@ def _generated_claim(
     owner_name, uid = str(meta.get("name") or ""), str(meta.get("uid") or "")
     tspec = (template.get("spec") or {}) if isinstance(template, Mapping) else {}
     tmeta = tspec.get("metadata") or {}
-    name = f"{owner_name}-{claim_name}-{_suffix(f'{uid}/{claim_name}')}"
+    name = f"{owner_name}-{claim_name}-{generated_suffix(f'{uid}/{claim_name}')}"
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",

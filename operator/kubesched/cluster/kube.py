@@ -549,6 +549,27 @@ class KubeCluster:
     async def unreserve_claim(self, claim: Mapping[str, Any], pod_uid: str) -> None:
         await kube_claims.unreserve_claim(self, claim, pod_uid)
 
+    async def create_claim(self, claim: Mapping[str, Any]) -> Mapping[str, Any]:
+        return await kube_claims.create_claim(self, claim)
+
+    async def delete_claim(self, claim: Mapping[str, Any]) -> None:
+        await kube_claims.delete_claim(self, claim)
+
+    async def set_extended_resource_claim_status(self, pod: Pod, status: Mapping[str, Any]) -> None:
+        """kube's patchPodExtendedResourceClaimStatus: a strategic merge patch of the
+        pod's ``status.extendedResourceClaimStatus``."""
+        try:
+            await self.request(
+                "PATCH",
+                f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status",
+                {"status": {"extendedResourceClaimStatus": dict(status)}},
+                content_type=STRATEGIC_MERGE,
+            )
+        except ClusterError as e:
+            raise kube_claims.wrapped(
+                e, f"update pod {pod.namespace}/{pod.name} ExtendedResourceClaimStatus"
+            ) from e
+
     async def deallocate_claim(self, claim: Mapping[str, Any]) -> None:
         await kube_claims.deallocate_claim(self, claim)
 

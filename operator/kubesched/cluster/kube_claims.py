@@ -34,14 +34,17 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from kubesched.api.meta import rfc3339
-from kubesched.framework.cluster_port import ClusterError, Conflict
+from kubesched.framework.cluster_port import ClusterError, Conflict, NotFound
 
 __all__ = [
     "CONFLICT_STEPS",
     "FINALIZER",
     "bind_claim",
+    "create_claim",
     "deallocate_claim",
+    "delete_claim",
     "unreserve_claim",
+    "wrapped",
 ]
 
 FINALIZER = "resource.kubernetes.io/delete-protection"
@@ -70,7 +73,7 @@ def _path(claim: Mapping[str, Any]) -> tuple[str, str]:
     return f"{ns}/{name}", f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{name}"
 
 
-def _wrapped(error: ClusterError, prefix: str) -> ClusterError:
+def wrapped(error: ClusterError, prefix: str) -> ClusterError:
     """``error`` of the same class, saying ``<prefix>: <the API server's message>``."""
     match = _HTTP_TEXT.match(str(error))
     out = type(error)(f"{prefix}: {match['message'] if match else error}")
@@ -100,7 +103,7 @@ async def bind_claim(
             try:
                 current = dict(await api.request("GET", path))
             except ClusterError as e:
-                raise _wrapped(e, f"get updated claim {key} after conflict") from e
+                raise wrapped(e, f"get updated claim {key} after conflict") from e
         try:
             return await _attempt(api, key, path, current, allocation, reserved_for, now)
         except ClusterError as e:
@@ -133,7 +136,7 @@ async def _attempt(
             try:
                 current = dict(await api.request("PUT", path, current))
             except ClusterError as e:
-                raise _wrapped(e, f"add finalizer to claim {key}") from e
+                raise wrapped(e, f"add finalizer to claim {key}") from e
             status = current.setdefault("status", {})
         status["allocation"] = copy.deepcopy(dict(allocation))
     status.setdefault("reservedFor", []).append(dict(reserved_for))
@@ -148,7 +151,7 @@ async def _attempt(
         what = (
             "add allocation and reservation to" if allocation is not None else "add reservation to"
         )
-        raise _wrapped(e, f"{what} claim {key}") from e
+        raise wrapped(e, f"{what} claim {key}") from e
 
 
 async def unreserve_claim(api: Requester, claim: Mapping[str, Any], pod_uid: str) -> None:
@@ -177,3 +180,53 @@ async def deallocate_claim(api: Requester, claim: Mapping[str, Any]) -> None:
     for field_name in ("allocation", "reservedFor", "devices"):
         status.pop(field_name, None)
     await api.request("PUT", f"{path}/status", new)
+
+
+async def create_claim(api: Requester, claim: Mapping[str, Any]) -> dict[str, Any]:
+    """PreBind of extended resources backed by DRA: the claim created (the API server
+    gives it its name from ``metadata.generateName``); the claim as stored. Errors read as
+    kube-scheduler's: ``create claim for extended resources <ns>/: <message>`` (the name
+    is cleared before the create, as kube's is)."""
+    ns = str((claim.get("metadata") or {}).get("namespace") or "default")
+    try:
+        return dict(
+            await api.request(
+                "POST", f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims", dict(claim)
+            )
+        )
+    except ClusterError as e:
+        raise wrapped(e, f"create claim for extended resources {ns}/") from e
+
+
+async def delete_claim(api: Requester, claim: Mapping[str, Any]) -> None:
+    """The claim kube-scheduler made for a pod's extended resources deleted (Unreserve,
+    or a stale one in PostFilter): the delete-protection finalizer first taken off by a
+    normal update (a conflict reads the claim afresh and retries, as kube's
+    ``RetryOnConflict``), then the delete; a claim already gone is no error."""
+    key, path = _path(claim)
+    current: dict[str, Any] = copy.deepcopy(dict(claim))
+    for attempt in range(CONFLICT_STEPS):
+        if attempt:
+            await asyncio.sleep(CONFLICT_DELAY * (1 + 0.1 * random.random()))
+            try:
+                current = dict(await api.request("GET", path))
+            except ClusterError as e:
+                if isinstance(e, NotFound):
+                    return
+                raise wrapped(e, f"get resourceclaim {key}") from e
+        finalizers = (current.get("metadata") or {}).get("finalizers") or []
+        if FINALIZER not in finalizers:
+            break
+        current["metadata"]["finalizers"] = [f for f in finalizers if f != FINALIZER]
+        try:
+            await api.request("PUT", path, current)
+            break
+        except NotFound:
+            return
+        except ClusterError as e:
+            if not _server_conflict(e) or attempt == CONFLICT_STEPS - 1:
+                raise wrapped(e, f"update resourceclaim {key}") from e
+    try:
+        await api.request("DELETE", path)
+    except NotFound:
+        return

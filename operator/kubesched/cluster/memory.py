@@ -20,6 +20,7 @@ from kubesched.api.gangs import STORE_KINDS, GangAPI, store_kind
 from kubesched.cluster.claim_controller import (
     claims_for_pod,
     claims_for_pod_group,
+    generated_suffix,
     released_claims,
 )
 from kubesched.cluster.kinds import in_namespace, object_key
@@ -457,6 +458,56 @@ class MemoryCluster:
             new["status"].pop(field_name, None)
         self._store_claim(key, new, old)
 
+    async def create_claim(self, claim: Mapping[str, Any]) -> Mapping[str, Any]:
+        new = copy.deepcopy(dict(claim))
+        meta = new.setdefault("metadata", {})
+        ns = str(meta.get("namespace") or "default")
+        _wrap_failure(
+            lambda: self._maybe_fail("create_claim"), f"create claim for extended resources {ns}/"
+        )
+        meta["namespace"] = ns
+        claims = self.objects.setdefault("ResourceClaim", {})
+        if not meta.get("name"):
+            # the API server's generateName: a random suffix; here one derived from the
+            # owner and a counter, so runs repeat
+            base = str(meta.get("generateName") or "")
+            owner = str(((meta.get("ownerReferences") or [{}])[0]).get("uid") or base)
+            n = 0
+            while True:
+                name = base + generated_suffix(f"{owner}/{n}")
+                if f"{ns}/{name}" not in claims:
+                    break
+                n += 1
+            meta["name"] = name
+        key = f"{ns}/{meta['name']}"
+        if key in claims:
+            raise Conflict(f'resourceclaims.resource.k8s.io "{meta["name"]}" already exists')
+        meta.setdefault("uid", f"claim-{key}")
+        meta.setdefault("creationTimestamp", "1970-01-01T00:00:00Z")
+        new.setdefault("status", {})
+        self._stamp(new)
+        claims[key] = new
+        self._notify("ResourceClaim", "ADDED", new, None)
+        return new
+
+    async def delete_claim(self, claim: Mapping[str, Any]) -> None:
+        self._maybe_fail("delete_claim")
+        meta = claim.get("metadata") or {}
+        key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+        if key in self.objects.get("ResourceClaim", {}):
+            self.delete("ResourceClaim", key)
+
+    async def set_extended_resource_claim_status(self, pod: Pod, status: Mapping[str, Any]) -> None:
+        _wrap_failure(
+            lambda: self._maybe_fail("set_extended_resource_claim_status"),
+            f"update pod {pod.key} ExtendedResourceClaimStatus",
+        )
+
+        def patch(new: dict[str, Any]) -> None:
+            new["status"]["extendedResourceClaimStatus"] = copy.deepcopy(dict(status))
+
+        self._replace_pod(pod.key, patch)
+
     # -- reads for tests and the simulator --------------------------------------------------------------
     def events_for(self, key: str) -> builtins.list[RecordedEvent]:
         ns, _, name = key.partition("/")
@@ -474,3 +525,13 @@ class MemoryCluster:
             if c.get("type") == type_:
                 return dict(c)
         return None
+
+
+def _wrap_failure(call: Callable[[], None], prefix: str) -> None:
+    """An injected failure reads as the real adapter's: ``<prefix>: <message>``."""
+    try:
+        call()
+    except ClusterError as e:
+        out = type(e)(f"{prefix}: {e}")
+        out.code, out.retryable, out.retry_after = e.code, e.retryable, e.retry_after
+        raise out from e

@@ -139,6 +139,24 @@ class ClusterPort(Protocol):
         gone."""
         ...
 
+    async def create_claim(self, claim: Mapping[str, Any]) -> Mapping[str, Any]:
+        """DynamicResources' PreBind of a pod's extended resources backed by DRA: create
+        the ResourceClaim (``metadata.generateName`` gives its name); returns it as stored.
+        Errors read ``create claim for extended resources <ns>/: <message>``."""
+        ...
+
+    async def delete_claim(self, claim: Mapping[str, Any]) -> None:
+        """Delete a claim DynamicResources created for extended resources (Unreserve; a
+        stale one in PostFilter): the ``resource.kubernetes.io/delete-protection``
+        finalizer taken off (a normal update) first; a claim already gone is no error."""
+        ...
+
+    async def set_extended_resource_claim_status(self, pod: Pod, status: Mapping[str, Any]) -> None:
+        """Patch the pod's ``status.extendedResourceClaimStatus`` (``requestMappings``,
+        ``resourceClaimName``). Errors read ``update pod <ns>/<name>
+        ExtendedResourceClaimStatus: <message>``; ``NotFound`` when the pod is gone."""
+        ...
+
 
 DRA_KINDS = (
     "DeviceClass",

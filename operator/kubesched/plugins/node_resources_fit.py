@@ -3,7 +3,12 @@ pod's requests on top of what is already requested there; among fitting nodes, a
 scoring strategy (LeastAllocated by default, MostAllocated, RequestedToCapacityRatio)
 ranks them by how allocated they would be.
 
-Filter compares plain requests. Scoring counts cpu and memory with kube-scheduler's
+Filter compares plain requests. An extended resource a DeviceClass serves (DRA
+extended resources, GA in 1.37: ``spec.extendedResourceName`` or the implicit
+``deviceclass.resource.kubernetes.io/<class>``) is not checked on a node whose allocatable
+has none of it: DynamicResources allocates it there (kube's shouldDelegateResourceToDRA).
+Such pods are not batched ("signature disabled when dra extended resources are used in
+the cluster"). Scoring counts cpu and memory with kube-scheduler's
 non-zero defaults (a container without a request counts as 100m cpu / 200Mi memory),
 so best-effort pods still spread; a scalar resource the pod does not request is left
 out of the score. kube-scheduler's default profile gives this plugin's score weight 1.
@@ -11,7 +16,7 @@ out of the score. kube-scheduler's default profile gives this plugin's score wei
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -19,6 +24,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from kubesched.framework.cycle_state import CycleState, StateKey
+from kubesched.framework.dra.extended import DEVICE_CLASS_PREFIX, classes_in
 from kubesched.framework.helpers import (
     allocatable_and_requested,
     allocatable_and_requested_rows,
@@ -69,6 +75,8 @@ NAME = "NodeResourcesFit"
 
 PRE_FILTER_STATE_KEY: StateKey[Resource] = StateKey("PreFilter" + NAME)
 PRE_SCORE_STATE_KEY: StateKey[list[int]] = StateKey("PreScore" + NAME)
+DRA_STATE_KEY: StateKey[frozenset[str]] = StateKey("DRAExtendedResources" + NAME)
+"""The pod's extended resources a DeviceClass serves (PreFilter's view)."""
 
 REASON_TOO_MANY_PODS = "Too many pods"
 
@@ -231,8 +239,9 @@ class NodeResourcesFit(
 ):
     name = NAME
 
-    def __init__(self, args: Args) -> None:
+    def __init__(self, args: Args, handle: Handle | None = None) -> None:
         self.args = args
+        self._handle = handle
         self._ignored = frozenset(args.ignored_resources)
         self._ignored_groups = frozenset(args.ignored_resource_groups)
         strategy = args.scoring_strategy
@@ -257,15 +266,30 @@ class NodeResourcesFit(
                 ClusterEvent(
                     EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE
                 ),
-                _after_node_change,
+                self._after_node_change,
+            ),
+            # A pod may wait for a class that serves its extended resource.
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.DEVICE_CLASS, ActionType.ADD | ActionType.UPDATE),
+                _after_device_class_change,
             ),
         ]
+
+    def dra_backed(self, pod: Pod) -> frozenset[str]:
+        """The pod's non-zero extended resource requests a DeviceClass serves."""
+        if self._handle is None or not pod.requests.scalar:
+            return frozenset()
+        return classes_in(self._handle.store).backed(pod.requests.scalar)
+
+    def _after_node_change(self, pod: Pod, old: object, new: object) -> bool:
+        return _after_node_change(pod, old, new, self.dra_backed(pod))
 
     # -- PreFilter / Filter ---------------------------------------------------------------
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
         state.write(PRE_FILTER_STATE_KEY, pod.requests)
+        state.write(DRA_STATE_KEY, self.dra_backed(pod))
         return None, None
 
     def pre_filter_extensions(self) -> PreFilterExtensions | None:
@@ -274,6 +298,10 @@ class NodeResourcesFit(
     def _requests(self, state: CycleState, pod: Pod) -> Resource:
         req: Resource | None = state.get(PRE_FILTER_STATE_KEY)
         return pod.requests if req is None else req
+
+    def _dra(self, state: CycleState, pod: Pod) -> frozenset[str]:
+        got: frozenset[str] | None = state.get(DRA_STATE_KEY)
+        return self.dra_backed(pod) if got is None else got
 
     def _checked_scalars(self, req: Resource) -> list[tuple[str, int]]:
         """The pod's non-zero scalar requests Filter checks, in name order."""
@@ -290,10 +318,13 @@ class NodeResourcesFit(
             out.append((name, q))
         return out
 
-    def insufficient_resources(self, req: Resource, node_info: NodeInfo) -> list[tuple[str, bool]]:
+    def insufficient_resources(
+        self, req: Resource, node_info: NodeInfo, dra: frozenset[str] = frozenset()
+    ) -> list[tuple[str, bool]]:
         """``(reason, unresolvable)`` for each resource the node lacks, in kube-scheduler's
         order: pods, cpu, memory, ephemeral-storage, scalar resources. Unresolvable: the
-        request exceeds the node's whole allocatable, so no preemption can help."""
+        request exceeds the node's whole allocatable, so no preemption can help. A
+        resource of ``dra`` the node has none of is left to DynamicResources."""
         out: list[tuple[str, bool]] = []
         alloc = node_info.allocatable
         if len(node_info.pods) + 1 > alloc.allowed_pods:
@@ -313,12 +344,16 @@ class NodeResourcesFit(
             )
         for name, q in self._checked_scalars(req):
             a = alloc.scalar.get(name, 0)
+            if a <= 0 and name in dra:
+                continue
             if q > a - used.scalar.get(name, 0):
                 out.append((f"Insufficient {name}", q > a))
         return out
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
-        lacking = self.insufficient_resources(self._requests(state, pod), node_info)
+        lacking = self.insufficient_resources(
+            self._requests(state, pod), node_info, self._dra(state, pod)
+        )
         if not lacking:
             return None
         code = (
@@ -340,8 +375,11 @@ class NodeResourcesFit(
             mask &= req.memory <= s.alloc_mem - s.req_mem
         if req.ephemeral_storage > 0:
             mask &= req.ephemeral_storage <= s.alloc_eph - s.req_eph
+        dra = self._dra(state, pod)
         for name, q in self._checked_scalars(req):
-            mask &= q <= s.scalar_allocatable(name) - s.scalar_requested(name)
+            alloc = s.scalar_allocatable(name)
+            fits = q <= alloc - s.scalar_requested(name)
+            mask &= (fits | (alloc <= 0)) if name in dra else fits
         return mask
 
     # -- PreScore / Score -----------------------------------------------------------------
@@ -478,24 +516,32 @@ def _after_pod_event(pod: Pod, old: object, new: object) -> bool:
     )
 
 
-def _fits_empty(req: Resource, alloc: Resource) -> bool:
-    """kube's isFit: the pod fits the node with nothing on it (no resource ignored)."""
+def _fits_empty(req: Resource, alloc: Resource, dra: frozenset[str] = frozenset()) -> bool:
+    """kube's isFit: the pod fits the node with nothing on it (no resource ignored; one
+    of ``dra`` the node has none of is left to DynamicResources)."""
     if alloc.allowed_pods < 1:
         return False
     if req.milli_cpu > alloc.milli_cpu or req.memory > alloc.memory:
         return False
     if req.ephemeral_storage > alloc.ephemeral_storage:
         return False
-    return all(q <= alloc.scalar.get(name, 0) for name, q in req.scalar.items() if q)
+    return all(
+        q <= alloc.scalar.get(name, 0) or (name in dra and alloc.scalar.get(name, 0) <= 0)
+        for name, q in req.scalar.items()
+        if q
+    )
 
 
-def _after_node_change(pod: Pod, old: object, new: object) -> bool:
+def _after_node_change(
+    pod: Pod, old: object, new: object, dra: frozenset[str] = frozenset()
+) -> bool:
     """A node the pod would fit on alone that is new, or whose allocatable grew in the
-    pod count or in a resource the pod requests."""
+    pod count or in a resource the pod requests (or has none of a resource of ``dra``,
+    which DynamicResources may serve there)."""
     if not isinstance(new, Node):
         return True
     req, alloc = pod.requests, new.allocatable
-    if not _fits_empty(req, alloc):
+    if not _fits_empty(req, alloc, dra):
         return False
     if not isinstance(old, Node):
         return True
@@ -509,10 +555,30 @@ def _after_node_change(pod: Pod, old: object, new: object) -> bool:
     ):
         return True
     return any(
-        q and alloc.scalar.get(name, 0) > before.scalar.get(name, 0)
+        q
+        and (
+            alloc.scalar.get(name, 0) > before.scalar.get(name, 0)
+            or (name in dra and alloc.scalar.get(name, 0) <= 0)
+        )
         for name, q in req.scalar.items()
     )
 
 
+def _after_device_class_change(pod: Pod, old: object, new: object) -> bool:
+    """kube's isSchedulableAfterDeviceClassEvent: a class that now serves an extended
+    resource the pod requests (its implicit name only on add: a class keeps its name)."""
+    if not isinstance(new, Mapping):
+        return True
+    new_ext = (new.get("spec") or {}).get("extendedResourceName")
+    if isinstance(old, Mapping):
+        if (old.get("spec") or {}).get("extendedResourceName") == new_ext:
+            return False
+    else:
+        name = (new.get("metadata") or {}).get("name")
+        if pod.requests.scalar.get(f"{DEVICE_CLASS_PREFIX}{name}") is not None:
+            return True
+    return bool(new_ext) and pod.requests.scalar.get(str(new_ext)) is not None
+
+
 def new(args: Args, handle: Handle) -> NodeResourcesFit:
-    return NodeResourcesFit(args)
+    return NodeResourcesFit(args, handle)

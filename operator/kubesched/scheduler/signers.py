@@ -96,13 +96,20 @@ def _declared_features(plugin: Any, pod: Pod) -> Signed:
     return _ok(("v1.Pod.Spec.RequiredFeatures()", sorted(required_features(pod.spec))))
 
 
+def _resources_fit(plugin: Any, pod: Pod) -> Signed:
+    backed = getattr(plugin, "dra_backed", None)
+    if callable(backed) and backed(pod):
+        return unsignable("signature disabled when dra extended resources are used in the cluster")
+    return _ok(resources_fragment(pod))
+
+
 IN_TREE_SIGNERS: dict[str, Signer] = {
     "NodeName": lambda p, pod: _ok((NODE_NAME, pod.node_name)),
     "NodeUnschedulable": lambda p, pod: _ok(tolerations_fragment(pod)),
     "TaintToleration": lambda p, pod: _ok(tolerations_fragment(pod)),
     "NodeAffinity": lambda p, pod: _ok(*node_affinity_fragments(pod)),
     "NodePorts": lambda p, pod: _ok(host_ports_fragment(pod)),
-    "NodeResourcesFit": lambda p, pod: _ok(resources_fragment(pod)),
+    "NodeResourcesFit": _resources_fit,
     "NodeResourcesBalancedAllocation": lambda p, pod: _ok(resources_fragment(pod)),
     "ImageLocality": lambda p, pod: _ok(image_names_fragment(pod)),
     "VolumeRestrictions": _volumes,

@@ -12,6 +12,7 @@ import pytest
 from kubesched.cluster.kube import KubeCluster
 from kubesched.cluster.kube_claims import CONFLICT_STEPS, FINALIZER
 from kubesched.framework.cluster_port import ClusterError, Conflict, NotFound
+from tests.builders import make_pod
 from tests.unit.cluster.test_kube import FakeAPI, fake
 
 __all__ = ["fake"]
@@ -209,3 +210,74 @@ async def test_unreserve_patches_the_pod_out_and_deallocate_clears_the_status(
     assert put.body["metadata"]["resourceVersion"] == "7"
     assert put.body["status"] == {}
     assert stored["status"]["reservedFor"] == [POD_REF]
+
+
+# -- extended resources backed by DRA: the claim PreBind creates, and its deletion ----------------
+COLLECTION = "/apis/resource.k8s.io/v1/namespaces/shop/resourceclaims"
+
+
+async def test_create_posts_the_claim_and_says_what_failed(
+    fake: tuple[FakeAPI, KubeCluster],
+) -> None:
+    api, cluster = fake
+    body = {"metadata": {"namespace": "shop", "generateName": "web-1-extended-resources-"}}
+    api.reply("POST", COLLECTION, 201, {**body, "metadata": {**body["metadata"], "name": "x"}})
+    got = await cluster.create_claim(body)
+    assert got["metadata"]["name"] == "x"
+    (post,) = api.requests
+    assert (post.method, post.path, post.body) == ("POST", COLLECTION, body)
+    denied = 'resourceclaims.resource.k8s.io is forbidden: User "s" cannot create resource'
+    api.reply("POST", COLLECTION, 403, {"kind": "Status", "message": denied})
+    with pytest.raises(ClusterError) as refused:
+        await cluster.create_claim(body)
+    assert str(refused.value) == f"create claim for extended resources shop/: {denied}"
+
+
+async def test_delete_takes_the_finalizer_off_first_then_deletes(
+    fake: tuple[FakeAPI, KubeCluster],
+) -> None:
+    api, cluster = fake
+    stored = with_finalizer(claim(), "7")
+    api.reply("PUT", PATH, 409, CONFLICT)
+    api.reply("GET", PATH, 200, with_finalizer(claim(), "8"))
+    await cluster.delete_claim(stored)
+    assert [(r.method, r.path) for r in api.requests] == [
+        ("PUT", PATH),
+        ("GET", PATH),
+        ("PUT", PATH),
+        ("DELETE", PATH),
+    ]
+    assert api.requests[2].body["metadata"]["finalizers"] == []
+    assert api.requests[2].body["metadata"]["resourceVersion"] == "8"
+
+
+async def test_delete_of_a_claim_without_finalizer_or_already_gone(
+    fake: tuple[FakeAPI, KubeCluster],
+) -> None:
+    api, cluster = fake
+    api.reply("DELETE", PATH, 404, {"kind": "Status", "message": 'resourceclaims "gpu" not found'})
+    await cluster.delete_claim(claim())
+    assert [(r.method, r.path) for r in api.requests] == [("DELETE", PATH)]
+
+
+async def test_the_pod_status_patch_names_the_claim(fake: tuple[FakeAPI, KubeCluster]) -> None:
+    api, cluster = fake
+    pod = make_pod("web-1", "shop").pod()
+    status = {
+        "requestMappings": [
+            {"containerName": "c", "resourceName": "example.com/gpu", "requestName": "r"}
+        ],
+        "resourceClaimName": "x",
+    }
+    await cluster.set_extended_resource_claim_status(pod, status)
+    (patch,) = api.requests
+    assert (patch.method, patch.path, patch.content_type) == (
+        "PATCH",
+        "/api/v1/namespaces/shop/pods/web-1/status",
+        "application/strategic-merge-patch+json",
+    )
+    assert patch.body == {"status": {"extendedResourceClaimStatus": status}}
+    api.reply("PATCH", "/api/v1/namespaces/shop/pods/web-1/status", 404, {"message": "gone"})
+    with pytest.raises(NotFound) as gone:
+        await cluster.set_extended_resource_claim_status(pod, status)
+    assert str(gone.value) == "update pod shop/web-1 ExtendedResourceClaimStatus: gone"

@@ -77,6 +77,15 @@ class FakeCluster:
     async def deallocate_claim(self, claim: Mapping[str, Any]) -> None:
         raise NotImplementedError
 
+    async def create_claim(self, claim: Mapping[str, Any]) -> Mapping[str, Any]:
+        raise NotImplementedError
+
+    async def delete_claim(self, claim: Mapping[str, Any]) -> None:
+        raise NotImplementedError
+
+    async def set_extended_resource_claim_status(self, pod: Pod, status: Mapping[str, Any]) -> None:
+        raise NotImplementedError
+
 
 class EmptyStore:
     def get(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:

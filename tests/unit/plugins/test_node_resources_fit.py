@@ -376,6 +376,7 @@ def test_events() -> None:
     assert [e.event for e in plugin().events_to_register()] == [
         ClusterEvent(EventResource.POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN),
         ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE),
+        ClusterEvent(EventResource.DEVICE_CLASS, ActionType.ADD | ActionType.UPDATE),
     ]
 
 
@@ -436,7 +437,7 @@ def test_score_vector_equals_score(
 
 
 def _hints() -> tuple[Any, Any]:
-    pod_hint, node_hint = (r.hint for r in plugin().events_to_register())
+    pod_hint, node_hint, _ = (r.hint for r in plugin().events_to_register())
     assert pod_hint is not None and node_hint is not None
     return pod_hint, node_hint
 

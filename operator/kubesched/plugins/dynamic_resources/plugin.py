@@ -39,9 +39,12 @@ Reasons are kube's; every rejection below is UnschedulableAndUnresolvable (kube'
   in flight), so the gang cycle places them all on the same devices or none; PreBind
   writes allocation and reservation once, the other members find them there.
 
+- Extended resources backed by DRA (DRAExtendedResource, GA): an implicit claim per
+  pod, allocated after its own claims and created in PreBind (:mod:`.extended`).
+
 Deliberate differences: PreBind does not wait for device binding conditions
 (``bindingTimeout``); PostFilter picks the first unavailable claim in claim order
-(kube: a random one); extended resources backed by DRA are not modelled. Like kube's, the plugin has no
+(kube: a random one). Like kube's, the plugin has no
 PreFilterExtensions: preemption does not free a victim's devices (a node whose claims
 cannot be allocated is unresolvable there, so preemption never evaluates it).
 """
@@ -100,6 +103,12 @@ from kubesched.plugins.dynamic_resources.claims import (
     pod_claim_names,
 )
 from kubesched.plugins.dynamic_resources.explain import explain_node
+from kubesched.plugins.dynamic_resources.extended import (
+    DELETED,
+    bind_extended,
+    find_extended_claim,
+    node_variant,
+)
 from kubesched.plugins.dynamic_resources.filter_timeout import (
     FilterTimeout,
     check_filter_timeout,
@@ -286,13 +295,14 @@ class DynamicResources(
     ) -> tuple[PreFilterResult | None, Status | None]:
         data = StateData()
         state.write(STATE_KEY, data)
-        if not pod.spec.get("resourceClaims"):
-            return None, Status.skip()
-        try:
-            found = self._pod_claims(pod)
-        except ClaimNameError as e:
-            return None, Status.unresolvable(str(e), plugin=NAME)
-        if not found:
+        found: list[tuple[str, Obj, dict[str, Any]]] = []
+        if pod.spec.get("resourceClaims"):
+            try:
+                found = self._pod_claims(pod)
+            except ClaimNameError as e:
+                return None, Status.unresolvable(str(e), plugin=NAME)
+        data.extended = find_extended_claim(pod, self.tracker, self._handle.store)
+        if not found and data.extended is None:
             return None, Status.skip()
         tracker = self.tracker
         for index, (_, raw, binding) in enumerate(found):
@@ -330,7 +340,7 @@ class DynamicResources(
                     status = self._validate_class(qual, ex.device_class_name)
                     if status is not None:
                         return None, status
-        if data.to_allocate:
+        if data.to_allocate or data.extended is not None:
             try:
                 data.allocator = Allocator(
                     tracker.classes(),
@@ -364,11 +374,16 @@ class DynamicResources(
         data: StateData | None = state.get(STATE_KEY)
         if data is None:
             return Status.as_error(f"cannot read {STATE_KEY!r} from cycleState", plugin=NAME)
-        if not data.claims:
+        if not data.claims and data.extended is None:
             return None
         node = node_info.node
         if node is None:
             return Status.as_error("node not found", plugin=NAME)
+        variant, status = node_variant(data.extended, pod, node_info, NAME)
+        if status is not None:
+            return status
+        if variant is None and not data.claims:
+            return None  # device plugins serve all of the pod's extended resources here
         unavailable = [
             i
             for i, info in enumerate(data.claims)
@@ -378,6 +393,8 @@ class DynamicResources(
         results: Callable[[], list[AllocationResult]] | None = None
         if data.allocator is not None:
             claims = [data.claims[i].claim for i in data.to_allocate]
+            if variant is not None:
+                claims.append(variant.claim)
             try:
                 results = data.allocator.try_allocate(node, claims, self._timeout.deadline())
             except AllocationTimeout:
@@ -394,6 +411,8 @@ class DynamicResources(
         if results is not None:
             data.by_node[node.name] = results
             data.built.pop(node.name, None)
+        if data.extended is not None:
+            data.extended.set_variant(node.name, variant)
         return None
 
     def explain_filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> list[str]:
@@ -404,6 +423,11 @@ class DynamicResources(
         if data is None or data.allocator is None or node is None:
             return []
         claims = [data.claims[i].claim for i in data.to_allocate]
+        variant, status = node_variant(data.extended, pod, node_info, NAME)
+        if status is not None:
+            return [status.message()]
+        if variant is not None:
+            claims.append(variant.claim)
         return explain_node(data.allocator, node, claims)
 
     # -- PostFilter --------------------------------------------------------------------------
@@ -416,7 +440,7 @@ class DynamicResources(
             # fails to read its state and that error ("not found") ends the PostFilter
             # phase, preemption untried; the pod's message ends ". not found" as kube's.
             return None, Status.unresolvable(STATE_NOT_FOUND, plugin=NAME)
-        if not data.claims:
+        if not data.claims and data.extended is None:
             return None, Status.unschedulable()
         for index in sorted(data.unavailable):
             raw = data.claims[index].raw
@@ -424,7 +448,16 @@ class DynamicResources(
             if not reserved or (len(reserved) == 1 and reserved[0].get("uid") == pod.uid):
                 self._spawn(self._deallocate(raw))
                 return None, Status.unschedulable(DEALLOCATED, plugin=NAME)
+        if data.extended is not None and data.extended.stale:
+            self._spawn(self._delete_claim(data.extended.raw))
+            return None, Status.unschedulable(DELETED, plugin=NAME)
         return None, Status.unschedulable()
+
+    async def _delete_claim(self, raw: Obj) -> None:
+        try:
+            await self._handle.cluster.delete_claim(raw)
+        except ClusterError as e:
+            log.warning("deleting ResourceClaim %s failed: %s", _key(raw), e)
 
     async def _deallocate(self, raw: Obj) -> None:
         try:
@@ -509,11 +542,17 @@ class DynamicResources(
                 )
             shared.pods.add(pod.uid)
             data.reserved[index] = info.shared
-        if not data.to_allocate:
+        variant = None if data.extended is None else data.extended.by_node.get(node_name)
+        if not data.to_allocate and variant is None:
             return None
         allocations = data.results_for(node_name)
         if not allocations:
             return Status.as_error("claim allocation not found for node", plugin=NAME)
+        if variant is not None:
+            assert data.extended is not None
+            allocations, last = allocations[:-1], allocations[-1]
+            if (err := data.extended.reserve(self.tracker, pod, variant, last)) is not None:
+                return Status.as_error(err, plugin=NAME)
         if len(allocations) != len(data.to_allocate):
             return Status.as_error(
                 f"internal error, have {len(allocations)} allocations, "
@@ -549,6 +588,10 @@ class DynamicResources(
 
     def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
         data: StateData | None = state.get(STATE_KEY)
+        if data is not None and data.extended is not None:
+            created = data.extended.release(self.tracker)
+            if created is not None:
+                self._spawn(self._delete_claim(created))
         if data is None or not data.claims:
             return
         self._release(data, pod.uid)
@@ -584,6 +627,11 @@ class DynamicResources(
                     )
                     self.tracker.assume(updated)
                 written.append(index)
+            ext = data.extended
+            if ext is not None and ext.reserved is not None:
+                await bind_extended(
+                    self._handle.cluster, self._handle.store, self.tracker, pod, ext
+                )
         except ClusterError as e:
             return Status.as_error(e, plugin=NAME)
         # Written: the allocations are in the (assumed) claims now, no longer in flight.
@@ -591,6 +639,9 @@ class DynamicResources(
             if index in data.reserved:
                 self.tracker.pending.pop(_claim_id(data.claims[index].claim), None)
                 del data.reserved[index]
+        if data.extended is not None and data.extended.reserved is not None:
+            self.tracker.pending.pop(data.extended.uid, None)
+            data.extended.reserved = None
         return None
 
     async def _bind_group_claim(

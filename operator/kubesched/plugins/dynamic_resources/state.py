@@ -8,6 +8,7 @@ from typing import Any
 
 from kubesched.framework.dra import AllocationResult, Allocator, ResourceClaim
 from kubesched.framework.labels import NodeSelector
+from kubesched.plugins.dynamic_resources.extended import ExtendedClaim
 from kubesched.plugins.dynamic_resources.tracker import Obj
 
 __all__ = ["ClaimInfo", "StateData"]
@@ -44,6 +45,8 @@ class StateData:
             got = self.built[node] = make()
         return got
 
+    extended: ExtendedClaim | None = None
+    """The implicit claim of the pod's extended resources backed by DRA (:mod:`.extended`)."""
     unavailable: set[int] = field(default_factory=set)
     reserved: dict[int, AllocationResult] = field(default_factory=dict)
     """The allocations Reserve made in-flight, by claim index."""
