@@ -483,7 +483,7 @@ def test_slices_using_compatibility_groups_leave_their_pool_incomplete() -> None
 def test_the_pool_cache_follows_node_and_slice_changes() -> None:
     """Allocators of successive pods share one PoolCache: a node relabelled (a new node
     object) or a new slice list is seen by the next allocation, never a stale pool."""
-    from kubesched.framework.dra.pools import PoolCache
+    from kubesched.framework.dra.node_cache import PoolCache
 
     rack = slice_(
         "rack",

@@ -25,7 +25,7 @@ Design note.
   one AllocationResult per claim, ``None`` (Filter: ``cannot allocate all claims``), or
   raises ``NodeAllocationError`` (Unschedulable with its text) / ``AllocationError``
   (an Error status with its text: CEL compile/runtime errors, missing class...);
-  ``try_allocate(node, claims, Deadline)`` stops a search past its time limit with
+  ``try_allocate(node, claims, TimeLimit)`` stops a search past its time limit with
   ``AllocationTimeout`` (``deadline``: kube's filterTimeout).
 - Cost (2 shared cores): 1 claim / 1 device on a node of 8 devices, ~50-70 us a node
   with selector outcomes cached, ~65-180 us the first time.
@@ -42,7 +42,7 @@ from kubesched.framework.dra.allocator import (
     NodeAllocationError,
 )
 from kubesched.framework.dra.cel import CelCache, CompiledSelector
-from kubesched.framework.dra.deadline import AllocationTimeout, Deadline
+from kubesched.framework.dra.deadline import AllocationTimeout, TimeLimit
 from kubesched.framework.dra.taint_rules import DeviceTaintRule, patch_slices
 from kubesched.framework.dra.types import (
     AllocationResult,
@@ -61,7 +61,6 @@ __all__ = [
     "Allocator",
     "CelCache",
     "CompiledSelector",
-    "Deadline",
     "DeviceClass",
     "DeviceID",
     "DeviceResult",
@@ -69,5 +68,6 @@ __all__ = [
     "NodeAllocationError",
     "ResourceClaim",
     "ResourceSlice",
+    "TimeLimit",
     "patch_slices",
 ]

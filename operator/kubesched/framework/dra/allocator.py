@@ -26,15 +26,16 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import partial
 from typing import Any
 
 from kubesched.framework.dra.capacity import consumed_from_request, fits_capacity
 from kubesched.framework.dra.cel import CelCache, CelRuntimeError, enhance_runtime_error
-from kubesched.framework.dra.deadline import Deadline
+from kubesched.framework.dra.deadline import Deadline, TimeLimit
+from kubesched.framework.dra.node_cache import NodePools, Outcomes, PoolCache, outcome_key
 from kubesched.framework.dra.pools import (
     NodeLike,
     Pool,
-    PoolCache,
     available_counters,
     gather_pools,
     node_matches,
@@ -110,17 +111,11 @@ class Allocator:
         self.classes = classes
         self.state = state
         self.cel = cel_cache
-        self.pool_cache = pool_cache
-        self._given = slices
-        self.all_slices = list(slices)
-        self._on_node: dict[str, list[ResourceSlice]] = {}
-        self._shared: list[ResourceSlice] = []
-        for s in slices:
-            if s.node_name:
-                self._on_node.setdefault(s.node_name, []).append(s)
-            else:
-                self._shared.append(s)
+        self.pool_cache = PoolCache() if pool_cache is None else pool_cache
+        self.all_slices = slices
+        self._on_node, self._shared = self.pool_cache.index(slices)
         self._counters: dict[str, dict[str, dict[str, Fraction]]] = {}
+        self._outcomes = Outcomes()
 
     def allocate(
         self, node: NodeLike, claims: Sequence[ResourceClaim]
@@ -128,32 +123,48 @@ class Allocator:
         return _Run(self, node, claims).run()
 
     def try_allocate(
-        self, node: NodeLike, claims: Sequence[ResourceClaim], deadline: Deadline | None = None
+        self, node: NodeLike, claims: Sequence[ResourceClaim], limit: TimeLimit | None = None
     ) -> Callable[[], list[AllocationResult]] | None:
         """``allocate`` with the results built only when asked for (Filter keeps them
         for every feasible node, Reserve reads one node's): same outcome, same errors
         raised here (a node selector that cannot be made), not by the returned call.
-        The search stops with ``AllocationTimeout`` once it passes ``deadline``."""
-        run = _Run(self, node, claims, deadline)
+        The search stops with ``AllocationTimeout`` once it runs past ``limit``. A node
+        alike one already searched gets its answer (:mod:`.node_cache`), and its results
+        are searched for when asked for."""
+        key = outcome_key(self._entry(node), claims, self.state)
+        if key is not None:
+            known = self._outcomes.get(key)
+            if known is not None:
+                return partial(self._results, node, claims) if known else None
+        run = _Run(self, node, claims, limit)
         if not run.search():
+            if key is not None:
+                self._outcomes.put(key, False, claims)
             return None
         for ci, picked in enumerate(run.results):
             if picked and not local_to_node(picked[0][1], picked[0][2]):
                 run._node_selector(ci)  # may raise; a local first device never does
+        if key is not None:
+            self._outcomes.put(key, True, claims)
         run.forget_search()  # kept per feasible node until the cycle ends: keep it small
         return run.build
 
+    def _results(self, node: NodeLike, claims: Sequence[ResourceClaim]) -> list[AllocationResult]:
+        got = self.allocate(node, claims)
+        if got is None:  # a node alike had them: cannot happen
+            raise AllocationError(f"node {node.name}: the allocation found earlier is gone")
+        return got
+
     def pools(self, node: NodeLike) -> list[Pool]:
         """The pools reachable from ``node``, in the order devices are tried."""
+        return self._entry(node).pools
 
-        def build() -> list[Pool]:
-            return gather_pools(
-                [*self._on_node.get(node.name, ()), *self._shared], node, self.all_slices
-            )
+    def _entry(self, node: NodeLike) -> NodePools:
+        return self.pool_cache.entry(node, self.all_slices, self._gather)
 
-        if self.pool_cache is None:
-            return build()
-        return self.pool_cache.get(node, self._given, build)
+    def _gather(self, node: NodeLike) -> list[Pool]:
+        reach = [*self._on_node.get(node.name, ()), *self._shared]
+        return gather_pools(reach, node, self.all_slices)
 
     def available_counters(self, pool: Pool) -> dict[str, dict[str, Fraction]]:
         got = self._counters.get(pool.id)
@@ -211,10 +222,10 @@ class _Run:
         a: Allocator,
         node: NodeLike,
         claims: Sequence[ResourceClaim],
-        deadline: Deadline | None = None,
+        limit: TimeLimit | None = None,
     ) -> None:
         self.a = a
-        self.deadline = deadline
+        self.deadline = None if limit is None else Deadline(limit)
         self.node = node
         self.claims = claims
         self.pools = a.pools(node)

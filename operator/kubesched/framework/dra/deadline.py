@@ -2,22 +2,24 @@
 DRASchedulerFilterTimeout, beta and on in 1.37).
 
 kube's Filter gives the structured allocator a context with a deadline; the search checks
-it on every step (``allocateOne``) and stops with ``context.DeadlineExceeded``. Here the
-search steps hold a ``Deadline`` on the injected clock (the framework's ``Handle.now``:
-the event loop's time, virtual in tests) and read the clock once every ``every`` steps,
-so a search that fits its time pays a counter decrement per step, not a clock read. A
-search shorter than ``every`` steps is never cut off (it is over in well under a
-millisecond).
+it on every step (``allocateOne``) and stops with ``context.DeadlineExceeded``. Here a
+search holds a ``Deadline`` on the injected clock (the framework's ``Handle.now``: the
+event loop's time, virtual in tests) that reads the clock once every ``CHECK_EVERY``
+steps: the first read starts the limit, a later one past it stops the search. So a
+search that ends within ``CHECK_EVERY`` steps (most: well under a millisecond) never
+reads the clock, and one that runs on pays a counter decrement per step; the limit
+starts at most ``CHECK_EVERY`` steps late.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
-__all__ = ["CHECK_EVERY", "AllocationTimeout", "Deadline"]
+__all__ = ["CHECK_EVERY", "AllocationTimeout", "Deadline", "TimeLimit"]
 
 CHECK_EVERY = 64
-"""Search steps between clock reads: one step costs a few microseconds, so a search
+"""Search steps between clock reads: a step costs a few microseconds, so a search
 overruns its limit by well under a millisecond."""
 
 
@@ -25,21 +27,36 @@ class AllocationTimeout(Exception):
     """The search ran past its deadline (kube: ``context.DeadlineExceeded``)."""
 
 
+@dataclass(frozen=True, slots=True)
+class TimeLimit:
+    """How long one search may take, on ``clock`` (seconds)."""
+
+    clock: Callable[[], float]
+    seconds: float
+
+
 class Deadline:
-    """A point on ``clock`` that the search must not pass."""
+    """One search's limit; the search decrements ``left`` per step and calls ``check``
+    when it reaches zero."""
 
-    __slots__ = ("at", "clock", "every", "left")
+    __slots__ = ("at", "left", "limit")
 
-    def __init__(self, clock: Callable[[], float], at: float, every: int = CHECK_EVERY) -> None:
-        self.clock = clock
-        self.at = at
-        self.every = every
-        self.left = every
-        """Steps until the next clock read (the search decrements it)."""
+    def __init__(self, limit: TimeLimit) -> None:
+        self.limit = limit
+        self.at: float | None = None
+        self.left = CHECK_EVERY
 
     def check(self) -> None:
-        """Read the clock (the search calls it when ``left`` reaches zero); raises
-        ``AllocationTimeout`` once the deadline has passed."""
-        self.left = self.every
-        if self.clock() >= self.at:
+        """Read the clock: the first read starts the limit; ``AllocationTimeout`` once
+        it has passed. A clock that cannot be read (``RuntimeError``: no running event
+        loop, a pure caller) sets no limit."""
+        self.left = CHECK_EVERY
+        try:
+            now = self.limit.clock()
+        except RuntimeError:
+            self.left = 1 << 62
+            return
+        if self.at is None:
+            self.at = now + self.limit.seconds
+        elif now >= self.at:
             raise AllocationTimeout

@@ -10,7 +10,7 @@ slices sorted by name: this is the order in which the allocator tries devices.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Protocol
@@ -18,7 +18,7 @@ from typing import Protocol
 from kubesched.framework.dra.types import CounterSet, ResourceSlice
 from kubesched.framework.labels import NodeSelector
 
-__all__ = ["NodeLike", "Pool", "PoolCache", "gather_pools", "node_matches"]
+__all__ = ["NodeLike", "Pool", "gather_pools", "node_matches"]
 
 
 class NodeLike(Protocol):
@@ -181,29 +181,3 @@ def available_counters(
                     if c in a:
                         a[c] -= v
     return avail
-
-
-class PoolCache:
-    """The pools of each node, kept from one pod's allocator to the next while the
-    slices and the node are the same objects: ``gather_pools`` was about a sixth of
-    DynamicResources' Filter under scheduler_perf's DRA workload, and its answer changes
-    only with them (the slice list is compared by identity: its owner hands out the same
-    list while no slice changed)."""
-
-    def __init__(self) -> None:
-        self._slices: object = None
-        self._by_node: dict[str, tuple[NodeLike, list[Pool]]] = {}
-
-    def get(
-        self,
-        node: NodeLike,
-        slices: Sequence[ResourceSlice],
-        build: Callable[[], list[Pool]],
-    ) -> list[Pool]:
-        if slices is not self._slices:
-            self._slices = slices
-            self._by_node = {}
-        got = self._by_node.get(node.name)
-        if got is None or got[0] is not node:
-            got = self._by_node[node.name] = (node, build())
-        return got[1]

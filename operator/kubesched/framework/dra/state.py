@@ -3,7 +3,7 @@ device taints (structured allocator, incubating variant)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -12,6 +12,7 @@ from kubesched.framework.dra.types import Device, DeviceResult, ExactRequest, Re
 __all__ = ["AllocatedState", "Constraint", "DeviceID", "taint_prevents"]
 
 DeviceID = tuple[str, str, str]  # driver, pool, device
+_NONE_USED: frozenset[str] = frozenset()
 
 
 @dataclass(slots=True)
@@ -21,9 +22,13 @@ class AllocatedState:
     devices: set[DeviceID] = field(default_factory=set)
     shared_ids: set[tuple[DeviceID, str]] = field(default_factory=set)
     aggregated_capacity: dict[DeviceID, dict[str, Fraction]] = field(default_factory=dict)
+    _by_pool: dict[tuple[str, str], frozenset[str] | None] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def add_result(self, r: DeviceResult) -> None:
         """One allocated device (admin access ones do not count, as in kube)."""
+        self._by_pool = None
         if r.admin_access:
             return
         did = (r.driver, r.pool, r.device)
@@ -43,6 +48,56 @@ class AllocatedState:
             if c.allocation is not None:
                 for r in c.allocation.devices:
                     st.add_result(r)
+        return st
+
+    def pools_use(self, keys: Sequence[tuple[str, str]]) -> object | None:
+        """What is in use of the pools ``keys`` ((driver, pool) each), comparable between
+        nodes: the names of their devices in use; None when some of them are shared by
+        claims that consume capacity (what is left of such a device is not a name)."""
+        index = self._by_pool
+        if index is None:
+            index = self._by_pool = self._index_by_pool()
+        if not index:
+            return ()
+        if len(keys) == 1:
+            return index.get(keys[0], _NONE_USED)
+        used = tuple(index.get(k, _NONE_USED) for k in keys)
+        return None if None in used else used
+
+    def _index_by_pool(self) -> dict[tuple[str, str], frozenset[str] | None]:
+        names: dict[tuple[str, str], set[str]] = {}
+        for d, p, n in self.devices:
+            names.setdefault((d, p), set()).add(n)
+        index: dict[tuple[str, str], frozenset[str] | None] = {
+            k: frozenset(v) for k, v in names.items()
+        }
+        for (d, p, _), _share in self.shared_ids:
+            index[(d, p)] = None
+        for d, p, _ in self.aggregated_capacity:
+            index[(d, p)] = None
+        return index
+
+    @classmethod
+    def from_base(
+        cls,
+        devices: set[DeviceID],
+        by_pool: Mapping[tuple[str, str], frozenset[str]],
+        extra: Iterable[DeviceResult],
+    ) -> AllocatedState:
+        """``devices`` in use (``by_pool``: their names by (driver, pool), as its owner
+        keeps them) plus ``extra`` results, without indexing ``devices`` again."""
+        st = cls(devices=devices)
+        index: dict[tuple[str, str], frozenset[str] | None] = dict(by_pool)
+        for r in extra:
+            st.add_result(r)
+            if r.admin_access:
+                continue
+            key = (r.driver, r.pool)
+            if r.share_id is not None:
+                index[key] = None
+            elif (cur := index.get(key, _NONE_USED)) is not None:
+                index[key] = cur | {r.device}
+        st._by_pool = index
         return st
 
     def is_allocated(self, did: DeviceID) -> bool:

@@ -9,6 +9,7 @@ is defaulted here too, so objects written by hand in tests or scenarios behave a
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -302,6 +303,25 @@ class ResourceSlice:
     shared_counters: list[CounterSet] = field(default_factory=list)
     uses_compatibility_groups: bool = False
     node_selector_raw: Mapping[str, Any] | None = None
+
+    def with_header(self, raw: Mapping[str, Any]) -> ResourceSlice:
+        """The slice ``raw``, whose spec is this one's but for ``pool`` and ``nodeName``
+        (:mod:`.slice_bodies`): its name, pool and node read from ``raw``, the parsed
+        devices, counters and node selection shared with this one."""
+        meta = _map(raw.get("metadata"), "metadata")
+        spec = _map(raw.get("spec"), "spec")
+        pool = _map(spec.get("pool"), "spec.pool")
+        count = _int(pool.get("resourceSliceCount"), "spec.pool.resourceSliceCount")
+        if count < 1:
+            raise ObjectError("spec.pool.resourceSliceCount: must be greater than zero")
+        return dataclasses.replace(
+            self,
+            name=_str(meta.get("name"), "metadata.name", required=True),
+            pool=_str(pool.get("name"), "spec.pool.name", required=True),
+            generation=_int(pool.get("generation"), "spec.pool.generation"),
+            resource_slice_count=count,
+            node_name=_str(spec.get("nodeName"), "spec.nodeName"),
+        )
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> ResourceSlice:

@@ -6,7 +6,7 @@ devices (kube-scheduler 1.37, DRASchedulerFilterTimeout: beta, on by default).
   positive``, kube's validation wording). The value is a Go duration (``500ms``, ``1m``).
 - The limit is measured on the framework's clock (``Handle.now``: the event loop's
   time; virtual in tests, where Filter's CPU time does not advance it). The search
-  reads it every few steps (:mod:`kubesched.framework.dra.deadline`).
+  reads it every few dozen steps (:mod:`kubesched.framework.dra.deadline`).
 - When it hits, Filter returns an Error (not Unschedulable): kube treats the timeout as
   possibly transient, so the pod goes back through backoff instead of waiting for a
   cluster event; the message names the node: ``node <node>: timed out trying to
@@ -15,12 +15,12 @@ devices (kube-scheduler 1.37, DRASchedulerFilterTimeout: beta, on by default).
 
 from __future__ import annotations
 
-from kubesched.framework.dra.deadline import Deadline
+from kubesched.framework.dra.deadline import TimeLimit
 from kubesched.framework.go_duration import parse_go_duration
 from kubesched.framework.interface import Handle
 from kubesched.framework.status import Status
 
-__all__ = ["DEFAULT_SECONDS", "FilterTimeout", "check_filter_timeout", "timed_out"]
+__all__ = ["DEFAULT_SECONDS", "check_filter_timeout", "time_limit", "timed_out"]
 
 DEFAULT_SECONDS = 10.0
 """kube's DynamicResourcesFilterTimeoutDefault."""
@@ -38,23 +38,8 @@ def timed_out(node_name: str, plugin: str) -> Status:
     return Status.as_error(f"node {node_name}: timed out trying to allocate devices", plugin=plugin)
 
 
-class FilterTimeout:
-    """Hands each Filter call its deadline on the framework's clock."""
-
-    __slots__ = ("_handle", "seconds")
-
-    def __init__(self, text: str | None, handle: Handle) -> None:
-        self.seconds = DEFAULT_SECONDS if text is None else parse_go_duration(text)
-        self._handle = handle
-
-    def deadline(self) -> Deadline | None:
-        """From now; None when the limit is off (``0``) or there is no clock to read
-        (no running event loop: a pure caller, e.g. a unit test of another part)."""
-        if self.seconds <= 0:
-            return None
-        handle = self._handle
-        try:
-            now = handle.now()
-        except RuntimeError:
-            return None
-        return Deadline(handle.now, now + self.seconds)
+def time_limit(text: str | None, handle: Handle) -> TimeLimit | None:
+    """The limit of every Filter search on the framework's clock; None when it is off
+    (``0``)."""
+    seconds = DEFAULT_SECONDS if text is None else parse_go_duration(text)
+    return TimeLimit(handle.now, seconds) if seconds > 0 else None

@@ -110,8 +110,8 @@ from kubesched.plugins.dynamic_resources.extended import (
     node_variant,
 )
 from kubesched.plugins.dynamic_resources.filter_timeout import (
-    FilterTimeout,
     check_filter_timeout,
+    time_limit,
     timed_out,
 )
 from kubesched.plugins.dynamic_resources.pod_group import (
@@ -186,7 +186,7 @@ class DynamicResources(
         self._tracker: ClaimTracker | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._group_lock = asyncio.Lock()
-        self._timeout = FilterTimeout(args.filter_timeout, handle)
+        self._limit = time_limit(args.filter_timeout, handle)
 
     @property
     def tracker(self) -> ClaimTracker:
@@ -340,6 +340,7 @@ class DynamicResources(
                     status = self._validate_class(qual, ex.device_class_name)
                     if status is not None:
                         return None, status
+        data.prepare_filter()
         if data.to_allocate or data.extended is not None:
             try:
                 data.allocator = Allocator(
@@ -384,19 +385,16 @@ class DynamicResources(
             return status
         if variant is None and not data.claims:
             return None  # device plugins serve all of the pod's extended resources here
-        unavailable = [
-            i
-            for i, info in enumerate(data.claims)
-            if info.available_on is not None
-            and not info.available_on.matches(node.labels, node.name)
-        ]
+        unavailable = (
+            [i for i, sel in data.available_on if not sel.matches(node.labels, node.name)]
+            if data.available_on
+            else None
+        )
         results: Callable[[], list[AllocationResult]] | None = None
         if data.allocator is not None:
-            claims = [data.claims[i].claim for i in data.to_allocate]
-            if variant is not None:
-                claims.append(variant.claim)
+            claims = data.allocating if variant is None else [*data.allocating, variant.claim]
             try:
-                results = data.allocator.try_allocate(node, claims, self._timeout.deadline())
+                results = data.allocator.try_allocate(node, claims, self._limit)
             except AllocationTimeout:
                 return timed_out(node.name, NAME)
             except NodeAllocationError as e:

@@ -31,10 +31,23 @@ class StateData:
     to_allocate: list[int] = field(default_factory=list)
     """Indexes of the claims without an allocation."""
     allocator: Allocator | None = None
+    allocating: list[ResourceClaim] = field(default_factory=list)
+    """The claims at ``to_allocate``, as Filter hands them to the allocator."""
+    available_on: list[tuple[int, NodeSelector]] = field(default_factory=list)
+    """The allocated claims (by index) and the nodes their allocation is available on."""
     by_node: dict[str, Callable[[], list[AllocationResult]]] = field(default_factory=dict)
     """Per feasible node, how to build its allocation results (built for one or two
     nodes: Score's with firstAvailable requests, Reserve's)."""
     built: dict[str, list[AllocationResult]] = field(default_factory=dict)
+
+    def prepare_filter(self) -> None:
+        """What Filter reads on every node, worked out once (PreFilter's end)."""
+        self.available_on = [
+            (i, info.available_on)
+            for i, info in enumerate(self.claims)
+            if info.available_on is not None
+        ]
+        self.allocating = [self.claims[i].claim for i in self.to_allocate]
 
     def results_for(self, node: str) -> list[AllocationResult] | None:
         got = self.built.get(node)

@@ -2,7 +2,8 @@
 
 - Parsed DeviceClasses, ResourceSlices and DeviceTaintRules are kept per object
   (re-parsed only when the store holds a new dict for it), so the devices (and the CEL
-  outcomes cached on them) survive from one pod to the next. ``slices()`` serves them
+  outcomes cached on them) survive from one pod to the next; slices alike but for their
+  pool and node share their parsed devices (:mod:`kubesched.framework.dra.slice_bodies`). ``slices()`` serves them
   with the rules' taints added (as kube-scheduler's slice tracker does), each patched
   slice kept while neither it nor the rules applying to it change.
 - In-flight allocations (kube-scheduler's ``SignalClaimPendingAllocation``): set in
@@ -34,9 +35,11 @@ from kubesched.framework.dra import (
     ResourceClaim,
     ResourceSlice,
 )
-from kubesched.framework.dra.pools import PoolCache
+from kubesched.framework.dra.node_cache import PoolCache
+from kubesched.framework.dra.slice_bodies import SliceBodies
 from kubesched.framework.dra.taint_rules import DeviceTaintRule, patch_slice
 from kubesched.framework.types import ObjectError
+from kubesched.plugins.dynamic_resources.in_use import InUse
 
 __all__ = ["ClaimTracker", "tracker_for"]
 
@@ -75,6 +78,7 @@ class ClaimTracker:
         self._store = store
         self.cel = CelCache()
         self._slices: dict[str, tuple[Obj, ResourceSlice | None]] = {}
+        self._bodies = SliceBodies()
         self._classes: dict[str, tuple[Obj, DeviceClass | None]] = {}
         self._rules: dict[str, tuple[Obj, DeviceTaintRule | None]] = {}
         self._patched: dict[str, tuple[ResourceSlice, tuple[DeviceTaintRule, ...], ResourceSlice]]
@@ -82,6 +86,8 @@ class ClaimTracker:
         """Slices with rule taints, by name: (as parsed, the rules applied, as patched)."""
         self._served: list[ResourceSlice] = []
         """What ``slices()`` last returned: returned again while no slice changed."""
+        self._seen: tuple[list[Obj], list[Obj]] = ([], [])
+        """The stored slices and rules ``_served`` was made from."""
         self.pools = PoolCache()
         """The pools per node, shared by the allocators of successive pods."""
         self._claims: dict[str, tuple[Obj, ResourceClaim]] = {}
@@ -90,6 +96,8 @@ class ClaimTracker:
         """In-flight allocations by claim uid."""
         self._assumed: dict[str, Obj] = {}
         """Claims as our own writes returned them, by ``namespace/name``."""
+        self._in_use = InUse(self.parse_claim)
+        """The devices allocated claims hold, kept up to date from pod to pod."""
 
     # -- claims ------------------------------------------------------------------------------
     def get_claim(self, namespace: str, name: str) -> Obj | None:
@@ -122,79 +130,77 @@ class ClaimTracker:
         self._claims[key] = (raw, claim)
         return claim
 
-    def _all_claims(self) -> Iterable[Obj]:
+    def _all_claims(self) -> list[Obj]:
         """Every claim, our assumed copies in place of older stored ones."""
-        if not self._assumed:
-            yield from self._store.list(CLAIM)
-            return
-        seen: set[str] = set()
-        for raw in self._store.list(CLAIM):
-            key = _ref(raw)
-            seen.add(key)
-            if key in self._assumed:
-                ns, _, name = key.partition("/")
-                got = self.get_claim(ns, name)
-                if got is not None:
-                    yield got
-            else:
-                yield raw
-        for key in [k for k in self._assumed if k not in seen]:
-            # our writes only update claims the store held: gone from it means deleted
-            del self._assumed[key]
+        claims = list(self._store.list(CLAIM))
+        for key in list(self._assumed):
+            ns, _, name = key.partition("/")
+            stored = self._store.get(CLAIM, ns, name)
+            if stored is None:
+                # our writes only update claims the store held: gone from it means deleted
+                del self._assumed[key]
+                continue
+            got = self.get_claim(ns, name)
+            if got is not stored:
+                for i, raw in enumerate(claims):
+                    if raw is stored:
+                        claims[i] = got  # type: ignore[assignment]
+                        break
+        return claims
 
     def allocated_state(self) -> AllocatedState:
         """Devices in use: allocated claims (as assumed) plus in-flight allocations."""
-        state = AllocatedState()
-        live: set[str] = set()
-        for raw in self._all_claims():
-            if not (raw.get("status") or {}).get("allocation"):
-                continue
-            live.add(_ref(raw))
-            try:
-                claim = self.parse_claim(raw)
-            except ObjectError as e:
-                log.warning("ResourceClaim %s ignored: %s", _ref(raw), e)
-                continue
-            if claim.allocation is not None:
-                for r in claim.allocation.devices:
-                    state.add_result(r)
-        for p in self.pending.values():
-            for r in p.allocation.devices:
-                state.add_result(r)
-        for gone in [k for k in self._claims if k not in live]:
-            del self._claims[gone]  # deallocated or deleted: not kept parsed
+        claims = self._all_claims()
+        state = self._in_use.state(
+            claims, (r for p in self.pending.values() for r in p.allocation.devices)
+        )
+        if len(self._claims) > len(claims):  # some were deleted: not kept parsed
+            live = {_ref(raw) for raw in claims}
+            for gone in [k for k in self._claims if k not in live]:
+                del self._claims[gone]
         return state
 
     # -- slices and classes ------------------------------------------------------------------
     def slices(self) -> list[ResourceSlice]:
         """The parsed slices with the rules' taints; the same list object while none of
         them changed (callers must not modify it)."""
-        out = self._slices_now()
+        raws = list(self._store.list(SLICE))
+        rules = list(self._store.list(TAINT_RULE))
+        if raws == self._seen[0] and rules == self._seen[1]:  # identity first: cheap
+            return self._served
+        out = self._slices_now(raws, rules)
         prev = self._served
+        self._seen = (raws, rules)
         if len(out) == len(prev) and all(a is b for a, b in zip(out, prev, strict=True)):
             return prev
         self._served = out
         return out
 
-    def _slices_now(self) -> list[ResourceSlice]:
+    def _slices_now(self, raws: list[Obj], rule_raws: list[Obj]) -> list[ResourceSlice]:
         out: list[ResourceSlice] = []
         live: set[str] = set()
-        for raw in self._store.list(SLICE):
+        changed = False
+        for raw in raws:
             name = str((raw.get("metadata") or {}).get("name") or "")
             live.add(name)
             got = self._slices.get(name)
             if got is None or got[0] is not raw:
+                changed = True
                 try:
-                    parsed: ResourceSlice | None = ResourceSlice.from_dict(raw)
+                    parsed: ResourceSlice | None = self._bodies.parse(raw)
                 except ObjectError as e:
                     log.warning("ResourceSlice %s ignored: %s", name, e)
                     parsed = None
                 got = self._slices[name] = (raw, parsed)
             if got[1] is not None:
                 out.append(got[1])
-        for gone in set(self._slices) - live:
-            del self._slices[gone]
-        rules = self.taint_rules()
+        if len(live) != len(self._slices):
+            changed = True
+            for gone in set(self._slices) - live:
+                del self._slices[gone]
+        if changed:
+            self._bodies.keep_only(out)
+        rules = self.taint_rules(rule_raws)
         if not rules and not self._patched:
             return out
         patched = {}
@@ -210,12 +216,13 @@ class ClaimTracker:
         self._patched = patched
         return out
 
-    def taint_rules(self) -> list[DeviceTaintRule]:
+    def taint_rules(self, raws: Iterable[Obj] | None = None) -> list[DeviceTaintRule]:
         """Every well-formed DeviceTaintRule, in the store's order (a malformed one is
-        logged and left out: the API server refuses such rules anyway)."""
+        logged and left out: the API server refuses such rules anyway); ``raws``: the
+        store's rules, when the caller has listed them."""
         out: list[DeviceTaintRule] = []
         live: set[str] = set()
-        for raw in self._store.list(TAINT_RULE):
+        for raw in self._store.list(TAINT_RULE) if raws is None else raws:
             name = str((raw.get("metadata") or {}).get("name") or "")
             live.add(name)
             got = self._rules.get(name)
