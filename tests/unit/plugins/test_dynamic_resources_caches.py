@@ -99,3 +99,18 @@ def test_a_malformed_allocated_claim_holds_nothing_and_is_reported_once(caplog: 
         assert devices_per_node(pl, memory, name)["n0"] == ["gpu-0"]
     warnings = [r for r in caplog.records if "ResourceClaim default/x ignored" in r.getMessage()]
     assert len(warnings) == 1
+
+
+def test_our_written_claims_count_while_the_store_lags_behind() -> None:
+    pl, memory = setup(device_class(), *(gpus(1, n.name) for n in NODES))
+    for i in range(20):  # claims the lagging store still shows unallocated
+        memory.apply(claim(f"w{i}"))
+    stored = memory.get("ResourceClaim", "default", "w7")
+    assert stored is not None
+    written = allocated(dict(stored), "n1", "gpu-0", reserved="q")
+    rv = str(int(stored["metadata"]["resourceVersion"]) + 1)  # the store's next one
+    written["metadata"] = {**stored["metadata"], "resourceVersion": rv}
+    pl.tracker.assume(written)
+    assert devices_per_node(pl, memory, "a") == {"n0": ["gpu-0"], "n1": None, "n2": ["gpu-0"]}
+    memory.apply(claim("w7"))  # the store catches up, past our write: deallocated
+    assert devices_per_node(pl, memory, "b")["n1"] == ["gpu-0"]

@@ -133,6 +133,7 @@ class ClaimTracker:
     def _all_claims(self) -> list[Obj]:
         """Every claim, our assumed copies in place of older stored ones."""
         claims = list(self._store.list(CLAIM))
+        newer: dict[int, Obj] = {}
         for key in list(self._assumed):
             ns, _, name = key.partition("/")
             stored = self._store.get(CLAIM, ns, name)
@@ -141,11 +142,10 @@ class ClaimTracker:
                 del self._assumed[key]
                 continue
             got = self.get_claim(ns, name)
-            if got is not stored:
-                for i, raw in enumerate(claims):
-                    if raw is stored:
-                        claims[i] = got  # type: ignore[assignment]
-                        break
+            if got is not None and got is not stored:
+                newer[id(stored)] = got
+        if newer:
+            claims = [newer.get(id(raw), raw) for raw in claims]
         return claims
 
     def allocated_state(self) -> AllocatedState:
