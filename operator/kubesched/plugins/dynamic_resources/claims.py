@@ -60,6 +60,17 @@ def pod_claim_names(pod: Pod) -> list[tuple[str, str, bool]]:
     return out
 
 
+def names_claim(pod: Pod, meta: Mapping[str, Any]) -> bool:
+    """Whether the pod names the claim of this ``metadata`` (False when some claim of
+    the pod has no name yet: then the pod waits for that one, not for this)."""
+    if meta.get("namespace") != pod.namespace:
+        return False
+    try:
+        return any(name == meta.get("name") for _, name, _ in pod_claim_names(pod))
+    except ClaimNameError:
+        return False
+
+
 def is_for_pod(pod: Pod, claim: Obj, accept_pod_group: bool = False) -> str | None:
     """None when the pod controls the claim (or, with ``accept_pod_group``, the pod's
     PodGroup does), else kube's error (IsForPod)."""

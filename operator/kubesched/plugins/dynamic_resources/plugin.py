@@ -100,6 +100,7 @@ from kubesched.plugins.dynamic_resources.claims import (
     allocation_dict,
     is_for_pod,
     is_reserved_for,
+    names_claim,
     pod_claim_names,
 )
 from kubesched.plugins.dynamic_resources.explain import explain_node
@@ -230,7 +231,10 @@ class DynamicResources(
         new = new_obj if isinstance(new_obj, Mapping) else None
         if new is None:
             return bool(old is not None and (old.get("status") or {}).get("allocation"))
-        uid = (new.get("metadata") or {}).get("uid")
+        meta = new.get("metadata") or {}
+        uid = meta.get("uid")
+        if not _deallocated(old, new) and not names_claim(pod, meta):
+            return False  # what the lookup below says, without looking up every claim
         uses = False
         try:
             for _, raw, _ in self._pod_claims(pod):
@@ -238,12 +242,8 @@ class DynamicResources(
                     uses = True
         except ClaimNameError:
             return False
-        if (
-            old is not None
-            and (old.get("status") or {}).get("allocation")
-            and not (new.get("status") or {}).get("allocation")
-        ):
-            return True  # deallocated: devices were freed
+        if _deallocated(old, new):
+            return True  # devices were freed
         if not uses:
             return False
         if old is None:
@@ -657,6 +657,14 @@ class DynamicResources(
             current, None if alloc is None else allocation_dict(alloc), info.binding
         )
         self.tracker.assume(updated)
+
+
+def _deallocated(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
+    return bool(
+        old is not None
+        and (old.get("status") or {}).get("allocation")
+        and not (new.get("status") or {}).get("allocation")
+    )
 
 
 def _claim_id(claim: ResourceClaim) -> str:
