@@ -113,13 +113,19 @@ async def test_more_pods_than_devices_wait_with_kube_schedulers_message() -> Non
     async with running(h):
         await h.wait_for(lambda: len(h.cluster.bindings) == 2)
         await asyncio.sleep(5)
-    (waiting,) = [f"default/p{i}" for i in range(3) if h.node_of(f"default/p{i}") is None]
-    assert failed_messages(h, waiting)[-1] == (
-        "0/2 nodes are available: 2 cannot allocate all claims. preemption: 0/2 nodes "
-        "are available: 2 Preemption is not helpful for scheduling."
-    )
-    devices = allocated_devices(h)
-    assert len(devices) == 2 and len({(p, d) for p, d, _ in devices}) == 2
+        (waiting,) = [f"default/p{i}" for i in range(3) if h.node_of(f"default/p{i}") is None]
+        assert failed_messages(h, waiting)[-1] == (
+            "0/2 nodes are available: 2 cannot allocate all claims. preemption: 0/2 nodes "
+            "are available: 2 Preemption is not helpful for scheduling."
+        )
+        devices = allocated_devices(h)
+        assert len(devices) == 2 and len({(p, d) for p, d, _ in devices}) == 2
+        # a bound pod goes: its claim goes with it (owned by the pod), the device is free
+        gone = next(f"p{i}" for i in range(3) if f"default/p{i}" != waiting)
+        freed = h.node_of(f"default/{gone}")
+        h.cluster.delete("Pod", f"default/{gone}")
+        await h.wait_for(lambda: h.node_of(waiting) == freed)
+    assert len(extended_claims(h)) == 2
 
 
 async def test_no_class_serves_it_then_fit_says_insufficient() -> None:
