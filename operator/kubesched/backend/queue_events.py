@@ -144,7 +144,7 @@ class QueueingHints:
         gating: bool = False,
     ) -> bool:
         for reg in self._regs.get(plugin, ()):
-            if not event.matches(reg.event) or (gating and not reg.ungates):
+            if (gating and not reg.ungates) or not event.matches(reg.event):
                 continue
             if reg.hint is None:
                 return True

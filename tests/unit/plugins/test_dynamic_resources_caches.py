@@ -114,3 +114,11 @@ def test_our_written_claims_count_while_the_store_lags_behind() -> None:
     assert devices_per_node(pl, memory, "a") == {"n0": ["gpu-0"], "n1": None, "n2": ["gpu-0"]}
     memory.apply(claim("w7"))  # the store catches up, past our write: deallocated
     assert devices_per_node(pl, memory, "b")["n1"] == ["gpu-0"]
+
+
+def test_only_claim_and_pod_group_events_may_let_a_held_pod_pass_pre_enqueue() -> None:
+    """PreEnqueue waits for claims (and a pod's PodGroup): a start-up listing of 1000
+    slices after 1000 pods waiting for their claims walked every such pod per slice."""
+    pl, _ = setup()
+    ungating = sorted(r.event.resource.value for r in pl.events_to_register() if r.ungates)
+    assert ungating == ["PodGroup", "ResourceClaim"]

@@ -204,7 +204,8 @@ class DynamicResources(
                     ActionType.ADD
                     | ActionType.UPDATE_NODE_LABEL
                     | ActionType.UPDATE_NODE_ALLOCATABLE,
-                )
+                ),
+                ungates=False,
             ),
             ClusterEventWithHint(
                 ClusterEvent(
@@ -214,16 +215,18 @@ class DynamicResources(
                 self._claim_changed,
             ),
             ClusterEventWithHint(
-                ClusterEvent(EventResource.DEVICE_CLASS, ActionType.ADD | ActionType.UPDATE)
+                ClusterEvent(EventResource.DEVICE_CLASS, ActionType.ADD | ActionType.UPDATE),
+                ungates=False,
             ),
             ClusterEventWithHint(
                 ClusterEvent(EventResource.POD_GROUP, ActionType.ADD | ActionType.UPDATE),
                 is_own_pod_group_change,
             ),
             ClusterEventWithHint(
-                ClusterEvent(EventResource.RESOURCE_SLICE, ActionType.ADD | ActionType.UPDATE)
+                ClusterEvent(EventResource.RESOURCE_SLICE, ActionType.ADD | ActionType.UPDATE),
+                ungates=False,
             ),
-        ]
+        ]  # PreEnqueue reads claims and PodGroups only: nodes, classes, slices never ungate
 
     def _claim_changed(self, pod: Pod, old_obj: object, new_obj: object) -> bool:
         """kube's isSchedulableAfterClaimChange."""
