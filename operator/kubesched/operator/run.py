@@ -56,7 +56,8 @@ SHUTDOWN_GRACE = 5.0
 
 WRITE_CONNECTIONS = 32
 """At most this many connections to the API server for writes (binds, status patches,
-events; HTTP/1.1, one request in flight each). kubernetes_asyncio's default is 100, and
+deletions; HTTP/1.1, one request in flight each). Events and watches have pools of their
+own (:data:`kubesched.cluster.kube.POOLS`). kubernetes_asyncio's default is 100, and
 every TLS connection holds asyncio's 256 KiB read buffer: a 3000-pod burst opened ~55,
 14 MiB of buffers that stayed for good. 32 is several times what a few hundred binds a
 second keep busy (binds take milliseconds; more wait their turn): PodAntiAffinity on 1000

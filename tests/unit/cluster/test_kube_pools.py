@@ -1,0 +1,117 @@
+"""KubeCluster's connection pools: binds, Events and reads never wait for each other's
+connections (a fake API server whose answers to one kind of request are held)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+from kubernetes_asyncio import client as k8s_client
+
+from kubesched.cluster.kube import KubeCluster
+from kubesched.framework.types import Pod
+from tests.builders import make_pod
+
+EVENTS = "/apis/events.k8s.io/v1/namespaces/shop/events"
+BINDING = "/api/v1/namespaces/shop/pods/web-1/binding"
+
+
+@dataclass
+class HeldAPI:
+    """Answers at once, except requests to a path in ``held`` until ``release``."""
+
+    held: set[str] = field(default_factory=set)
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+    served: list[str] = field(default_factory=list)
+    waiting: int = 0
+
+    async def handle(self, request: web.Request) -> web.Response:
+        await request.read()
+        if request.path in self.held:
+            self.waiting += 1
+            await self.release.wait()
+        self.served.append(f"{request.method} {request.path}")
+        return web.json_response({"kind": "Status", "status": "Success"}, status=201)
+
+
+@pytest.fixture
+async def held() -> AsyncIterator[tuple[HeldAPI, KubeCluster]]:
+    api = HeldAPI()
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", api.handle)
+    server = TestServer(app)
+    await server.start_server()
+    cfg = k8s_client.Configuration(host=str(server.make_url("")).rstrip("/"))
+    cfg.connection_pool_maxsize = 2  # the writes' pool: two connections
+    client = k8s_client.ApiClient(configuration=cfg)
+    cluster = KubeCluster(
+        client, reporting_instance_suffix="host-1", qps=0, burst=1, request_timeout=2.0
+    )
+    try:
+        yield api, cluster
+    finally:
+        api.release.set()
+        await cluster.aclose(within=2.0)
+        await cluster.close()
+        await client.close()
+        await server.close()
+
+
+def _pod(name: str = "web-1") -> Pod:
+    b = make_pod(name, "shop")
+    b._obj["metadata"]["uid"] = f"uid-{name}"
+    return b.pod()
+
+
+async def _until(check: Callable[[], bool], within: float = 2.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while not check():
+        assert loop.time() < deadline, "the fake API server never saw the requests"
+        await asyncio.sleep(0.01)
+
+
+async def test_a_bind_is_not_held_up_by_event_writes_in_flight(
+    held: tuple[HeldAPI, KubeCluster],
+) -> None:
+    api, cluster = held
+    api.held.add(EVENTS)
+    for _ in range(cluster.event_writers * 2):  # every writer busy, more queued
+        await cluster.record_event(
+            _pod(),
+            event_type="Normal",
+            reason="Scheduled",
+            action="Binding",
+            message="m",
+            reporting_controller="kubesched",
+        )
+    await _until(lambda: api.waiting >= 2)  # as many as the writes have connections
+    # With one pool the writers held both connections and this bind timed out.
+    await cluster.bind(_pod(), "node-7")
+    assert api.served == [f"POST {BINDING}"]
+    api.release.set()
+    await cluster.flush_events()
+    assert api.served.count(f"POST {EVENTS}") == cluster.event_writers * 2
+
+
+async def test_a_read_or_watch_does_not_wait_for_a_write_connection(
+    held: tuple[HeldAPI, KubeCluster],
+) -> None:
+    api, cluster = held
+    api.held.add(BINDING)
+    binds = [
+        asyncio.create_task(cluster.bind(_pod(), "node-7"))
+        for _ in range(3)  # two hold the writes' connections, one waits for them
+    ]
+    await _until(lambda: api.waiting == 2)
+    await cluster.request("GET", "/api/v1/pods")
+    async with cluster.open("GET", "/api/v1/nodes", query={"watch": "1"}) as resp:
+        assert resp.status == 201
+    assert api.served == ["GET /api/v1/pods", "GET /api/v1/nodes"]
+    api.release.set()
+    await asyncio.gather(*binds)
+    assert api.served.count(f"POST {BINDING}") == 3
