@@ -130,7 +130,10 @@ def _gpu_pod(w: World, name: str, tag: str, **spec: Any) -> JSON:
     container = {
         "name": "pause",
         "image": "registry.k8s.io/pause:3.10",
-        "resources": {"requests": {"cpu": "100m", _resource(tag): "1"}},
+        "resources": {
+            "requests": {"cpu": "100m", _resource(tag): "1"},
+            "limits": {_resource(tag): "1"},
+        },
     }
     return w.pod(name, containers=[container], **spec)
 
