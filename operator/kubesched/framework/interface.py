@@ -5,10 +5,11 @@ implements. The profile compiler checks membership by these protocols, so a plug
 configured at a point it does not implement is refused with a clear message.
 
 Filter and Score plugins that are pure functions of node resources or labels may also
-implement the *vector* variants (:class:`VectorFilterPlugin`, :class:`VectorScorePlugin`):
-they compute the same answer for every node at once over the snapshot's arrays. The
-scalar method stays the source of truth for messages and per-node checks (preemption,
-nominated pods); tests pin the two to agree.
+implement the *vector* variants (:class:`VectorFilterPlugin`, :class:`VectorScorePlugin`,
+and :class:`VectorDiagnosePlugin` for the reasons of a failed cycle): they compute the
+same answer for every node at once over the snapshot's arrays. The scalar method stays
+the source of truth for messages and per-node checks (preemption, nominated pods);
+tests pin the two to agree.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ __all__ = [
     "ReservePlugin",
     "ScorePlugin",
     "SortKey",
+    "VectorDiagnosePlugin",
     "VectorFilterPlugin",
     "VectorScorePlugin",
     "WaitingPod",
@@ -342,6 +344,21 @@ class VectorFilterPlugin(Protocol):
     ) -> npt.NDArray[np.bool_] | None:
         """True where ``filter`` would pass, for every node of the snapshot in order.
         ``None``: the plugin cannot say for this pod; the framework calls ``filter``."""
+        ...
+
+
+@runtime_checkable
+class VectorDiagnosePlugin(Protocol):
+    name: str
+
+    def filter_statuses(
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, rows: npt.NDArray[np.intp]
+    ) -> Sequence[Status | None] | None:
+        """What ``filter`` returns on each of the snapshot rows ``rows`` (None where the
+        node passes), equal to calling it node by node; nodes with the same reasons may
+        share one Status. Called when no node fits, to say why each failed (the
+        diagnosis of every node a failed cycle examined); ``None``: the framework calls
+        ``filter`` on each row."""
         ...
 
 

@@ -7,8 +7,10 @@ A plugin returns ``None`` for Success (cheap on the hot path); any other outcome
 from __future__ import annotations
 
 import enum
+from collections import Counter
+from collections.abc import Collection
 
-__all__ = ["Code", "Status"]
+__all__ = ["Code", "Status", "distinct", "reason_counts"]
 
 
 class Code(enum.IntEnum):
@@ -114,3 +116,20 @@ class Status:
 
 
 _SKIP = Status(Code.SKIP)
+
+
+def distinct(statuses: Collection[Status]) -> list[Status]:
+    """Each status object once. Many nodes share one Status (a PreFilter rejection, a
+    vector diagnosis), so this is a few objects for thousands of nodes; by identity
+    and in C, without hashing each status."""
+    return list(dict(zip(map(id, statuses), statuses, strict=True)).values())
+
+
+def reason_counts(statuses: Collection[Status]) -> dict[str, int]:
+    """How many of ``statuses`` give each reason (a FitError's message counts nodes)."""
+    times = Counter(map(id, statuses))
+    counts: dict[str, int] = {}
+    for st in distinct(statuses):
+        for r in st.reasons:
+            counts[r] = counts.get(r, 0) + times[id(st)]
+    return counts

@@ -47,6 +47,7 @@ from kubesched.framework.interface import (
     PreFilterResult,
     PreScorePlugin,
     ScorePlugin,
+    VectorDiagnosePlugin,
     VectorFilterPlugin,
     VectorScorePlugin,
 )
@@ -232,6 +233,7 @@ class NodeResourcesFit(
     PreFilterPlugin,
     FilterPlugin,
     VectorFilterPlugin,
+    VectorDiagnosePlugin,
     PreScorePlugin,
     ScorePlugin,
     VectorScorePlugin,
@@ -381,6 +383,65 @@ class NodeResourcesFit(
             fits = q <= alloc - s.scalar_requested(name)
             mask &= (fits | (alloc <= 0)) if name in dra else fits
         return mask
+
+    def filter_statuses(
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, rows: npt.NDArray[np.intp]
+    ) -> list[Status | None] | None:
+        # insufficient_resources over the columns: each check a bit (lacking) and the bit
+        # above it (lacking and unresolvable); one Status per distinct combination.
+        req = self._requests(state, pod)
+        s = snapshot
+        checks: list[tuple[str, npt.NDArray[np.bool_], npt.NDArray[np.bool_] | None]] = [
+            (REASON_TOO_MANY_PODS, s.req_pods[rows] + 1 > s.alloc_pods[rows], None)
+        ]
+        dra = self._dra(state, pod)
+        columns = [
+            ("Insufficient cpu", req.milli_cpu, s.alloc_cpu, s.req_cpu, False),
+            ("Insufficient memory", req.memory, s.alloc_mem, s.req_mem, False),
+            (
+                "Insufficient ephemeral-storage",
+                req.ephemeral_storage,
+                s.alloc_eph,
+                s.req_eph,
+                False,
+            ),
+        ]
+        columns += [
+            (
+                f"Insufficient {name}",
+                q,
+                s.scalar_allocatable(name),
+                s.scalar_requested(name),
+                name in dra,  # left to DynamicResources where the node has none
+            )
+            for name, q in self._checked_scalars(req)
+        ]
+        if len(columns) >= 31:
+            return None  # more bits than an int64 holds: node by node
+        for reason, q, alloc, used, delegated in columns:
+            if q > 0:
+                a = alloc[rows]
+                lacking = q > a - used[rows]
+                if delegated:
+                    lacking &= a > 0
+                checks.append((reason, lacking, q > a))
+        codes = np.zeros(len(rows), dtype=np.int64)
+        for bit, (_, lacking, unresolvable) in enumerate(checks):
+            codes |= lacking.astype(np.int64) << (2 * bit)
+            if unresolvable is not None:
+                codes |= (lacking & unresolvable).astype(np.int64) << (2 * bit + 1)
+        distinct, inverse = np.unique(codes, return_inverse=True)
+        table = [self._status_of(int(c), checks) for c in distinct.tolist()]
+        return [table[i] for i in inverse.tolist()]
+
+    @staticmethod
+    def _status_of(code: int, checks: Sequence[tuple[str, object, object]]) -> Status | None:
+        if code == 0:
+            return None
+        reasons = [r for bit, (r, _, _) in enumerate(checks) if code >> (2 * bit) & 1]
+        unresolvable = any(code >> (2 * bit + 1) & 1 for bit in range(len(checks)))
+        kind = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
+        return Status(kind, *reasons, plugin=NAME)
 
     # -- PreScore / Score -----------------------------------------------------------------
     def pod_requests(self, pod: Pod) -> list[int]:

@@ -10,20 +10,21 @@ scan examined are exactly what a node-by-node scan would give.
 
 from __future__ import annotations
 
+import itertools
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from kubesched.framework.cycle_state import CycleState
-from kubesched.framework.interface import Diagnosis
+from kubesched.framework.interface import Diagnosis, FilterPlugin, VectorDiagnosePlugin
 from kubesched.framework.runtime import Framework, go_list
 from kubesched.framework.snapshot import Snapshot
-from kubesched.framework.status import Code, Status
+from kubesched.framework.status import Code, Status, distinct, reason_counts
 from kubesched.framework.types import Pod
 from kubesched.scheduler.select_host import heap_winner
 
@@ -74,10 +75,7 @@ class FitError(Exception):
         if d.pre_filter_msg:
             msg += f" {d.pre_filter_msg}."
         else:
-            counts: dict[str, int] = {}
-            for st in d.node_to_status.values():
-                for r in st.reasons:
-                    counts[r] = counts.get(r, 0) + 1
+            counts = reason_counts(d.node_to_status.values())
             parts = sorted(f"{v} {k}" for k, v in counts.items())
             if parts:
                 msg += " " + ", ".join(parts) + "."
@@ -224,27 +222,82 @@ class Algorithm:
         nominated_rows: set[int],
         diagnosis: Diagnosis,
     ) -> None:
+        """Why each node of ``order`` failed: the first Filter plugin, in chain order,
+        that rejects it (nodes with nominated pods: the whole Filter with them). A plugin
+        goes over all the nodes still undecided at once: its mask picks those it rejects,
+        and its ``filter_statuses`` (or ``filter``, node by node) says why."""
         infos = snap.node_infos
-        skip = state.skip_filter_plugins
-        plugins = [p for p in fwk.chain_for(state).filter if p.name not in skip]
-        for row in order:
-            ni = infos[int(row)]
-            st: Status | None = None
-            if int(row) in nominated_rows:
+        rows = order.tolist()
+        # By position in ``order``: each node's status, and the positions undecided.
+        found: list[Status | None] = [None] * len(rows)
+        undecided = np.arange(len(rows), dtype=np.intp)
+        if nominated_rows:
+            nominated = np.flatnonzero(np.isin(order, list(nominated_rows)))
+            for pos in nominated.tolist():
+                ni = infos[rows[pos]]
                 st = fwk.run_filter_plugins_with_nominated_pods(state, pod, ni)
-            else:
-                for p in plugins:
-                    m = masks.get(p.name)
-                    if m is not None and m[row]:
-                        continue
-                    st = fwk.run_scalar_filters([p], state, pod, ni)
-                    if st is not None:
-                        break
-            if st is None:
-                # The mask said no but the plugin said yes: a vector/scalar mismatch.
-                st = Status.as_error(f"filter mask and filter disagree on node {ni.name}")
-            diagnosis.node_to_status[ni.name] = st
+                found[pos] = _mismatch(ni.name) if st is None else st
+            undecided = np.setdiff1d(undecided, nominated, assume_unique=True)
+        skip = state.skip_filter_plugins
+        for p in fwk.chain_for(state).filter:
+            if len(undecided) == 0:
+                break
+            if p.name in skip:
+                continue
+            m = masks.get(p.name)
+            picked = (
+                np.arange(len(undecided)) if m is None else np.flatnonzero(~m[order[undecided]])
+            )
+            if len(picked) == 0:
+                continue
+            positions = undecided[picked]
+            statuses = _filter_statuses(fwk, p, state, pod, snap, order[positions], m is not None)
+            said = np.fromiter(
+                (st is not None for st in statuses), dtype=np.bool_, count=len(picked)
+            )
+            for pos, st in zip(
+                positions[said].tolist(), itertools.compress(statuses, said), strict=True
+            ):
+                found[pos] = st
+            keep = np.ones(len(undecided), dtype=np.bool_)
+            keep[picked[said]] = False
+            undecided = undecided[keep]
+        for pos in undecided.tolist():
+            found[pos] = _mismatch(infos[rows[pos]].name)
+        decided = cast("list[Status]", found)  # every position is decided now
+        diagnosis.node_to_status.update(zip([infos[r].name for r in rows], decided, strict=True))
+        for st in distinct(decided):
             _record_rejector(diagnosis, st)
+
+
+def _filter_statuses(
+    fwk: Framework,
+    p: FilterPlugin,
+    state: CycleState,
+    pod: Pod,
+    snap: Snapshot,
+    rows: npt.NDArray[np.intp],
+    masked: bool,
+) -> Sequence[Status | None]:
+    """``p``'s Filter status on each of ``rows``: at once if it can say (a vector plugin
+    whose mask rejected them), else node by node."""
+    if masked and isinstance(p, VectorDiagnosePlugin):
+        try:
+            got = p.filter_statuses(state, pod, snap, rows)
+        except Exception as e:  # a plugin bug must not crash the loop
+            return [Status.as_error(e, plugin=p.name)] * len(rows)
+        if got is not None:
+            firsts = dict(zip(map(id, got), got, strict=True)).values()  # one per status
+            if any(st is not None and st.plugin != p.name for st in firsts):
+                got = [st if st is None else st.with_plugin(p.name) for st in got]
+            return got
+    infos = snap.node_infos
+    return [fwk.run_scalar_filters([p], state, pod, infos[row]) for row in rows.tolist()]
+
+
+def _mismatch(node: str) -> Status:
+    # The mask said no but the plugin said yes: a vector/scalar mismatch.
+    return Status.as_error(f"filter mask and filter disagree on node {node}")
 
 
 class _StatusError(Exception):

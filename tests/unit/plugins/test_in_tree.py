@@ -19,6 +19,7 @@ from kubesched.framework.interface import (
     QueueSortPlugin,
     ReservePlugin,
     ScorePlugin,
+    VectorDiagnosePlugin,
     VectorFilterPlugin,
     VectorScorePlugin,
 )
@@ -126,6 +127,7 @@ EXPECTED_POINTS: dict[str, set[type]] = {
         PreFilterPlugin,
         FilterPlugin,
         VectorFilterPlugin,
+        VectorDiagnosePlugin,
         PreScorePlugin,
         ScorePlugin,
         VectorScorePlugin,

@@ -422,6 +422,26 @@ def test_filter_mask_equals_filter(case: tuple[Snapshot, Pod], args: fit.Args) -
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases(), fit_args(), st.data())
+def test_filter_statuses_equal_filter(
+    case: tuple[Snapshot, Pod], args: fit.Args, data: st.DataObject
+) -> None:
+    snap, pod = case
+    rows = draw_rows(data, len(snap))
+    pl = fit.new(args, FakeHandle(snap))
+    state = CycleState()
+    pl.pre_filter(state, pod, snap.node_infos)
+    got = pl.filter_statuses(state, pod, snap, rows)
+    assert got is not None
+    said = [None if s is None else (s.code, s.reasons, s.plugin) for s in got]
+    expected = []
+    for i in rows.tolist():
+        s = pl.filter(state, pod, snap.node_infos[i])
+        expected.append(None if s is None else (s.code, s.reasons, s.plugin))
+    assert said == expected
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases(), fit_args(), st.data())
 def test_score_vector_equals_score(
     case: tuple[Snapshot, Pod], args: fit.Args, data: st.DataObject
 ) -> None:

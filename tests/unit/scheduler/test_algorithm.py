@@ -160,6 +160,65 @@ def test_every_node_rejected_is_a_fit_error_listing_each_reason() -> None:
     assert exc.value.diagnosis.unschedulable_plugins == {"RejectSome"}
 
 
+class Rejects:
+    """Rejects the named nodes with its own reason; ``mode``: node by node only
+    ("scalar"), with a mask ("mask"), with a mask and the statuses of many nodes at once
+    ("statuses"; it says nothing about the nodes in ``lies``, which its mask rejects)."""
+
+    def __init__(
+        self, name: str, reject: set[str], mode: str, lies: frozenset[str] = frozenset()
+    ) -> None:
+        self.name, self.reject, self.lies = name, reject, lies
+        self.status = Status.unschedulable(f"{name} says no")
+        self.one_by_one: list[str] = []
+        if mode in ("mask", "statuses"):
+            self.filter_mask = self._mask
+        if mode == "statuses":
+            self.filter_statuses = self._statuses
+
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+        self.one_by_one.append(node_info.name)
+        return self.status if node_info.name in self.reject else None
+
+    def _mask(self, state: CycleState, pod: Pod, snapshot: Snapshot) -> npt.NDArray[np.bool_]:
+        out = self.reject | self.lies
+        return np.array([ni.name not in out for ni in snapshot.node_infos])
+
+    def _statuses(
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, rows: npt.NDArray[np.intp]
+    ) -> list[Status | None]:
+        names = [snapshot.node_infos[int(r)].name for r in rows]
+        return [self.status if n in self.reject else None for n in names]
+
+
+@pytest.mark.parametrize("mode", ["scalar", "mask", "statuses"])
+def test_each_node_is_diagnosed_by_the_first_plugin_that_rejects_it(mode: str) -> None:
+    snap = Snapshot([make_node(n).info() for n in "abcde"])
+    first = Rejects("First", {"a", "b"}, mode, lies=frozenset("e"))
+    second = Rejects("Second", {"b", "c", "d", "e"}, mode)
+    third = Rejects("Third", {"a", "b", "c", "d", "e"}, "scalar")
+    with pytest.raises(FitError) as exc:
+        Algorithm().schedule_pod(
+            framework(first, second, third), CycleState(), make_pod("p").pod(), snap
+        )
+    d = exc.value.diagnosis
+    assert {n: s.message() for n, s in d.node_to_status.items()} == {
+        "a": "First says no",
+        "b": "First says no",
+        "c": "Second says no",
+        "d": "Second says no",
+        "e": "Second says no",  # First's mask and statuses disagree: the next plugin says
+    }
+    assert list(d.node_to_status) == list("abcde")  # in scan order
+    assert {s.plugin for s in d.node_to_status.values()} == {"First", "Second"}
+    assert d.unschedulable_plugins == {"First", "Second"}
+    assert third.one_by_one == []  # every node was decided before it
+    assert str(exc.value) == "0/5 nodes are available: 2 First says no, 3 Second says no."
+    if mode != "scalar":  # (a scalar plugin also ran in the scan)
+        # Node by node only where the plugin cannot answer for many nodes at once.
+        assert second.one_by_one == ([] if mode == "statuses" else ["c", "d", "e"])
+
+
 def test_without_filter_plugins_the_scan_takes_only_the_nodes_it_needs() -> None:
     snap = big_snapshot(1000)
     alg = Algorithm()
@@ -184,7 +243,7 @@ class Scalar:
         self.name = inner.name
 
     def __getattr__(self, attr: str) -> Any:
-        if attr in ("filter_mask", "score_vector"):
+        if attr in ("filter_mask", "filter_statuses", "score_vector"):
             raise AttributeError(attr)
         return getattr(self._inner, attr)
 

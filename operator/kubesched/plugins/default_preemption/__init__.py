@@ -86,7 +86,7 @@ from kubesched.framework.interface import (
     PreEnqueuePlugin,
 )
 from kubesched.framework.nodeinfo import NodeInfo
-from kubesched.framework.status import Code, Status
+from kubesched.framework.status import Code, Status, distinct
 from kubesched.framework.types import Pod
 from kubesched.plugins.default_preemption.dry_run import DryRunNode
 from kubesched.plugins.default_preemption.ordering import (
@@ -282,6 +282,8 @@ class DefaultPreemption(PreEnqueuePlugin, PostFilterPlugin, EnqueueExtensions):
         statuses: Mapping[str, Status],
     ) -> tuple[list[Candidate], dict[str, Status], list[str]]:
         """(candidates, non-violating first; dry-run statuses of failed nodes; errors)."""
+        if all(st.code != Code.UNSCHEDULABLE for st in distinct(statuses.values())):
+            return [], {}, []  # no node where preemption might help: none to walk
         potential = [
             ni
             for ni in all_nodes

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from kubesched.framework.labels import compile_label_selector
-from kubesched.framework.status import Status
+from kubesched.framework.status import Status, reason_counts
 from kubesched.framework.types import ObjectError, Pod
 
 __all__ = [
@@ -141,10 +141,7 @@ def pick_one_node_for_preemption(candidates: Sequence[Candidate]) -> Candidate |
 def fit_error_message(num_all_nodes: int, statuses: Mapping[str, Status]) -> str:
     """kube's FitError text over the dry run: explicit node statuses, every other node
     counted as "Preemption is not helpful for scheduling"."""
-    counts: dict[str, int] = {}
-    for st in statuses.values():
-        for r in st.reasons:
-            counts[r] = counts.get(r, 0) + 1
+    counts = reason_counts(statuses.values())
     absent = num_all_nodes - len(statuses)
     if absent > 0:
         counts[ERR_NOT_HELPFUL] = counts.get(ERR_NOT_HELPFUL, 0) + absent
