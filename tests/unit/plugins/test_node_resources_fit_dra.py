@@ -86,6 +86,7 @@ def test_filter(
     mask = pl.filter_mask(state, pod, snap)
     assert mask is not None
     np.testing.assert_array_equal(mask, [expected is None])
+    assert pl.filter_statuses(state, pod, snap, np.array([0], dtype=np.intp)) == [expected]
 
 
 def test_node_hint_counts_a_node_without_the_resource() -> None:
