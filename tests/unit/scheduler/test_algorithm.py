@@ -22,6 +22,7 @@ from kubesched.framework.types import Pod
 from kubesched.profiles import compile_profile, default_profile_spec
 from kubesched.scheduler.algorithm import Algorithm, FitError, num_feasible_nodes_to_find
 from tests.builders import make_node, make_pod
+from tests.unit.plugins.fakes import FakeStore
 from tests.unit.plugins.strategies import cases
 
 # (percentage, nodes, expected): kube-scheduler's numFeasibleNodesToFind.
@@ -267,7 +268,9 @@ def scalar_twin(fwk: Framework) -> Framework:
 def test_vector_and_scalar_paths_agree(case: tuple[Snapshot, Pod]) -> None:
     snap, pod = case
     vector = compile_profile(
-        default_profile_spec(), FrameworkServices(snapshot=lambda: snap)
+        # (a store, as the scheduler's: DRA's plugins read DeviceClasses for extended resources)
+        default_profile_spec(),
+        FrameworkServices(snapshot=lambda: snap, store=FakeStore()),
     ).framework
     scalar = scalar_twin(vector)
     start = random.Random(len(snap)).randrange(len(snap))
