@@ -111,6 +111,24 @@ def _proc_cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
+def _proc_cpu_wait_seconds(pid: int) -> float | None:
+    """Seconds the threads of ``pid`` were runnable but not running (the second field of
+    each thread's ``/proc/<pid>/task/<tid>/schedstat``, nanoseconds), summed over the
+    threads there now."""
+    total, found = 0, False
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return None
+    for task in tasks:
+        try:
+            total += int((task / "schedstat").read_text().split()[1])
+            found = True
+        except (OSError, IndexError, ValueError):
+            continue
+    return total / 1e9 if found else None
+
+
 def _proc_peak_rss(pid: int) -> int | None:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -303,6 +321,9 @@ class ClusterDriver:
 
     def cpu_seconds(self) -> float | None:
         return _proc_cpu_seconds(self.pid) if self.pid is not None else None
+
+    def cpu_wait_seconds(self) -> float | None:
+        return _proc_cpu_wait_seconds(self.pid) if self.pid is not None else None
 
     async def pause(self) -> None:
         """Stop the scheduler's process (a backlog builds up while it is down)."""

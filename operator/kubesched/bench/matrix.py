@@ -223,10 +223,11 @@ def _gang(side: Mapping[str, Any]) -> str:
 HEADER = (
     "| workload | nodes | pods | kubesched pods/s | kube-scheduler pods/s "
     "| **ratio** | latency p50 / p99 s (ks / kube) | CPU s (ks / kube) "
+    "| waiting for a CPU s (ks / kube) "
     "| apiserver+etcd CPU s (ks run / kube run) "
     "| peak RSS MiB (ks / kube) | RSS ratio | start to first bind s (ks / kube) "
     "| load (start, end) |\n"
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
@@ -254,7 +255,7 @@ def _row(doc: Mapping[str, Any], notes: list[str]) -> str:
     w, nodes, pods = doc["workload"], doc["nodes"], doc["pods"]
     if "error" in doc:
         notes.append(f"- {w} {nodes}/{pods}: {str(doc['error']).splitlines()[-1][:300]}")
-        return f"| {w} | {nodes} | {pods} | failed: see note | | | | | | | | | |"
+        return f"| {w} | {nodes} | {pods} | failed: see note | | | | | | | | | | |"
     ks, kube = _side(doc, "kubesched"), _side(doc, "kube-scheduler")
     load = doc.get("loadavg") or [None, None]
     for name, side in (("kubesched", ks), ("kube-scheduler", kube)):
@@ -275,6 +276,7 @@ def _row(doc: Mapping[str, Any], notes: list[str]) -> str:
         f"| **{_num(_ratio(doc), 2)}** "
         f"| {_latency(ks)} ; {_latency(kube)} "
         f"| {_num(ks.get('cpu_seconds'), 1)} / {_num(kube.get('cpu_seconds'), 1)} "
+        f"| {_num(ks.get('cpu_wait_seconds'), 1)} / {_num(kube.get('cpu_wait_seconds'), 1)} "
         f"| {_control_plane_cpu(ks)} / {_control_plane_cpu(kube)} "
         f"| {_mib(ks.get('peak_rss_bytes'))} / {_mib(kube.get('peak_rss_bytes'))} "
         f"| {_rss_ratio(doc)} "

@@ -69,6 +69,10 @@ class RunResult:
     """From the first pod created to the last pod bound (or to giving up)."""
     cpu_seconds: float | None = None
     """The scheduler process's user + system CPU over the measured window."""
+    cpu_wait_seconds: float | None = None
+    """How long the scheduler's threads were runnable but waiting for a CPU over the
+    measured window, summed over its threads (a cluster target, from the kernel's
+    schedstat): a one-threaded scheduler on a busy machine waits here, not on I/O."""
     peak_rss_bytes: int | None = None
     """The scheduler process's peak resident set size (VmHWM), startup included."""
     creation_seconds: float = 0.0
@@ -104,6 +108,11 @@ class RunResult:
             "seconds": round(self.seconds, 3),
             "pod_creation_seconds": round(self.creation_seconds, 3),
             "cpu_seconds": self.cpu_seconds,
+            **(
+                {"cpu_wait_seconds": self.cpu_wait_seconds}
+                if self.cpu_wait_seconds is not None
+                else {}
+            ),
             "peak_rss_bytes": self.peak_rss_bytes,
             **(
                 {"start_to_first_bind_seconds": self.start_to_first_bind}

@@ -63,6 +63,10 @@ class Driver(Protocol):
         """Delete the object ``obj`` names (kind, metadata.name); gone already is fine."""
 
     def cpu_seconds(self) -> float | None: ...
+    def cpu_wait_seconds(self) -> float | None:
+        """Seconds the scheduler's threads were runnable but waiting for a CPU, so far
+        (None: not known)."""
+
     def other_cpu_seconds(self) -> dict[str, float]:
         """CPU seconds so far of the other processes on the path (API server, etcd, the
         bench itself), by name: where the machine's time went besides the scheduler."""
@@ -136,6 +140,7 @@ class _Window:
     start: float
     cpu_start: float | None
     others_start: dict[str, float]
+    wait_start: float | None = None
     resumed_at: float | None = None
     """Set when the resume started a new scheduler process (its start-up is measured)."""
 
@@ -161,6 +166,7 @@ async def run_pods(
     else:
         cpu_start, others_start = driver.cpu_seconds(), driver.other_cpu_seconds()
         window = _Window(asyncio.get_running_loop().time(), cpu_start, others_start)
+        window.wait_start = driver.cpu_wait_seconds()
         tracker.counts = [(window.start, tracker.measured_bound)]
     await _measure(driver, plan, tracker, result, limits, window.start, backlog)
     _close_window(driver, tracker, result, window)
@@ -177,6 +183,7 @@ async def _open_after_backlog(
     # (None until it exists: from zero, its start-up and first LIST included).
     cpu_start = driver.cpu_seconds()
     others_start = driver.other_cpu_seconds()
+    wait_start = driver.cpu_wait_seconds()
     resuming = loop.time()
     await driver.resume()
     # The window opens when the scheduler is ready, or at its first measured bind
@@ -194,6 +201,7 @@ async def _open_after_backlog(
         start=start,
         cpu_start=cpu_start if cpu_start is not None else 0.0,
         others_start=others_start,
+        wait_start=wait_start if wait_start is not None else 0.0,
         # No process before the resume: it started one (a cluster target), and the time
         # from its start to its first bind is the scheduler's start-up.
         resumed_at=resuming if cpu_start is None else None,
@@ -266,6 +274,9 @@ def _close_window(driver: Driver, tracker: Tracker, result: RunResult, window: _
     cpu_end = driver.cpu_seconds()
     if window.cpu_start is not None and cpu_end is not None:
         result.cpu_seconds = round(cpu_end - window.cpu_start, 3)
+    wait_end = driver.cpu_wait_seconds()
+    if window.wait_start is not None and wait_end is not None:
+        result.cpu_wait_seconds = round(wait_end - window.wait_start, 3)
     others_end = driver.other_cpu_seconds()
     result.other_cpu_seconds = {
         name: round(others_end[name] - before, 3)

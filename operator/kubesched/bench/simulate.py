@@ -89,6 +89,9 @@ class MemoryDriver:
     def cpu_seconds(self) -> float | None:
         return time.process_time()
 
+    def cpu_wait_seconds(self) -> float | None:
+        return None  # the scheduler shares this process
+
     def other_cpu_seconds(self) -> dict[str, float]:
         return {}  # one process: the scheduler's figure is all of it
 

@@ -58,10 +58,12 @@ def test_the_table_shows_start_to_first_bind_per_side() -> None:
     doc = _doc("SchedulingBasic", 1000, 5000, 700.0, 450.0)
     doc["kubesched"]["start_to_first_bind_seconds"] = 0.204  # type: ignore[index]
     doc["kube-scheduler"]["start_to_first_bind_seconds"] = 0.25  # type: ignore[index]
+    doc["kubesched"]["cpu_wait_seconds"] = 31.04  # type: ignore[index]
     table = matrix.render([{**doc, "arrival": "backlog"}])
     assert "start to first bind s (ks / kube)" in table
     (row,) = [line for line in table.splitlines() if line.startswith("| SchedulingBasic")]
     assert "| 0.20 / 0.25 |" in row
+    assert "| 2.0 / 4.0 | 31.0 / - |" in row  # CPU, then waiting for a CPU (kube: unknown)
     assert row.count("|") == matrix.HEADER.splitlines()[0].count("|")
 
 

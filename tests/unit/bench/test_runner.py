@@ -66,6 +66,10 @@ class FakeCluster:
     def cpu_seconds(self) -> float | None:
         return None
 
+    def cpu_wait_seconds(self) -> float | None:
+        # the scheduler waited half a second for a CPU per pod created
+        return 0.5 * len(self.created)
+
     def other_cpu_seconds(self) -> dict[str, float]:
         # a peer that burns one CPU second per pod created (the API server, say)
         return {"kube-apiserver": float(len(self.created))}
@@ -106,6 +110,9 @@ async def test_init_pods_are_bound_before_the_measured_ones_are_created() -> Non
     assert result.phases["init"]["bound"] == 1 and result.scheduled == 2
     # the other processes' CPU covers the measured window only: not the init pod
     assert result.other_cpu_seconds == {"kube-apiserver": 2.0}
+    # and so does the scheduler's wait for a CPU
+    assert result.cpu_wait_seconds == 1.0
+    assert result.to_json()["cpu_wait_seconds"] == 1.0
 
 
 async def test_a_backlog_is_created_while_the_scheduler_is_paused_and_timed_from_its_start() -> (
