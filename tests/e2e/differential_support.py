@@ -11,7 +11,6 @@ import gc
 import pathlib
 import threading
 import time
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -482,16 +481,10 @@ class KubeschedThread:
     def __exit__(self, *exc: object) -> None:
         if self._loop is not None and self._stop is not None and self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._stop.set)
-        # What the run left unclosed is collected here, not in a later test. A few API
-        # connections of a run in a thread of its own are sometimes still open when its
-        # loop closes (a known leak at stop, not yet found: see docs/DESIGN.md,
-        # "Dependencies: limits we accept"); this test compares placements, so their
-        # ResourceWarnings are dropped here rather than failing it.
-        # (The filters are process-wide: they cover the run's thread while it ends, too.)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ResourceWarning)
-            self._thread.join(30)
-            gc.collect()
+        # What the run left unclosed is collected here, so that its ResourceWarnings (warnings
+        # are errors) fail this test rather than a later one.
+        self._thread.join(30)
+        gc.collect()
         if self._error is not None:
             raise self._error
 

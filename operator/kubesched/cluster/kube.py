@@ -136,9 +136,15 @@ def pool_for(method: str) -> str:
     return READS if method == "GET" else WRITES
 
 
-def session_for(cfg: k8s_client.Configuration, limit: int | None = None) -> aiohttp.ClientSession:
+def session_for(
+    cfg: k8s_client.Configuration,
+    limit: int | None = None,
+    *,
+    headers: Mapping[str, str] | None = None,
+) -> aiohttp.ClientSession:
     """An aiohttp session to the API server of ``cfg`` (inside a running event loop), with
-    at most ``limit`` connections (None: ``cfg.connection_pool_maxsize``; 0: no limit).
+    at most ``limit`` connections (None: ``cfg.connection_pool_maxsize``; 0: no limit),
+    sending ``headers`` with every request.
 
     ``trust_env`` off: with it on (kubernetes_asyncio's own session) every request reads
     the proxy variables and ``~/.netrc`` in a worker thread, about 10% of the event loop
@@ -156,7 +162,9 @@ def session_for(cfg: k8s_client.Configuration, limit: int | None = None) -> aioh
     connector = aiohttp.TCPConnector(
         limit=cfg.connection_pool_maxsize if limit is None else limit, ssl=ctx
     )
-    return aiohttp.ClientSession(connector=connector, trust_env=False, read_bufsize=READ_BUFFER)
+    return aiohttp.ClientSession(
+        connector=connector, headers=headers, trust_env=False, read_bufsize=READ_BUFFER
+    )
 
 
 class RateLimiter:

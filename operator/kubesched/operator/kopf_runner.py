@@ -13,10 +13,12 @@ the stop is intended), the root tasks cancelled and awaited; each of them stops 
 it started (watchers, workers, the event poster) on its way out. Nothing else in the
 loop is touched.
 
-Two limits remain (``docs/DESIGN.md``, "Dependencies: limits we accept"): Kopf leaves
-its watch streams' async generators suspended when its watcher is cancelled between two
-events (:func:`_recording_kopf_generators` finds them to close them), and a few of its
-tasks outlive its root tasks (:func:`_recording_kopf_tasks` finds them to end them).
+Kopf's API sessions are ours, lent by its login handler (:func:`login_info`) and closed
+once Kopf's tasks are done. Two limits remain (``docs/DESIGN.md``, "Dependencies: limits
+we accept"): Kopf leaves its watch streams' async generators suspended when its watcher
+is cancelled between two events (:func:`_recording_kopf_generators` finds them to close
+them), and a few of its tasks outlive its root tasks (:func:`_recording_kopf_tasks` finds
+them to end them).
 """
 
 from __future__ import annotations
@@ -34,10 +36,12 @@ import weakref
 from collections.abc import AsyncGenerator, Callable, Iterable, Iterator
 from typing import Any, cast
 
+import aiohttp
 import kopf
 from kubernetes_asyncio import client as k8s_client
 
 from kubesched.cluster.kinds import WATCHED
+from kubesched.cluster.kube import session_for
 from kubesched.operator.settings import Settings
 
 __all__ = ["kopf_settings", "login_info", "run_kopf"]
@@ -92,19 +96,20 @@ def kopf_settings(settings: Settings) -> kopf.OperatorSettings:
     return s
 
 
-async def login_info(cfg: k8s_client.Configuration) -> kopf.ConnectionInfo:
-    """Kopf's credentials from our client's configuration (the same kubeconfig)."""
+async def login_info(cfg: k8s_client.Configuration) -> kopf.AiohttpSession:
+    """Kopf's credentials from our client's configuration (the same kubeconfig), for Kopf's
+    login handler in :func:`run_kopf`: an aiohttp session of ours (the TLS of
+    ``session_for``, the token as a header, no limit on connections: every watch holds
+    one), which ``run_kopf`` closes once Kopf's tasks are done (see "Kopf's API sessions"
+    below)."""
+    sessions = _lent_sessions.get()
+    if sessions is None:
+        raise RuntimeError("login_info is for Kopf's login handler, in run_kopf")
     auth = str(await cfg.get_api_key_with_prefix("BearerToken") or "")
-    scheme, _, token = auth.partition(" ")
-    return kopf.ConnectionInfo(
-        server=str(cfg.host),
-        ca_path=cfg.ssl_ca_cert or None,
-        insecure=not cfg.verify_ssl,
-        scheme=scheme or None,
-        token=token or None,
-        certificate_path=cfg.cert_file or None,
-        private_key_path=cfg.key_file or None,
-    )
+    session = session_for(cfg, limit=0, headers={"Authorization": auth} if auth else None)
+    sessions[:] = [s for s in sessions if not s.closed]  # Kopf closed those on a re-login
+    sessions.append(session)
+    return kopf.AiohttpSession(aiohttp_session=session, server=str(cfg.host))
 
 
 async def run_kopf(
@@ -129,14 +134,21 @@ async def run_kopf(
         return
     generators: _Generators = weakref.WeakValueDictionary()
     kopf_tasks: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
+    sessions: list[aiohttp.ClientSession] = []
     try:
-        with _recording_kopf_generators(generators), _recording_kopf_tasks(kopf_tasks):
+        with (
+            _recording_kopf_generators(generators),
+            _recording_kopf_tasks(kopf_tasks),
+            _lending_sessions(sessions),
+        ):
             tasks = await kopf.spawn_tasks(stop_flag=stop_flag, **kwargs)
             on_spawned()
             await _run_root_tasks(tasks, stop_flag)
     finally:
         await _end_kopf_tasks(kopf_tasks)
         await _close_generators(generators)
+        for session in sessions:
+            await session.close()
 
 
 async def _run_root_tasks(tasks: Iterable[asyncio.Task[Any]], stop_flag: asyncio.Event) -> None:
@@ -155,6 +167,37 @@ async def _run_root_tasks(tasks: Iterable[asyncio.Task[Any]], stop_flag: asyncio
     for t in done:
         if not t.cancelled() and t.exception() is not None:
             raise cast(BaseException, t.exception())
+
+
+# -- Kopf's API sessions -----------------------------------------------------------------------
+#
+# With a ``kopf.ConnectionInfo`` from the login handler, Kopf makes an aiohttp session per
+# credentials on first use and closes it when its cleanup closes its credentials vault, which
+# then forgets it. A request of Kopf's begun after that cleanup makes a new one, which nothing
+# closes. Kopf's API discovery does that at a stop: ``scan_resources`` reads the group
+# versions in tasks (``asyncio.as_completed``) that outlive the resource observer cancelled by
+# the stop, and one that reached the vault once it was closed opened a session and its
+# connections, left open when the hung tasks were cancelled (the "unclosed transport"
+# warnings of a ``kubesched run`` in a thread of its own). So the login handler gives Kopf a
+# session of ours (``kopf.AiohttpSession``, Kopf's documented way to bring one's own
+# session): whatever Kopf makes from it after its cleanup closed it finds it closed and
+# connects nowhere, and ``run_kopf`` closes every session it lent once Kopf's tasks are done.
+# The sessions are lent through a context variable that Kopf's tasks (its login handler's
+# among them) inherit, as for the generators and tasks below.
+
+_lent_sessions: contextvars.ContextVar[list[aiohttp.ClientSession] | None] = contextvars.ContextVar(
+    "kubesched_kopf_sessions", default=None
+)
+
+
+@contextlib.contextmanager
+def _lending_sessions(sessions: list[aiohttp.ClientSession]) -> Iterator[None]:
+    """:func:`login_info` called from tasks created in this context adds to ``sessions``."""
+    token = _lent_sessions.set(sessions)
+    try:
+        yield
+    finally:
+        _lent_sessions.reset(token)
 
 
 # -- Kopf's watch streams, closed ---------------------------------------------------------------
@@ -248,10 +291,10 @@ async def _close_generators(owned: _Generators) -> None:
 # -- Kopf's tasks that outlive its root tasks ---------------------------------------------------
 #
 # A task Kopf starts without keeping it under a root task (a handler's worker sleeping out a
-# retry's backoff, an API discovery read retrying) survives the root tasks. ``kopf.run_tasks``
+# retry's backoff, API discovery's reads) survives the root tasks. ``kopf.run_tasks``
 # sweeps such "hung" tasks by cancelling every task created after Kopf started, ours too;
-# left alone, one wakes after the stop, opens a new API session (Kopf's credentials vault
-# was closed with the root tasks) and the session is garbage-collected unclosed. So while
+# left alone, one wakes after the stop, finds the lent session closed (Kopf's cleanup
+# closed it) and waits for a new login that never comes: pending when the loop ends. So while
 # Kopf runs, a task factory (asyncio's public hook, chained to the loop's own) records the
 # tasks that Kopf's code starts from this run's context, and they are given
 # HUNG_TASKS_GRACE seconds after the root tasks end, then cancelled. Attribution as for the

@@ -260,7 +260,7 @@ async def run(
         runtime.append(rt)
 
     @kopf.on.login(registry=rt.registry)
-    async def login(**_: Any) -> kopf.ConnectionInfo:
+    async def login(**_: Any) -> kopf.AiohttpSession:
         # A fresh read each time Kopf asks (e.g. after a 401): tokens rotate.
         return await login_info(await load_client_configuration(settings.kubeconfig))
 

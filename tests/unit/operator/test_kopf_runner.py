@@ -11,6 +11,8 @@ from typing import Any
 import kopf
 from aiohttp import web
 from aiohttp.test_utils import TestServer
+from kopf._cogs.clients import api as kopf_api
+from kubernetes_asyncio import client as k8s_client
 
 from kubesched.operator import kopf_runner
 from kubesched.operator.kopf_runner import kopf_settings, run_kopf
@@ -106,3 +108,82 @@ async def test_kopf_tasks_left_after_its_stop_are_ended_and_nobody_elses() -> No
     for t in (ours, outsider):
         t.cancel()
     await asyncio.gather(ours, outsider, return_exceptions=True)
+
+
+async def test_a_request_kopf_begins_after_its_cleanup_leaves_no_connection_open() -> None:
+    """Kopf's API discovery reads group versions in tasks that outlive its stop; one that
+    reached Kopf's credentials after its cleanup had closed them made a new session whose
+    connections stayed open ("unclosed transport" when the loop ended). The sessions Kopf
+    uses are lent by our login handler now, and closed once Kopf's tasks are done: such a
+    late request finds its session closed, and no connection outlives run_kopf."""
+    connections: list[asyncio.BaseTransport] = []
+
+    async def version(request: web.Request) -> web.Response:
+        assert request.transport is not None
+        connections.append(request.transport)
+        return web.json_response({"major": "1", "minor": "37"})
+
+    app = web.Application()
+    app.router.add_get("/api", _discovery)
+    app.router.add_get("/apis", _discovery)
+    app.router.add_get("/version", version)
+    server = TestServer(app)
+    await server.start_server()
+    cfg = k8s_client.Configuration()
+    cfg.host = str(server.make_url("")).rstrip("/")
+    settings = kopf_settings(Settings(leader_elect=False))
+    registry = kopf.OperatorRegistry()
+    connected, cleaned_up = asyncio.Event(), asyncio.Event()
+    late: list[asyncio.Task[Any]] = []
+    # Kopf's code in a task of Kopf's: a request while Kopf runs, and one begun once its
+    # cleanup is done (as a discovery read left over from the stop begins it).
+    namespace: dict[str, Any] = {
+        "asyncio": asyncio,
+        "api": kopf_api,
+        "connected": connected,
+        "cleaned_up": cleaned_up,
+    }
+    source = (
+        "async def reads(settings, logger):\n"
+        "    await api.get('/version', settings=settings, logger=logger)\n"
+        "    connected.set()\n"
+        "    await cleaned_up.wait()\n"
+        "    await asyncio.sleep(0.1)\n"  # the vault is closed right after the cleanup
+        "    await api.get('/version', settings=settings, logger=logger)\n"
+    )
+    exec(compile(source, "/site-packages/kopf/_cogs/clients/fake.py", "exec"), namespace)
+
+    @kopf.on.login(registry=registry)
+    async def login(**_: Any) -> kopf.AiohttpSession:
+        return await kopf_runner.login_info(cfg)
+
+    @kopf.on.startup(registry=registry)
+    async def startup(**kwargs: Any) -> None:
+        late.append(asyncio.create_task(namespace["reads"](settings, kwargs["logger"])))
+
+    @kopf.on.cleanup(registry=registry)
+    async def cleanup(**_: Any) -> None:
+        cleaned_up.set()
+
+    synced, stop, ready = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    synced.set()
+    kopf_task = asyncio.create_task(
+        run_kopf(
+            after=synced,
+            stop_flag=stop,
+            on_spawned=lambda: None,
+            registry=registry,
+            settings=settings,
+            clusterwide=True,
+            standalone=True,
+            ready_flag=ready,
+        )
+    )
+    await asyncio.wait_for(connected.wait(), 10)
+    stop.set()
+    await asyncio.wait_for(kopf_task, 10)
+    assert late and late[0].done()
+    await asyncio.sleep(0.1)  # the server sees the connections closed
+    assert connections, "Kopf made no request"
+    assert all(t.is_closing() for t in connections), "a connection of Kopf's is left open"
+    await server.close()
