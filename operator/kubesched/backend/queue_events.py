@@ -67,6 +67,7 @@ class QueueingHints:
         self._interest: dict[ClusterEvent, bool] = {}
         self._plugins_for: dict[ClusterEvent, frozenset[str]] = {}
         self._gaters_for: dict[ClusterEvent, frozenset[str]] = {}
+        self._matching: dict[tuple[str, ClusterEvent], tuple[ClusterEventWithHint, ...]] = {}
 
     def plugins_for(self, event: ClusterEvent) -> frozenset[str]:
         """The plugins that registered for this event (cached: events repeat).
@@ -133,6 +134,15 @@ class QueueingHints:
             return False
         return self._says_queue(qpi.gating_plugin, qpi.pod, event, old, new, gating=True)
 
+    def _matching_regs(self, plugin: str, event: ClusterEvent) -> tuple[ClusterEventWithHint, ...]:
+        """``plugin``'s registrations this event matches (cached: a move asks this once
+        per parked pod, thousands of times for the same event)."""
+        hit = self._matching.get((plugin, event))
+        if hit is None:
+            hit = tuple(r for r in self._regs.get(plugin, ()) if event.matches(r.event))
+            self._matching[(plugin, event)] = hit
+        return hit
+
     def _says_queue(
         self,
         plugin: str,
@@ -143,8 +153,8 @@ class QueueingHints:
         *,
         gating: bool = False,
     ) -> bool:
-        for reg in self._regs.get(plugin, ()):
-            if (gating and not reg.ungates) or not event.matches(reg.event):
+        for reg in self._matching_regs(plugin, event):
+            if gating and not reg.ungates:
                 continue
             if reg.hint is None:
                 return True
