@@ -24,7 +24,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from kubesched.framework.cycle_state import CycleState, StateKey
-from kubesched.framework.dra.extended import DEVICE_CLASS_PREFIX, classes_in
+from kubesched.framework.dra.extended import DEVICE_CLASS_PREFIX, classes_of
 from kubesched.framework.helpers import (
     allocatable_and_requested,
     allocatable_and_requested_rows,
@@ -279,9 +279,9 @@ class NodeResourcesFit(
 
     def dra_backed(self, pod: Pod) -> frozenset[str]:
         """The pod's non-zero extended resource requests a DeviceClass serves."""
-        if self._handle is None or not pod.requests.scalar:
+        if self._handle is None:
             return frozenset()
-        return classes_in(self._handle.store).backed(pod.requests.scalar)
+        return classes_of(self._handle, pod.requests.scalar).backed(pod.requests.scalar)
 
     def _after_node_change(self, pod: Pod, old: object, new: object) -> bool:
         return _after_node_change(pod, old, new, self.dra_backed(pod))

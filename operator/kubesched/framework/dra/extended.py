@@ -23,12 +23,14 @@ from typing import Any
 
 from kubesched.framework.cluster_port import ObjectStore
 from kubesched.framework.helpers import is_extended_resource_name
+from kubesched.framework.interface import Handle
 
 __all__ = [
     "DEVICE_CLASS_PREFIX",
     "EXTENDED_RESOURCE_CLAIM_ANNOTATION",
     "ExtendedResourceClasses",
     "classes_in",
+    "classes_of",
     "extended_resource_classes",
     "is_dra_extended_resource_name",
 ]
@@ -100,6 +102,21 @@ def extended_resource_classes(classes: Iterable[Mapping[str, Any]]) -> ExtendedR
     for ext, (_, name) in explicit.items():
         out[ext] = name
     return ExtendedResourceClasses(out)
+
+
+NO_CLASSES = ExtendedResourceClasses({})
+
+
+def classes_of(handle: Handle, requests: Mapping[str, int]) -> ExtendedResourceClasses:
+    """The table of ``handle``'s store, or none without a scalar request (nothing to look
+    up) or without a store (a framework built without one, e.g. for a dry run)."""
+    if not requests:
+        return NO_CLASSES
+    try:
+        store = handle.store
+    except RuntimeError:
+        return NO_CLASSES
+    return classes_in(store)
 
 
 _CACHE: dict[int, tuple[weakref.ref[Any], list[Any], ExtendedResourceClasses]] = {}

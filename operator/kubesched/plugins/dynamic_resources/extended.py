@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,15 +47,21 @@ from kubesched.framework.dra import AllocationResult, ResourceClaim
 from kubesched.framework.dra.extended import (
     EXTENDED_RESOURCE_CLAIM_ANNOTATION,
     ExtendedResourceClasses,
-    classes_in,
+    classes_of,
     is_dra_extended_resource_name,
 )
+from kubesched.framework.interface import Handle
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.quantity import QuantityError, parse_quantity
 from kubesched.framework.status import Status
 from kubesched.framework.types import ObjectError, Pod
 from kubesched.plugins.dynamic_resources.claims import allocation_dict
-from kubesched.plugins.dynamic_resources.tracker import CLAIM, ClaimTracker, Obj, Pending
+from kubesched.plugins.dynamic_resources.tracker import (
+    CLAIM,
+    ClaimTracker,
+    Obj,
+    Pending,
+)
 
 __all__ = [
     "CANNOT_FIT",
@@ -190,16 +196,16 @@ def node_variant(
 
 
 def find_extended_claim(
-    pod: Pod, tracker: ClaimTracker, store: ObjectStore
+    pod: Pod, handle: Handle, tracker_of: Callable[[], ClaimTracker]
 ) -> ExtendedClaim | None:
     """kube's preFilterExtendedResources: None unless the pod requests an extended
-    resource some DeviceClass serves."""
+    resource some DeviceClass serves (``tracker_of``: the plugin's tracker, asked for
+    only then)."""
     scalar = pod.requests.scalar
-    if not scalar:
-        return None
-    classes = classes_in(store)
+    classes = classes_of(handle, scalar)
     if not classes.backed(scalar):
         return None
+    store, tracker = handle.store, tracker_of()
     requests = {n: q for n, q in scalar.items() if q and is_dra_extended_resource_name(n)}
     for raw in store.list(CLAIM, pod.namespace):
         if _is_pods_extended_claim(pod, raw):

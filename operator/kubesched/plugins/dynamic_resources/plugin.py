@@ -304,10 +304,9 @@ class DynamicResources(
                 found = self._pod_claims(pod)
             except ClaimNameError as e:
                 return None, Status.unresolvable(str(e), plugin=NAME)
-        # Only a pod with extended resources reads the store for DeviceClasses (a
-        # framework without an object store schedules every other pod).
-        if pod.requests.scalar:
-            data.extended = find_extended_claim(pod, self.tracker, self._handle.store)
+        # Only a pod with a scalar request reads the store for DeviceClasses; a
+        # framework without an object store reads none (see classes_of).
+        data.extended = find_extended_claim(pod, self._handle, lambda: self.tracker)
         if not found and data.extended is None:
             return None, Status.skip()
         tracker = self.tracker
