@@ -218,7 +218,7 @@ async def test_a_stale_claim_of_the_pod_is_deleted_and_the_pod_retried() -> None
     async with running(h):
         # its deletion (no allocation) requeues nothing, as in kube: the pod waits for
         # the unschedulable pool's flush (5 minutes)
-        await h.wait_for(lambda: h.node_of("default/p") == "n0", within=400)
+        await h.wait_for(lambda: h.node_of("default/p") == "n0", within=400, step=1.0)
     assert failed_messages(h, "default/p")[0] == (
         "0/1 nodes are available: 1 cannot schedule extended resource claim. "
         "deletion of ResourceClaim completed, preemption: 0/1 nodes are available: "
