@@ -39,10 +39,14 @@ def _version(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _parser(prog: str = PROG) -> argparse.ArgumentParser:
+def _parser(prog: str = PROG, command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``command`` "run", only ``run``'s: the other subcommands' modules
+    import the simulator (about a second on a busy machine) that ``kubesched run`` does
+    not need on its way to the first bind. ``run``'s flags, help and errors are the same
+    either way."""
     # Imported here, inside main()'s Ctrl-C handling: importing the scheduler takes a
     # moment, and an interrupt then must not print a traceback either.
-    from kubesched.cli import bench, explain, run, simulate, ui, validate
+    from kubesched.cli import run
 
     parser = _Parser(
         prog=prog,
@@ -53,6 +57,10 @@ def _parser(prog: str = PROG) -> argparse.ArgumentParser:
         dest="command", metavar="COMMAND", required=True, parser_class=_Parser
     )
     run.add(sub)
+    if command == "run":
+        return parser
+    from kubesched.cli import bench, explain, simulate, ui, validate
+
     bench.add(sub)
     explain.add(sub)
     simulate.add(sub)
@@ -60,6 +68,21 @@ def _parser(prog: str = PROG) -> argparse.ArgumentParser:
     validate.add(sub)
     sub.add_parser("version", help="print the version").set_defaults(handler=_version)
     return parser
+
+
+def _user_errors() -> tuple[type[Exception], ...]:
+    """The exceptions that are a user's mistake, of the modules imported so far (one not
+    imported cannot have raised): ``kubesched run`` does not import the simulator."""
+    errors: list[type[Exception]] = [BadInput]
+    for module, name in (
+        ("kubesched.cluster.kubeconfig", "KubeconfigError"),
+        ("kubesched.framework.types", "ObjectError"),
+        ("kubesched.simulator.scenario", "ScenarioError"),
+    ):
+        loaded = sys.modules.get(module)
+        if loaded is not None:
+            errors.append(getattr(loaded, name))
+    return tuple(errors)
 
 
 def _fail(message: str) -> int:
@@ -72,24 +95,31 @@ def _fail(message: str) -> int:
 def main(argv: Sequence[str] | None = None, *, prog: str = PROG) -> int:
     """Run the command line; returns the exit code (the console script exits with it)."""
     try:
-        from kubesched.cluster.kubeconfig import KubeconfigError
-        from kubesched.framework.types import ObjectError
-        from kubesched.simulator.scenario import ScenarioError
+        words = sys.argv[1:] if argv is None else list(argv)
+        command = words[0] if words else None
+        listing = None
+        if command == "run":  # its first LIST, before the imports (see cli/early.py)
+            from kubesched.cli import early
 
-        parser = _parser(prog)
+            listing = early.start(words[1:])
+        parser = _parser(prog, command)
         try:
             args = parser.parse_args(argv)
         except SystemExit as e:  # --help, --version, or a usage error already printed
             return e.code if isinstance(e.code, int) else EXIT_BAD_INPUT
+        if command == "run":
+            args.early_listing = listing
         try:
             code: int = args.handler(args)
-        except (BadInput, ScenarioError, ObjectError, KubeconfigError) as e:
-            return _fail(str(e))
         except BrokenPipeError:
             # The reader went away (e.g. `| head`): stop quietly, as other CLIs do.
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
             return 1
+        except Exception as e:
+            if not isinstance(e, _user_errors()):
+                raise
+            return _fail(str(e))
         return code
     except KeyboardInterrupt:
         print(file=sys.stderr)  # end the ^C line

@@ -76,12 +76,12 @@ def _run(args: argparse.Namespace) -> int:
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    prefetch = None
-    if settings.watch_engine == "direct":
-        # the first LIST of pods and nodes, while the scheduler's modules are imported
-        from kubesched.cluster.prefetch import Prefetch
+    # the first LIST of pods and nodes, while the scheduler's modules are imported
+    from kubesched.cli import early
 
-        prefetch = Prefetch(settings.kubeconfig).start()
+    prefetch = early.take(
+        getattr(args, "early_listing", None), settings.kubeconfig, settings.watch_engine
+    )
     from kubesched.cluster.kubeconfig import load_client_configuration
     from kubesched.framework.cluster_port import ClusterError
     from kubesched.operator.run import LeadershipLost, run

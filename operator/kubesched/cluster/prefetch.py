@@ -21,12 +21,15 @@ import asyncio
 import http.client
 import logging
 import ssl
+import tempfile
 import threading
 import urllib.parse
 from collections.abc import Iterable
 from typing import Any
 
 import orjson
+
+from kubesched.cluster import plain_login
 
 __all__ = ["Page", "Prefetch"]
 
@@ -95,6 +98,32 @@ class Prefetch:
                 conn.close()
 
     def _connect(self) -> tuple[http.client.HTTPConnection, dict[str, str]]:
+        with tempfile.TemporaryDirectory(prefix="kubesched-prefetch-") as temp:
+            login = plain_login.read(self.kubeconfig, temp) or self._login()
+            url = urllib.parse.urlsplit(login.host)
+            headers = {"Accept": "application/json"}
+            if login.token:
+                headers["Authorization"] = login.token
+            conn: http.client.HTTPConnection
+            if url.scheme == "https":
+                ctx = ssl.create_default_context(cafile=login.ca_file or None)
+                if not login.verify:
+                    ctx.check_hostname = False
+                    ctx.verify_mode = ssl.CERT_NONE
+                if login.cert_file:
+                    ctx.load_cert_chain(login.cert_file, login.key_file or None)
+                conn = http.client.HTTPSConnection(
+                    url.hostname or "", url.port, context=ctx, timeout=self.timeout
+                )
+            else:
+                conn = http.client.HTTPConnection(
+                    url.hostname or "", url.port, timeout=self.timeout
+                )
+        self._prefix = url.path.rstrip("/")
+        return conn, headers
+
+    def _login(self) -> plain_login.Login:
+        """The real loader's answer (kubernetes_asyncio's), for what plain_login leaves."""
         from kubesched.cluster.kubeconfig import load_client_configuration
 
         async def configure() -> tuple[Any, str]:
@@ -104,27 +133,16 @@ class Prefetch:
         cfg, auth = asyncio.run(configure())
         if cfg.proxy:
             raise ValueError("a proxy is configured")
-        url = urllib.parse.urlsplit(str(cfg.host))
-        headers = {"Accept": "application/json"}
-        if auth:
-            headers["Authorization"] = auth
-        conn: http.client.HTTPConnection
         if cfg.tls_server_name:
             raise ValueError("a TLS server name is configured")
-        if url.scheme == "https":
-            ctx = ssl.create_default_context(cafile=cfg.ssl_ca_cert or None)
-            if not cfg.verify_ssl:
-                ctx.check_hostname = False
-                ctx.verify_mode = ssl.CERT_NONE
-            if cfg.cert_file:
-                ctx.load_cert_chain(cfg.cert_file, cfg.key_file or None)
-            conn = http.client.HTTPSConnection(
-                url.hostname or "", url.port, context=ctx, timeout=self.timeout
-            )
-        else:
-            conn = http.client.HTTPConnection(url.hostname or "", url.port, timeout=self.timeout)
-        self._prefix = url.path.rstrip("/")
-        return conn, headers
+        return plain_login.Login(
+            host=str(cfg.host),
+            ca_file=cfg.ssl_ca_cert or None,
+            cert_file=cfg.cert_file or None,
+            key_file=cfg.key_file or None,
+            token=auth,
+            verify=bool(cfg.verify_ssl),
+        )
 
     def _list(
         self, conn: http.client.HTTPConnection, headers: dict[str, str], path: str

@@ -1,0 +1,66 @@
+"""``kubesched run`` starts its first LIST before parsing its settings; run takes that
+listing only when the parsed settings would have made the same one."""
+
+from __future__ import annotations
+
+import pytest
+
+from kubesched.cli import early
+from kubesched.cluster.prefetch import Prefetch
+from kubesched.operator.settings import env_name, options
+
+
+def test_the_flags_peeked_are_the_settings_flags() -> None:
+    opts = options()
+    for field, flag in early.FLAGS.items():
+        assert opts[field].flag == flag
+        assert env_name(field) == f"KUBESCHED_{field.upper()}"
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "expected"),
+    [
+        ([], {}, {"kubeconfig": None, "watch_engine": None}),
+        (["--kubeconfig", "a", "--port", "0"], {}, {"kubeconfig": "a", "watch_engine": None}),
+        (["--kubeconfig=a", "--kubeconfig", "b"], {}, {"kubeconfig": "b", "watch_engine": None}),
+        (
+            [],
+            {"kubesched_kubeconfig": "e", "KUBESCHED_WATCH_ENGINE": "kopf"},
+            {"kubeconfig": "e", "watch_engine": "kopf"},
+        ),
+        (
+            ["--watch-engine", "direct"],
+            {"KUBESCHED_WATCH_ENGINE": "kopf"},
+            {"kubeconfig": None, "watch_engine": "direct"},
+        ),
+    ],
+)
+def test_the_command_line_wins_over_the_environment(
+    argv: list[str], env: dict[str, str], expected: dict[str, str | None]
+) -> None:
+    assert early.peek(argv, env) == expected
+
+
+def test_help_and_the_kopf_engine_start_no_listing() -> None:
+    assert early.start(["--kubeconfig", "x", "--help"], {}) is None
+    assert early.start(["--watch-engine", "kopf"], {}) is None
+    assert early.start([], {"KUBESCHED_WATCH_ENGINE": "kopf"}) is None
+
+
+def test_run_takes_the_early_listing_only_for_the_same_kubeconfig(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    started: list[str | None] = []
+
+    def start(self: Prefetch) -> Prefetch:
+        started.append(self.kubeconfig)  # no thread: nothing is listed
+        return self
+
+    monkeypatch.setattr(Prefetch, "start", start)
+    listing = early.start(["--kubeconfig", "a"], {})
+    assert listing is not None and started == ["a"]
+    assert early.take(listing, "a", "direct") is listing
+    # an abbreviated flag (argparse took --kubec b): the settings say b, a new listing
+    other = early.take(listing, "b", "direct")
+    assert other is not listing and other is not None and started == ["a", "b"]
+    assert early.take(listing, "a", "kopf") is None  # Kopf watches pods and nodes
