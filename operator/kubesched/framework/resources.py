@@ -23,6 +23,7 @@ __all__ = [
     "PODS",
     "Resource",
     "parse_resource_list",
+    "pod_request_pair",
     "pod_requests",
 ]
 
@@ -176,8 +177,9 @@ def _section(obj: object, field: str) -> Mapping[str, Any]:
     return obj
 
 
-def _container_requests(c: Mapping[str, Any], field: str, non_zero: bool) -> Resource:
-    """``c``: a container already checked to be a map (by :func:`_section`)."""
+def _container_requests(c: Mapping[str, Any], field: str) -> tuple[Resource, Resource]:
+    """``c``'s requests, and its non-zero ones (the same object when it states both cpu
+    and memory); ``c``: a container already checked to be a map (by :func:`_section`)."""
     res = _section(c.get("resources"), f"{field}.resources")
     req = _section(res.get("requests"), f"{field}.resources.requests")
     lim = _section(res.get("limits"), f"{field}.resources.limits")
@@ -189,12 +191,14 @@ def _container_requests(c: Mapping[str, Any], field: str, non_zero: bool) -> Res
             merged.update(req)
         req = merged
     r = parse_resource_list(req, field=f"{field}.resources.requests")
-    if non_zero:
-        if not req or CPU not in req:
-            r.milli_cpu = DEFAULT_MILLI_CPU_REQUEST
-        if not req or MEMORY not in req:
-            r.memory = DEFAULT_MEMORY_REQUEST
-    return r
+    if req and CPU in req and MEMORY in req:
+        return r, r
+    nz = r.copy()
+    if not req or CPU not in req:
+        nz.milli_cpu = DEFAULT_MILLI_CPU_REQUEST
+    if not req or MEMORY not in req:
+        nz.memory = DEFAULT_MEMORY_REQUEST
+    return r, nz
 
 
 def pod_requests(spec: Mapping[str, Any], *, non_zero: bool = False) -> Resource:
@@ -203,24 +207,39 @@ def pod_requests(spec: Mapping[str, Any], *, non_zero: bool = False) -> Resource
     ``non_zero`` substitutes kube-scheduler's defaults for containers that state no
     cpu/memory request: the figure the scoring plugins use.
     """
-    total = Resource()
+    return pod_request_pair(spec)[1 if non_zero else 0]
+
+
+def pod_request_pair(spec: Mapping[str, Any]) -> tuple[Resource, Resource]:
+    """:func:`pod_requests` and its ``non_zero`` figure, in one pass over the spec (every
+    pod event parses both)."""
+    total, total_nz = Resource(), Resource()
     for i, c in enumerate(_items(spec.get("containers"), "spec.containers")):
         field = f"spec.containers[{i}]"
-        total.add(_container_requests(_section(c, field), field, non_zero))
-    sidecars = Resource()
-    init_max = Resource()
+        r, nz = _container_requests(_section(c, field), field)
+        total.add(r)
+        total_nz.add(nz)
+    sidecars, sidecars_nz = Resource(), Resource()
+    init_max, init_max_nz = Resource(), Resource()
     for i, c in enumerate(_items(spec.get("initContainers"), "spec.initContainers")):
         field = f"spec.initContainers[{i}]"
         init = _section(c, field)
-        creq = _container_requests(init, field, non_zero)
+        creq, cnz = _container_requests(init, field)
         if init.get("restartPolicy") == "Always":
             total.add(creq)
+            total_nz.add(cnz)
             sidecars.add(creq)
-            creq = sidecars.copy()
+            sidecars_nz.add(cnz)
+            creq, cnz = sidecars.copy(), sidecars_nz.copy()
         else:
+            if cnz is creq:
+                cnz = creq.copy()
             creq.add(sidecars)
+            cnz.add(sidecars_nz)
         init_max.set_max(creq)
+        init_max_nz.set_max(cnz)
     total.set_max(init_max)
+    total_nz.set_max(init_max_nz)
     pod_level = _section(
         _section(spec.get("resources"), "spec.resources").get("requests"),
         "spec.resources.requests",
@@ -228,10 +247,12 @@ def pod_requests(spec: Mapping[str, Any], *, non_zero: bool = False) -> Resource
     if pod_level:
         pl = parse_resource_list(pod_level, field="spec.resources.requests")
         if CPU in pod_level:
-            total.milli_cpu = pl.milli_cpu
+            total.milli_cpu = total_nz.milli_cpu = pl.milli_cpu
         if MEMORY in pod_level:
-            total.memory = pl.memory
+            total.memory = total_nz.memory = pl.memory
     overhead = _section(spec.get("overhead"), "spec.overhead")
     if overhead:
-        total.add(parse_resource_list(overhead, field="spec.overhead"))
-    return total
+        ov = parse_resource_list(overhead, field="spec.overhead")
+        total.add(ov)
+        total_nz.add(ov)
+    return total, total_nz

@@ -14,7 +14,7 @@ from kubesched.framework.quantity import QuantityError, value
 from kubesched.framework.resources import (
     Resource,
     parse_resource_list,
-    pod_requests,
+    pod_request_pair,
 )
 
 __all__ = [
@@ -214,8 +214,8 @@ class Pod:
         if containers is not None and not isinstance(containers, list):
             raise ObjectError("spec.containers: expected a list")
         try:
-            self.requests: Resource = pod_requests(spec)
-            nz = pod_requests(spec, non_zero=True)
+            self.requests: Resource
+            self.requests, nz = pod_request_pair(spec)
         except QuantityError as e:
             raise ObjectError(str(e)) from None
         except (AttributeError, TypeError) as e:

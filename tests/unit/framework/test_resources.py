@@ -216,6 +216,25 @@ def test_pod_view_carries_requests_and_non_zero_figures() -> None:
     assert (pod.non_zero_cpu, pod.non_zero_memory) == (400, Gi + DEFAULT_MEMORY_REQUEST)
 
 
+def test_non_zero_defaults_with_init_containers_sidecars_and_overhead() -> None:
+    # An init container that states cpu only runs beside a sidecar stating nothing:
+    # its non-zero figure is its cpu and the default memory, plus the sidecar's defaults.
+    spec = {
+        "containers": [container({"cpu": "1", "memory": "1Gi"})],
+        "initContainers": [container(sidecar=True), container({"cpu": "2"})],
+        "overhead": {"cpu": "100m"},
+    }
+    d_cpu, d_mem = DEFAULT_MILLI_CPU_REQUEST, DEFAULT_MEMORY_REQUEST
+    assert pod_requests(spec) == Resource(milli_cpu=2100, memory=Gi)
+    nz = pod_requests(spec, non_zero=True)
+    assert (nz.milli_cpu, nz.memory) == (2000 + d_cpu + 100, Gi + d_mem)
+    # pod-level requests set both figures
+    spec["resources"] = {"requests": {"cpu": "3", "memory": "2Gi"}}
+    assert pod_requests(spec) == Resource(milli_cpu=3100, memory=2 * Gi)
+    nz = pod_requests(spec, non_zero=True)
+    assert (nz.milli_cpu, nz.memory) == (3100, 2 * Gi)
+
+
 @pytest.mark.parametrize(
     ("spec", "field"),
     [
