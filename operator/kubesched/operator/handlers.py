@@ -23,14 +23,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Mapping
-from typing import Any
-
-import kopf
+from typing import TYPE_CHECKING, Any
 
 from kubesched.cluster.kinds import OPTIONAL_KINDS, WATCHED, Kind
 from kubesched.cluster.kube import KubeCluster
 from kubesched.framework.cluster_port import NotFound
 from kubesched.scheduler.eventhandlers import EventHandlers
+
+if TYPE_CHECKING:  # Kopf is imported once the cache is synced (see operator/run.py)
+    import kopf
 
 __all__ = ["DIRECT_KINDS", "WatchRouter", "build_registry"]
 
@@ -193,6 +194,8 @@ DIRECT_KINDS = frozenset({"Pod", "Node"})
 def build_registry(router: WatchRouter, *, skip: Collection[str] = ()) -> kopf.OperatorRegistry:
     """A registry of its own (not Kopf's global one), so tests can build several.
     ``skip``: kinds watched otherwise (the direct informers)."""
+    import kopf
+
     registry = kopf.OperatorRegistry()
     for w in WATCHED:
         if w.kind not in skip:
@@ -201,6 +204,8 @@ def build_registry(router: WatchRouter, *, skip: Collection[str] = ()) -> kopf.O
 
 
 def _register(registry: kopf.OperatorRegistry, router: WatchRouter, w: Kind) -> None:
+    import kopf
+
     group, _, version = w.group_version.rpartition("/")
     kind = w.kind
 

@@ -29,9 +29,8 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import kopf
 import pydantic
 
 from kubesched.api.gangs import (
@@ -58,6 +57,9 @@ from kubesched.cluster.kube import KubeCluster
 from kubesched.operator import gang_status
 from kubesched.operator.handlers import WatchRouter
 from kubesched.scheduler.scheduler import Scheduler
+
+if TYPE_CHECKING:  # Kopf is imported once the cache is synced (see operator/run.py)
+    import kopf
 
 __all__ = ["DEBOUNCE", "STATUS_INTERVAL", "PodGroupStatusWriter", "register"]
 
@@ -441,18 +443,21 @@ class PodGroupStatusWriter:
         )
 
 
-def register(
-    registry: kopf.OperatorRegistry,
-    router: WatchRouter,
-    scheduler: Scheduler,
-    *,
-    reporter: str,
-    leading: Callable[[], bool],
-    interval: float = STATUS_INTERVAL,
+def attach(
+    router: WatchRouter, scheduler: Scheduler, *, reporter: str, leading: Callable[[], bool]
 ) -> PodGroupStatusWriter:
-    """Hook PodGroup status into a run: the router's listener, a timer, a cleanup."""
+    """PodGroup status in a run: the writer, fed by the router (Kopf's timer and cleanup
+    are :func:`register`'s, added when Kopf starts)."""
     writer = PodGroupStatusWriter(router.cluster, scheduler, reporter=reporter, leading=leading)
     router.listeners.append(writer.on_event)
+    return writer
+
+
+def register(
+    registry: kopf.OperatorRegistry, writer: PodGroupStatusWriter, interval: float = STATUS_INTERVAL
+) -> None:
+    """The writer's Kopf handlers: a timer per PodGroup, a cleanup."""
+    import kopf
 
     @kopf.timer(
         GROUP, VERSION, "podgroups", registry=registry, id="podgroup-status", interval=interval
@@ -463,5 +468,3 @@ def register(
     @kopf.on.cleanup(registry=registry, id="podgroup-status-cleanup")
     async def podgroup_status_cleanup(**_: Any) -> None:
         await writer.close()
-
-    return writer

@@ -46,9 +46,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-import kopf
+from typing import TYPE_CHECKING, Any
 
 from kubesched.api.profile import ProfileSpec
 from kubesched.cluster.kinds import PROFILE
@@ -59,6 +57,9 @@ from kubesched.framework.registry import Registry
 from kubesched.profile_status import COMPILED, ProfileBook
 from kubesched.profiles import compile_profile
 from kubesched.scheduler.scheduler import Scheduler
+
+if TYPE_CHECKING:  # Kopf is imported once the cache is synced (see operator/run.py)
+    import kopf
 
 __all__ = ["GROUP", "PLURAL", "VERSION", "ProfileController", "register"]
 
@@ -266,6 +267,8 @@ class ProfileController:
         except NotFound:
             return  # deleted meanwhile: its delete handler follows
         except ClusterError as e:
+            import kopf
+
             raise kopf.TemporaryError(f"writing the status: {e}", delay=RETRY_DELAY) from e
         if name in self._bodies:
             self._bodies[name] = {**self._bodies[name], "status": _pruned(status)}
@@ -289,6 +292,7 @@ class ProfileController:
 
 def register(registry: kopf.OperatorRegistry, controller: ProfileController) -> None:
     """The SchedulingProfile handlers, on ``run``'s own registry."""
+    import kopf
 
     @kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry, id="apply")
     @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry, id="apply")

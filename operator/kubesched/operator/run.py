@@ -21,9 +21,8 @@ import logging
 import signal
 import socket
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-import kopf
 from kubernetes_asyncio import client as k8s_client
 
 from kubesched.cluster.event_writer import EventWriterCollector
@@ -34,10 +33,9 @@ from kubesched.cluster.prefetch import Page, Prefetch
 from kubesched.operator import logredact, podgroup_handlers
 from kubesched.operator.delegated_auth import DelegatedAuth
 from kubesched.operator.gang_sources import GangSources
-from kubesched.operator.handlers import DIRECT_KINDS, WatchRouter, build_registry
-from kubesched.operator.kopf_runner import kopf_settings, login_info, run_kopf
+from kubesched.operator.handlers import DIRECT_KINDS, WatchRouter
+from kubesched.operator.kopf_start import start_kopf
 from kubesched.operator.profile_handlers import ProfileController
-from kubesched.operator.profile_handlers import register as register_profile_handlers
 from kubesched.operator.server import serve
 from kubesched.operator.settings import Settings
 from kubesched.operator.stopping import connections_closed, trap_signals
@@ -45,7 +43,10 @@ from kubesched.profiles import default_profile_spec
 from kubesched.scheduler.eventhandlers import EventHandlers
 from kubesched.scheduler.scheduler import Scheduler
 
-__all__ = ["LeadershipLost", "Runtime", "kopf_settings", "run", "tune_garbage_collector"]
+if TYPE_CHECKING:  # imported once the cache is synced: see operator/kopf_start.py
+    import kopf
+
+__all__ = ["LeadershipLost", "Runtime", "run", "tune_garbage_collector"]
 
 log = logging.getLogger("kubesched.run")
 
@@ -109,7 +110,6 @@ class Runtime:
         self.router.attach(self.handlers)
         self.informers = self._direct_informers(prefetch)
         """Pods and nodes with ``watch_engine: direct`` (Kopf watches them otherwise)."""
-        self.registry = build_registry(self.router, skip=DIRECT_KINDS if self.informers else ())
         self.profiles = ProfileController(
             self.scheduler,
             self.cluster,
@@ -118,15 +118,15 @@ class Runtime:
             selector=settings.profile_selector,
         )
         """SchedulingProfiles: applied before the first cycle, then by Kopf handlers."""
-        register_profile_handlers(self.registry, self.profiles)
         # PodGroup status (Coscheduling's gangs), written by the leader only.
-        self.podgroups = podgroup_handlers.register(
-            self.registry,
+        self.podgroups = podgroup_handlers.attach(
             self.router,
             self.scheduler,
             reporter=settings.scheduler_names[0],
             leading=lambda: self.leading,
         )
+        self.registry: kopf.OperatorRegistry | None = None
+        """Kopf's handlers, registered once the cache is synced (operator/kopf_start.py)."""
         self.gang_sources = GangSources(
             self.cluster, self.router.dispatch, informer=lambda kind: self._informer(kind)
         )
@@ -259,11 +259,6 @@ async def run(
     if runtime is not None:
         runtime.append(rt)
 
-    @kopf.on.login(registry=rt.registry)
-    async def login(**_: Any) -> kopf.AiohttpSession:
-        # A fresh read each time Kopf asks (e.g. after a 401): tokens rotate.
-        return await login_info(await load_client_configuration(settings.kubeconfig))
-
     kopf_stop, kopf_ready = asyncio.Event(), asyncio.Event()
     tasks: dict[str, asyncio.Task[Any]] = {}
     trapped: list[signal.Signals] = []
@@ -312,16 +307,7 @@ def _start(
 
     spawn(
         "kopf",
-        run_kopf(
-            after=rt.cache_synced,
-            stop_flag=kopf_stop,
-            on_spawned=on_kopf_spawned,
-            registry=rt.registry,
-            settings=kopf_settings(settings),
-            clusterwide=True,
-            standalone=True,
-            ready_flag=kopf_ready,
-        ),
+        start_kopf(rt, stop_flag=kopf_stop, on_spawned=on_kopf_spawned, ready_flag=kopf_ready),
     )
     spawn("stop", stop.wait())
     for informer in rt.informers:

@@ -15,7 +15,7 @@ from kubernetes_asyncio import client as k8s_client
 from kubesched.cluster.kube import KubeCluster
 from kubesched.framework.cluster_port import NotFound
 from kubesched.operator.handlers import WatchRouter
-from kubesched.operator.podgroup_handlers import PodGroupStatusWriter, register
+from kubesched.operator.podgroup_handlers import PodGroupStatusWriter, attach, register
 from kubesched.plugins.coscheduling import GangReport
 from kubesched.scheduler.scheduler import Scheduler
 
@@ -237,14 +237,11 @@ def test_register_adds_the_listener_and_a_podgroup_timer() -> None:
     api = FakeApi()
     router = WatchRouter(api, scheduler_names=["kubesched"], reporting_controller="kubesched")
     registry = kopf.OperatorRegistry()
-    writer = register(
-        registry,
-        router,
-        scheduler_with(FakeCoscheduling()),
-        reporter="kubesched",
-        leading=lambda: True,
+    writer = attach(
+        router, scheduler_with(FakeCoscheduling()), reporter="kubesched", leading=lambda: True
     )
     assert router.listeners == [writer.on_event]
+    register(registry, writer)
     timers = list(registry._spawning.get_all_handlers())
     (timer,) = timers
     assert timer.id == "podgroup-status"

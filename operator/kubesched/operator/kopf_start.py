@@ -1,0 +1,82 @@
+"""Kopf in ``kubesched run``: imported, given its handlers and started once the cache is
+synced, off the way to the first bind.
+
+Kopf runs the SchedulingProfile and PodGroup handlers and watches the kinds the direct
+informers do not. Scheduling waits for none of it: every watched kind is listed into the
+cache, and the SchedulingProfiles applied, before the first cycle (``_initial_sync`` in
+:mod:`kubesched.operator.run`); Kopf's handlers take over from that listing. So Kopf's
+import (with attrs, iso8601, jsonpatch and its own modules: about half a CPU second on
+a busy 2-core machine, a third of what ``kubesched run`` imported) is not on that way
+either: it runs in a worker thread once the cache is synced, while the event loop
+schedules the first pods, and the registry is built after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from kubesched.cluster.kube import load_client_configuration
+from kubesched.operator import podgroup_handlers
+from kubesched.operator.handlers import DIRECT_KINDS, build_registry
+from kubesched.operator.profile_handlers import register as register_profile_handlers
+
+if TYPE_CHECKING:
+    import kopf
+
+    from kubesched.operator.run import Runtime
+
+__all__ = ["kopf_registry", "start_kopf"]
+
+
+def kopf_registry(rt: Runtime) -> kopf.OperatorRegistry:
+    """``rt``'s Kopf handlers: the watched kinds' events (those of the direct informers
+    skipped), the SchedulingProfiles', the PodGroup status timer, and the login."""
+    import kopf
+
+    from kubesched.operator.kopf_runner import login_info
+
+    registry = build_registry(rt.router, skip=DIRECT_KINDS if rt.informers else ())
+    register_profile_handlers(registry, rt.profiles)
+    podgroup_handlers.register(registry, rt.podgroups)
+    kubeconfig = rt.settings.kubeconfig
+
+    @kopf.on.login(registry=registry)
+    async def login(**_: Any) -> kopf.AiohttpSession:
+        # A fresh read each time Kopf asks (e.g. after a 401): tokens rotate.
+        return await login_info(await load_client_configuration(kubeconfig))
+
+    return registry
+
+
+async def start_kopf(
+    rt: Runtime,
+    *,
+    stop_flag: asyncio.Event,
+    on_spawned: Callable[[], None],
+    ready_flag: asyncio.Event,
+) -> None:
+    """Kopf's operator once ``rt.cache_synced`` is set (unless ``stop_flag`` comes first),
+    until ``stop_flag`` is set (see :func:`kubesched.operator.kopf_runner.run_kopf`)."""
+    waits = [asyncio.ensure_future(rt.cache_synced.wait()), asyncio.ensure_future(stop_flag.wait())]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
+    if stop_flag.is_set():
+        return
+    runner = await asyncio.to_thread(importlib.import_module, "kubesched.operator.kopf_runner")
+    rt.registry = kopf_registry(rt)
+    await runner.run_kopf(
+        after=rt.cache_synced,
+        stop_flag=stop_flag,
+        on_spawned=on_spawned,
+        registry=rt.registry,
+        settings=runner.kopf_settings(rt.settings),
+        clusterwide=True,
+        standalone=True,
+        ready_flag=ready_flag,
+    )
