@@ -16,10 +16,13 @@ import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 import yaml
 
+from kubesched.operator import kopf_start
+from kubesched.operator import run as run_mod
 from kubesched.operator.run import Runtime
 from tests.controlplane import Binaries, ControlPlane
 from tests.e2e.support import JSON, call, eventually, install_crds, local_settings, running
@@ -127,6 +130,39 @@ async def test_applying_a_profile_makes_its_scheduler_name_schedulable(
     )
     assert events[0]["reportingController"] == "kubesched"
     assert events[0]["regarding"]["kind"] == "SchedulingProfile"
+
+
+async def test_a_profile_there_at_start_serves_the_first_pod_before_kopf_is_up(
+    cp: ControlPlane, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Scheduling starts once the cache is synced; Kopf (and the profile handlers) start
+    # after it. A profile applied before the start must still serve the first pod.
+    name, pool = unique("sp-start"), (await nodes(cp, 2))[0]
+    await apply(cp, name, {"schedulerName": name})
+    await pod(cp, f"{name}-pod", name, pool)
+    gate = asyncio.Event()
+    real = kopf_start.start_kopf
+
+    async def held(rt: Runtime, **kwargs: Any) -> None:
+        await gate.wait()  # Kopf is held until the pod is bound
+        await real(rt, **kwargs)
+
+    monkeypatch.setattr(run_mod, "start_kopf", held)
+    stop, up, built = asyncio.Event(), asyncio.Event(), list[Runtime]()
+    task = asyncio.create_task(
+        run_mod.run(settings=local_settings(cp.kubeconfig), stop=stop, ready=up, runtime=built)
+    )
+    try:
+        assert await call(cp.wait_bound, f"{name}-pod")
+        assert built[0].registry is None and not up.is_set()  # no Kopf handler yet
+        gate.set()
+        await asyncio.wait_for(up.wait(), 60)
+        # then Kopf's handlers take the profile over from the start-up listing
+        assert ready(await observed(cp, name, 1))["reason"] == "Compiled"
+    finally:
+        gate.set()
+        stop.set()
+        await asyncio.wait_for(task, 30)
 
 
 async def test_a_changed_profile_moves_the_next_pod_without_a_restart(
