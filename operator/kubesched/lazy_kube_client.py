@@ -39,7 +39,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LAZY_PACKAGES", "install", "loaded_models"]
+__all__ = ["DEFERRED", "LAZY_PACKAGES", "defer", "install", "loaded_models"]
 
 LAZY_PACKAGES = (
     "kubernetes_asyncio",
@@ -141,11 +141,54 @@ class _LazyInit:
         return value
 
 
+DEFERRED = ("urllib3",)
+"""Imported by kubernetes_asyncio's ``Configuration`` for one function (HTTP basic auth,
+which kubesched never uses) and otherwise unused: about a tenth of ``kubesched run``'s
+imports on the way to its first bind. Loaded (as a whole) on first attribute use."""
+
+
+def defer(names: tuple[str, ...] = DEFERRED) -> list[str]:
+    """Register each of ``names`` as a module whose code runs the first time one of its
+    attributes is used (a PEP 562 ``__getattr__``, as the lazy packages above; the
+    standard library's ``LazyLoader`` loads on ``import`` itself in Python 3.11); returns
+    those deferred (one already imported, or not installed, is left alone)."""
+    deferred: list[str] = []
+    for name in names:
+        if name in sys.modules:
+            continue
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            continue
+        module = importlib.util.module_from_spec(spec)
+        module.__getattr__ = _Deferred(module, spec)  # type: ignore[method-assign]
+        sys.modules[name] = module
+        deferred.append(name)
+    return deferred
+
+
+class _Deferred:
+    """A deferred module's ``__getattr__``: runs the module's code, then answers."""
+
+    def __init__(self, module: types.ModuleType, spec: importlib.machinery.ModuleSpec) -> None:
+        self._module = module
+        self._spec = spec
+        self._lock = threading.RLock()
+
+    def __call__(self, name: str) -> Any:
+        with self._lock:
+            if self._module.__dict__.get("__getattr__") is self:
+                del self._module.__dict__["__getattr__"]
+                assert self._spec.loader is not None
+                self._spec.loader.exec_module(self._module)
+        return getattr(self._module, name)
+
+
 def install(packages: tuple[str, ...] = LAZY_PACKAGES) -> bool:
-    """Register ``packages`` (parents first) as lazy packages; True if it did (see the
-    module docstring)."""
+    """Register ``packages`` (parents first) as lazy packages, and :func:`defer` urllib3;
+    True if it did (see the module docstring)."""
     if any(name in sys.modules for name in packages):
         return False
+    defer()
     added: list[str] = []
     try:
         for name in packages:

@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kubesched.api import field_docstrings
+
 __all__ = ["Condition", "Model", "micro_time", "rfc3339"]
 
 
@@ -17,7 +19,9 @@ class Model(BaseModel):
     fields are read by their JSON name or their Python name, and a field's docstring is its
     description in the CRD schema."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(
+        extra="forbid", populate_by_name=True, use_attribute_docstrings=field_docstrings()
+    )
 
 
 class Condition(Model):

@@ -11,6 +11,7 @@ kubectl plugin (``kubectl kubesched explain ns/pod``).
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 from collections.abc import Sequence
@@ -102,6 +103,13 @@ def main(argv: Sequence[str] | None = None, *, prog: str = PROG) -> int:
             from kubesched.cli import early
 
             listing = early.start(words[1:])
+            # the imports allocate ~70,000 objects and free few: no collection until run
+            # tunes the collector (kubesched.operator.run.tune_garbage_collector)
+            gc.disable()
+            if argv is None:  # this process is `kubesched run`: no schema is written in it
+                from kubesched.api import field_docstrings
+
+                field_docstrings(False)
         parser = _parser(prog, command)
         try:
             args = parser.parse_args(argv)
@@ -124,6 +132,8 @@ def main(argv: Sequence[str] | None = None, *, prog: str = PROG) -> int:
     except KeyboardInterrupt:
         print(file=sys.stderr)  # end the ^C line
         return EXIT_INTERRUPTED
+    finally:
+        gc.enable()  # run ended (or never started): the collector as it was
 
 
 def kubectl_main(argv: Sequence[str] | None = None) -> int:

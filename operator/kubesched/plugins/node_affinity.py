@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from kubesched.api import field_docstrings
 from kubesched.framework.cycle_state import CycleState, StateKey
 from kubesched.framework.helpers import default_normalize_score
 from kubesched.framework.interface import (
@@ -213,7 +214,9 @@ def _name_narrowing(required: Any) -> set[str] | None:
 
 
 # -- args ------------------------------------------------------------------------------------------
-_MODEL_CONFIG = ConfigDict(extra="forbid", populate_by_name=True, use_attribute_docstrings=True)
+_MODEL_CONFIG = ConfigDict(
+    extra="forbid", populate_by_name=True, use_attribute_docstrings=field_docstrings()
+)
 
 
 class AddedAffinity(BaseModel):

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from kubesched.api import field_docstrings
 from kubesched.framework.cycle_state import CycleState, StateKey
 from kubesched.framework.helpers import (
     allocatable_and_requested,
@@ -49,7 +50,9 @@ NAME = "NodeResourcesBalancedAllocation"
 
 PRE_SCORE_STATE_KEY: StateKey[list[int]] = StateKey("PreScore" + NAME)
 
-_MODEL_CONFIG = ConfigDict(extra="forbid", populate_by_name=True, use_attribute_docstrings=True)
+_MODEL_CONFIG = ConfigDict(
+    extra="forbid", populate_by_name=True, use_attribute_docstrings=field_docstrings()
+)
 
 
 class ResourceSpec(BaseModel):

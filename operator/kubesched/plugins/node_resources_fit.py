@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from kubesched.api import field_docstrings
 from kubesched.framework.cycle_state import CycleState, StateKey
 from kubesched.framework.dra.extended import DEVICE_CLASS_PREFIX, classes_of
 from kubesched.framework.helpers import (
@@ -86,7 +87,9 @@ MAX_CUSTOM_PRIORITY_SCORE = 10
 """Shape scores are given in 0..10 and scaled to 0..MAX_NODE_SCORE."""
 
 # -- args ---------------------------------------------------------------------------------------
-_MODEL_CONFIG = ConfigDict(extra="forbid", populate_by_name=True, use_attribute_docstrings=True)
+_MODEL_CONFIG = ConfigDict(
+    extra="forbid", populate_by_name=True, use_attribute_docstrings=field_docstrings()
+)
 
 
 class ScoringStrategyType(StrEnum):

@@ -42,6 +42,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kubesched.api import field_docstrings
 from kubesched.api.gangs import (
     GANG_STORE_KINDS,
     WORKLOAD_STORE_KIND,
@@ -95,7 +96,9 @@ log = logging.getLogger(__name__)
 
 
 class Args(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(
+        extra="forbid", populate_by_name=True, use_attribute_docstrings=field_docstrings()
+    )
 
     permit_waiting_time_seconds: float = Field(default=60.0, gt=0, alias="permitWaitingTimeSeconds")
     """Accepted for scheduler-plugins' configurations, unused: members are placed

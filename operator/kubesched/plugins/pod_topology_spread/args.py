@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from kubesched.api import field_docstrings
 from kubesched.plugins.pod_topology_spread.constraints import (
     DO_NOT_SCHEDULE,
     HOSTNAME,
@@ -17,7 +18,9 @@ from kubesched.plugins.pod_topology_spread.constraints import (
 
 __all__ = ["SYSTEM_DEFAULT_CONSTRAINTS", "Args", "DefaultConstraint", "DefaultingType"]
 
-_MODEL_CONFIG = ConfigDict(extra="forbid", populate_by_name=True, use_attribute_docstrings=True)
+_MODEL_CONFIG = ConfigDict(
+    extra="forbid", populate_by_name=True, use_attribute_docstrings=field_docstrings()
+)
 
 _NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _DNS1123_SUBDOMAIN = re.compile(
