@@ -132,6 +132,22 @@ def probe(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return result
 
 
+def test_run_imports_no_urllib3_until_basic_auth_needs_it() -> None:
+    code = textwrap.dedent(
+        """
+        import sys
+        import kubesched.operator.run
+        from kubernetes_asyncio.client import Configuration
+        lazy = "__getattr__" in vars(sys.modules["urllib3"])
+        c = Configuration()
+        c.username, c.password = "me", "secret"
+        print(lazy, c.get_basic_auth_token(), "__getattr__" in vars(sys.modules["urllib3"]))
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "Basic", "bWU6c2VjcmV0", "False"]
+
+
 def test_run_imports_no_generated_models_or_api_classes(probe: dict[str, Any]) -> None:
     # Kopf asks for V1ObjectMeta and V1OwnerReference; nothing else is loaded
     # (eagerly, all ~770 model modules and ~65 API modules would be)
@@ -215,6 +231,16 @@ def test_an_init_of_another_shape_runs_in_full(demo: Path) -> None:
 
     assert sub.VALUE == "ran"
     assert sub.odd() == "ran"
+
+
+def test_a_deferred_module_runs_on_first_attribute_use(demo: Path) -> None:
+    assert lazy_kube_client.defer(("lazydemo",)) == ["lazydemo"]
+    namespace: dict[str, Any] = {}
+    exec("import lazydemo", namespace)  # an import alone runs nothing
+    assert "lazydemo.heavy" not in sys.modules
+    assert namespace["lazydemo"].Heavy.__name__ == "Heavy"  # first use runs its code
+    assert "lazydemo.heavy" in sys.modules
+    assert lazy_kube_client.defer(("lazydemo", "no_such_module_here")) == []
 
 
 def test_install_is_a_no_op_when_already_imported_or_absent(demo: Path) -> None:

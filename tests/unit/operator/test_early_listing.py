@@ -64,3 +64,18 @@ def test_run_takes_the_early_listing_only_for_the_same_kubeconfig(
     other = early.take(listing, "b", "direct")
     assert other is not listing and other is not None and started == ["a", "b"]
     assert early.take(listing, "a", "kopf") is None  # Kopf watches pods and nodes
+
+
+def test_the_collector_is_on_again_after_a_run_that_could_not_start(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import gc
+
+    from kubesched.cli import main
+
+    monkeypatch.setattr(Prefetch, "start", lambda self: self)  # nothing is listed
+    assert main(["run", "--kubeconfig", "/nonexistent/kubeconfig", "--port", "0"]) == 2
+    assert "kubeconfig /nonexistent/kubeconfig (--kubeconfig): no such file" in (
+        capsys.readouterr().err
+    )
+    assert gc.isenabled()  # off during run's imports, on again once main returns
