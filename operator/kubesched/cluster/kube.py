@@ -274,6 +274,10 @@ class KubeCluster:
         self._sessions: dict[str, aiohttp.ClientSession] = {}
         """Pool name (:data:`POOLS`) -> its session, made at its first request (aiohttp
         sessions belong in a running loop)."""
+        self._closed = False
+        """Set by :meth:`close`: a request after it (a background write still running
+        at the stop) fails as a lost connection instead of making a session nobody
+        would close."""
 
     # -- HTTP ---------------------------------------------------------------------------------
     async def request(
@@ -352,6 +356,10 @@ class KubeCluster:
         auth = await self.api.configuration.get_api_key_with_prefix("BearerToken")
         if auth:
             headers["Authorization"] = auth
+        if self._closed:
+            raise aiohttp.ClientConnectionError(
+                "the API connections are closed: kubesched is stopping"
+            )
         session = self._sessions.get(pool or pool_for(method))
         if session is None:
             session = self._session(pool or pool_for(method))
@@ -393,6 +401,7 @@ class KubeCluster:
 
     async def close(self) -> None:
         """Close the connections (after :meth:`aclose` and once no request is made)."""
+        self._closed = True
         sessions, self._sessions = self._sessions, {}
         for session in sessions.values():
             await session.close()

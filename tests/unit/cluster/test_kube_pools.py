@@ -13,6 +13,7 @@ from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client as k8s_client
 
 from kubesched.cluster.kube import KubeCluster
+from kubesched.framework.cluster_port import ClusterError
 from kubesched.framework.types import Pod
 from tests.builders import make_pod
 
@@ -115,3 +116,17 @@ async def test_a_read_or_watch_does_not_wait_for_a_write_connection(
     api.release.set()
     await asyncio.gather(*binds)
     assert api.served.count(f"POST {BINDING}") == 3
+
+
+async def test_a_write_after_close_opens_no_connection(
+    held: tuple[HeldAPI, KubeCluster],
+) -> None:
+    """A background write still running when kubesched stops (after close) fails as a
+    lost connection; it does not open a session nobody would close."""
+    api, cluster = held
+    await cluster.bind(_pod("web-0"), "node-1")
+    await cluster.close()
+    with pytest.raises(ClusterError, match="closed: kubesched is stopping") as err:
+        await cluster.bind(_pod(), "node-1")
+    assert err.value.code == "connection"
+    assert api.served == ["POST /api/v1/namespaces/shop/pods/web-0/binding"]
