@@ -43,6 +43,7 @@ from kubernetes_asyncio import client as k8s_client
 from kubesched.cluster.kinds import WATCHED
 from kubesched.cluster.kube import session_for
 from kubesched.operator.settings import Settings
+from kubesched.operator.stopping import wait_first
 
 __all__ = ["kopf_settings", "login_info", "run_kopf"]
 
@@ -124,13 +125,7 @@ async def run_kopf(
     off the way to the first bind) unless ``stop_flag`` comes first, until ``stop_flag``
     is set or one of its root tasks ends; ``on_spawned`` runs once Kopf has set up (and
     installed its signal handlers). Cancelling this stops Kopf too."""
-    waits = [asyncio.ensure_future(after.wait()), asyncio.ensure_future(stop_flag.wait())]
-    try:
-        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for w in waits:
-            w.cancel()
-    if stop_flag.is_set():
+    if await wait_first(after, stop_flag):
         return
     generators: _Generators = weakref.WeakValueDictionary()
     kopf_tasks: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()

@@ -22,6 +22,7 @@ from kubesched.cluster.kube import load_client_configuration
 from kubesched.operator import podgroup_handlers
 from kubesched.operator.handlers import DIRECT_KINDS, build_registry
 from kubesched.operator.profile_handlers import register as register_profile_handlers
+from kubesched.operator.stopping import wait_first
 
 if TYPE_CHECKING:
     import kopf
@@ -60,13 +61,7 @@ async def start_kopf(
 ) -> None:
     """Kopf's operator once ``rt.cache_synced`` is set (unless ``stop_flag`` comes first),
     until ``stop_flag`` is set (see :func:`kubesched.operator.kopf_runner.run_kopf`)."""
-    waits = [asyncio.ensure_future(rt.cache_synced.wait()), asyncio.ensure_future(stop_flag.wait())]
-    try:
-        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for w in waits:
-            w.cancel()
-    if stop_flag.is_set():
+    if await wait_first(rt.cache_synced, stop_flag):
         return
     runner = await asyncio.to_thread(importlib.import_module, "kubesched.operator.kopf_runner")
     rt.registry = kopf_registry(rt)

@@ -92,3 +92,15 @@ async def connections_closed() -> None:
             left,
             loop.time() - start,
         )
+
+
+async def wait_first(event: asyncio.Event, stop_flag: asyncio.Event) -> bool:
+    """Wait until ``event`` or ``stop_flag`` is set; True if ``stop_flag`` is (the caller
+    then starts nothing)."""
+    waits = [asyncio.ensure_future(event.wait()), asyncio.ensure_future(stop_flag.wait())]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
+    return stop_flag.is_set()
