@@ -196,7 +196,10 @@ class Framework:
 
     def chain_for(self, state: CycleState) -> PluginChain:
         """The chain this cycle runs: instrumented if ``state`` is sampled, else plain."""
-        return (self._timed if state.record_plugin_metrics else self._plain).chain
+        return self._runnable(state).chain
+
+    def _runnable(self, state: CycleState) -> _Runnable:
+        return self._timed if state.record_plugin_metrics else self._plain
 
     # -- Handle -------------------------------------------------------------------------------
     @property
@@ -292,7 +295,7 @@ class Framework:
     def run_filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         """All Filter plugins on one node (but those PreFilter said to skip); the first
         failure is returned."""
-        chain = (self._timed if state.record_plugin_metrics else self._plain).chain
+        chain = self._runnable(state).chain
         return self.run_scalar_filters(
             chain.filter, state, pod, node_info, state.skip_filter_plugins
         )
@@ -306,7 +309,7 @@ class Framework:
         scalar: list[FilterPlugin] = []
         masks: dict[str, npt.NDArray[np.bool_]] = {}
         skip = state.skip_filter_plugins
-        run = self._timed if state.record_plugin_metrics else self._plain
+        run = self._runnable(state)
         for p in run.chain.filter:
             if skip and p.name in skip:
                 continue
@@ -479,7 +482,7 @@ class Framework:
         raw: dict[str, npt.NDArray[np.int64]] = {}
         infos = snapshot.node_infos
         skip = state.skip_score_plugins
-        run = self._timed if state.record_plugin_metrics else self._plain
+        run = self._runnable(state)
         for p, _ in run.chain.score:
             if skip and p.name in skip:
                 continue
