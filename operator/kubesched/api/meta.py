@@ -20,7 +20,10 @@ class Model(BaseModel):
     description in the CRD schema."""
 
     model_config = ConfigDict(
-        extra="forbid", populate_by_name=True, use_attribute_docstrings=field_docstrings()
+        extra="forbid",
+        populate_by_name=True,
+        use_attribute_docstrings=field_docstrings(),
+        defer_build=True,
     )
 
 

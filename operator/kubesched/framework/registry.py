@@ -44,7 +44,7 @@ class DuplicatePluginError(ValueError):
 class NoArgs(pydantic.BaseModel):
     """For plugins that take no arguments."""
 
-    model_config = pydantic.ConfigDict(extra="forbid")
+    model_config = pydantic.ConfigDict(extra="forbid", defer_build=True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -215,7 +215,10 @@ def _name_narrowing(required: Any) -> set[str] | None:
 
 # -- args ------------------------------------------------------------------------------------------
 _MODEL_CONFIG = ConfigDict(
-    extra="forbid", populate_by_name=True, use_attribute_docstrings=field_docstrings()
+    extra="forbid",
+    populate_by_name=True,
+    use_attribute_docstrings=field_docstrings(),
+    defer_build=True,
 )
 
 

@@ -51,7 +51,10 @@ NAME = "NodeResourcesBalancedAllocation"
 PRE_SCORE_STATE_KEY: StateKey[list[int]] = StateKey("PreScore" + NAME)
 
 _MODEL_CONFIG = ConfigDict(
-    extra="forbid", populate_by_name=True, use_attribute_docstrings=field_docstrings()
+    extra="forbid",
+    populate_by_name=True,
+    use_attribute_docstrings=field_docstrings(),
+    defer_build=True,
 )
 
 

@@ -88,7 +88,10 @@ MAX_CUSTOM_PRIORITY_SCORE = 10
 
 # -- args ---------------------------------------------------------------------------------------
 _MODEL_CONFIG = ConfigDict(
-    extra="forbid", populate_by_name=True, use_attribute_docstrings=field_docstrings()
+    extra="forbid",
+    populate_by_name=True,
+    use_attribute_docstrings=field_docstrings(),
+    defer_build=True,
 )
 
 

@@ -97,7 +97,10 @@ log = logging.getLogger(__name__)
 
 class Args(BaseModel):
     model_config = ConfigDict(
-        extra="forbid", populate_by_name=True, use_attribute_docstrings=field_docstrings()
+        extra="forbid",
+        populate_by_name=True,
+        use_attribute_docstrings=field_docstrings(),
+        defer_build=True,
     )
 
     permit_waiting_time_seconds: float = Field(default=60.0, gt=0, alias="permitWaitingTimeSeconds")

@@ -132,7 +132,7 @@ ERR_WAITING = "waiting for the preemption for this pod to be finished"
 class Args(BaseModel):
     """kube-scheduler's DefaultPreemptionArgs."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
     min_candidate_nodes_percentage: int = Field(
         10, ge=0, le=100, alias="minCandidateNodesPercentage"

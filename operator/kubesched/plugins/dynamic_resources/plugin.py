@@ -155,7 +155,7 @@ FIRST_AVAILABLE_MAX = 8
 class Args(BaseModel):
     """kube-scheduler's DynamicResourcesArgs."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
     filter_timeout: str | None = Field(None, alias="filterTimeout")
     """How long Filter may search one node for devices, a Go duration (unset: 10s, as

@@ -116,7 +116,7 @@ _MAX_INDEXES = 4
 class Args(BaseModel):
     """kube-scheduler's ``InterPodAffinityArgs``."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
     hard_pod_affinity_weight: int = Field(default=1, ge=0, le=100, alias="hardPodAffinityWeight")
     """Score weight of an existing pod's *required* affinity term that the incoming pod

@@ -19,7 +19,10 @@ from kubesched.plugins.pod_topology_spread.constraints import (
 __all__ = ["SYSTEM_DEFAULT_CONSTRAINTS", "Args", "DefaultConstraint", "DefaultingType"]
 
 _MODEL_CONFIG = ConfigDict(
-    extra="forbid", populate_by_name=True, use_attribute_docstrings=field_docstrings()
+    extra="forbid",
+    populate_by_name=True,
+    use_attribute_docstrings=field_docstrings(),
+    defer_build=True,
 )
 
 _NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")

@@ -111,7 +111,7 @@ MAX_CUSTOM_PRIORITY_SCORE = 10
 
 
 class UtilizationShapePoint(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
     utilization: int
     """Storage utilization in percent (x axis), 0..100."""
@@ -130,7 +130,7 @@ def default_shape() -> list[UtilizationShapePoint]:
 class Args(BaseModel):
     """kube-scheduler's VolumeBindingArgs."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
     bind_timeout_seconds: int = Field(600, alias="bindTimeoutSeconds", ge=0)
     """How long kube-scheduler's PreBind waits for bindings to complete (default 600).
