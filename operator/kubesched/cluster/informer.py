@@ -43,6 +43,7 @@ import orjson
 
 from kubesched.cluster.kinds import LIST_PATHS
 from kubesched.cluster.kube import KubeCluster, trim
+from kubesched.cluster.managed_fields import STRUCT_ORDER_KINDS, without_managed_fields
 from kubesched.cluster.prefetch import Page
 from kubesched.framework.cluster_port import ClusterError
 
@@ -195,6 +196,7 @@ class Informer:
                 body = await resp.read()
                 raise ClusterError(f"watch {self.path}: {resp.status} {body[:200]!r}")
             buffer = b""
+            cut = self.kind in STRUCT_ORDER_KINDS
             async for chunk in resp.content.iter_any():
                 if buffer:
                     chunk = buffer + chunk
@@ -202,7 +204,7 @@ class Informer:
                 buffer = lines.pop()
                 for line in lines:
                     if line:
-                        self._event(orjson.loads(line))
+                        self._event(orjson.loads(without_managed_fields(line) if cut else line))
                         delivered += 1
         return delivered
 

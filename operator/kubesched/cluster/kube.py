@@ -57,6 +57,7 @@ from kubesched.cluster import kube_claims
 from kubesched.cluster.event_writer import EventWriter, QueuedEvent
 from kubesched.cluster.kinds import LIST_PATHS, in_namespace, object_key
 from kubesched.cluster.kubeconfig import KubeconfigError, load_client_configuration
+from kubesched.cluster.managed_fields import STRUCT_ORDER_KINDS, without_managed_fields
 from kubesched.framework.cluster_port import ClusterError, Conflict, NotFound, PodCondition
 from kubesched.framework.types import Pod
 
@@ -657,7 +658,11 @@ class KubeCluster:
             query = {"limit": str(page_size)}
             if token:
                 query["continue"] = token
-            page = await self.request("GET", f"{prefix}/{plural}", query=query)
+            body = await self.send("GET", f"{prefix}/{plural}", query=query)
+            if kind in STRUCT_ORDER_KINDS:
+                body = without_managed_fields(body)
+            page = orjson.loads(body)
+            del body
             meta = page.get("metadata") or {}
             token = str(meta.get("continue") or "")
             items = page.get("items") or []

@@ -30,6 +30,7 @@ from typing import Any
 import orjson
 
 from kubesched.cluster import plain_login
+from kubesched.cluster.managed_fields import without_managed_fields
 
 __all__ = ["Page", "Prefetch"]
 
@@ -162,7 +163,7 @@ class Prefetch:
             body = resp.read()
             if resp.status != 200:
                 raise ValueError(f"GET {path}: {resp.status}")
-            page = orjson.loads(body)
+            page = orjson.loads(without_managed_fields(body))
             del body
             meta = page.get("metadata") or {}
             items: list[dict[str, Any]] = page.get("items") or []
