@@ -2,6 +2,9 @@
 
 import sys
 
-from kubesched.cli import main
+try:
+    from kubesched.cli import main
+except KeyboardInterrupt:  # Ctrl-C before main() runs (a slow start): as main() ends it
+    sys.exit(130)
 
 sys.exit(main())

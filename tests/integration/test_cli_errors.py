@@ -355,3 +355,38 @@ def test_run_against_an_unreachable_api_server_is_one_line(files: Path, closed_p
     assert done.stderr.splitlines()[-1].startswith(
         f"kubesched: error: the API server at http://127.0.0.1:{closed_port}: GET /api/v1/"
     )
+
+
+def test_run_on_uvloop_without_it_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # as if not installed
+    assert main(["run", "--event-loop", "uvloop", "--no-leader-elect"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "kubesched: error: --event-loop uvloop: uvloop is not installed (pip install uvloop, "
+        "or --event-loop asyncio)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("choice", "installed", "loop"),
+    [
+        ("auto", True, "uvloop.Loop"),
+        ("auto", False, "_UnixSelectorEventLoop"),
+        ("asyncio", True, "_UnixSelectorEventLoop"),
+        ("uvloop", True, "uvloop.Loop"),
+    ],
+)
+def test_the_event_loop_run_chooses(
+    monkeypatch: pytest.MonkeyPatch, choice: str, installed: bool, loop: str
+) -> None:
+    from kubesched.cli.run import loop_factory
+
+    if not installed:
+        monkeypatch.setitem(sys.modules, "uvloop", None)
+    made = loop_factory(choice)()
+    try:
+        assert f"{type(made).__module__}.{type(made).__name__}".endswith(loop)
+    finally:
+        made.close()

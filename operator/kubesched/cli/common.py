@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import argparse
 import urllib.parse
-from collections.abc import Coroutine
-from typing import Any, TypeVar
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from asyncio import AbstractEventLoop
 
 __all__ = [
     "EXIT_BAD_INPUT",
@@ -75,12 +78,15 @@ def http_url(text: str) -> str:
     return text
 
 
-def run_async(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` on a fresh event loop. In the main thread the first Ctrl-C cancels it
-    (its ``finally`` blocks run) and raises KeyboardInterrupt, as ``asyncio.run`` does;
-    the loop is private, so ``main()`` can be called in-process (tests, embedding)
-    without touching the caller's current loop."""
+def run_async(
+    coro: Coroutine[Any, Any, T],
+    loop_factory: Callable[[], AbstractEventLoop] | None = None,
+) -> T:
+    """Run ``coro`` on a fresh event loop (``loop_factory``'s; default asyncio's). In the
+    main thread the first Ctrl-C cancels it (its ``finally`` blocks run) and raises
+    KeyboardInterrupt, as ``asyncio.run`` does; the loop is private, so ``main()`` can be
+    called in-process (tests, embedding) without touching the caller's current loop."""
     import asyncio  # here: main() imports this module before its Ctrl-C handling starts
 
-    with asyncio.Runner(loop_factory=asyncio.new_event_loop) as runner:
+    with asyncio.Runner(loop_factory=loop_factory or asyncio.new_event_loop) as runner:
         return runner.run(coro)

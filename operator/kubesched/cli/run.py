@@ -13,13 +13,16 @@ import re
 import sys
 import types
 import typing
-from collections.abc import Mapping
-from typing import Any, Literal
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
 from kubesched.cli.common import EXIT_OK, BadInput, run_async, seconds
 from kubesched.operator.settings import ENV_PREFIX, Option, Settings, env_name, options
 
-__all__ = ["ENV_PREFIX", "FLAGS", "add", "env_var"]
+if TYPE_CHECKING:
+    import asyncio
+
+__all__ = ["ENV_PREFIX", "FLAGS", "add", "env_var", "loop_factory"]
 
 #: flag -> Settings field, for every setting. A bool's ``--x`` also has ``--no-x``.
 FLAGS: dict[str, str] = {opt.flag: field for field, opt in options().items()}
@@ -61,6 +64,24 @@ def _given(args: argparse.Namespace) -> dict[str, Any]:
     return {field: value for field, value in given.items() if value is not None}
 
 
+def loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop]:
+    """The event loop ``--event-loop`` chooses (see the ``event_loop`` setting)."""
+    import asyncio
+
+    if choice == "asyncio":
+        return asyncio.new_event_loop
+    try:
+        import uvloop
+    except ImportError:
+        if choice == "uvloop":
+            raise BadInput(
+                "--event-loop uvloop: uvloop is not installed (pip install uvloop, or "
+                "--event-loop asyncio)"
+            ) from None
+        return asyncio.new_event_loop
+    return uvloop.new_event_loop
+
+
 def _run(args: argparse.Namespace) -> int:
     # Imported here: kopf and the kube client are not needed by the other subcommands.
     import logging
@@ -72,6 +93,7 @@ def _run(args: argparse.Namespace) -> int:
         settings = Settings.load(given)
     except pydantic.ValidationError as e:
         raise BadInput(_settings_message(e, given, os.environ)) from None
+    new_loop = loop_factory(settings.event_loop)
     logging.basicConfig(
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -88,7 +110,7 @@ def _run(args: argparse.Namespace) -> int:
 
     # A bad kubeconfig (KubeconfigError) ends run() before anything starts: one line.
     try:
-        run_async(run(settings=settings, tune_gc=True, prefetch=prefetch))
+        run_async(run(settings=settings, tune_gc=True, prefetch=prefetch), new_loop)
     except LeadershipLost as e:
         print(f"kubesched run: {e}", file=sys.stderr)
         return 1

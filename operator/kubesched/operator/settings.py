@@ -366,6 +366,22 @@ class Settings(BaseSettings):
     (docs/bench.md has the numbers for both); Kopf still watches every other kind and runs
     the SchedulingProfile/PodGroup handlers. Neither engine writes anything to pods."""
 
+    event_loop: Annotated[
+        Literal["auto", "uvloop", "asyncio"],
+        Option(
+            "--event-loop",
+            "the event loop: uvloop, asyncio, or auto (uvloop when installed; the default)",
+            not_in_chart=EXTRA,
+        ),
+    ] = "auto"
+    """The event loop ``kubesched run`` runs on. ``auto``: uvloop when it is installed (a
+    dependency on Linux and macOS), else asyncio's. uvloop because every TLS connection
+    on asyncio's own loop holds a 256 KiB read buffer filled with zeros at once, so
+    resident from the start: kubesched keeps 60-90 connections to the API server (binds,
+    Events, a watch per kind, Kopf's), 15-20 MiB of zeros; uvloop's buffer is resident
+    only as far as it is used (docs/benchmarks.md, "Memory"). ``asyncio`` is the
+    fallback should uvloop misbehave somewhere; ``uvloop`` refuses to start without it."""
+
     seed: Annotated[
         int | None,
         Option(

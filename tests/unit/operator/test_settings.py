@@ -58,6 +58,7 @@ CASES: dict[str, tuple[list[str], Any, str, Any]] = {
     "watch_server_timeout": (["--watch-server-timeout=10"], 10, "20", 20),
     "watch_client_timeout": (["--watch-client-timeout=11.5"], 11.5, "22", 22.0),
     "watch_engine": (["--watch-engine=direct"], "direct", "kopf", "kopf"),
+    "event_loop": (["--event-loop=asyncio"], "asyncio", "uvloop", "uvloop"),
     "seed": (["--seed=1"], 1, "2", 2),
     "opportunistic_batching": (["--opportunistic-batching"], True, "false", False),
     "profile_selector": (["--profile-selector=a=b"], "a=b", "c in (d)", "c in (d)"),
