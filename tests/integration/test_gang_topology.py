@@ -81,7 +81,7 @@ async def test_required_places_nothing_when_no_domain_holds_the_gang() -> None:
         'pod group "default/g": 0/2 placements are available, first placement status: '
         'topology.kubernetes.io/zone="a": 2/4 members fit; 2 pods: 0/5 nodes are available: '
     )
-    attempt = h.sched.gangs.last["default/g"].to_dict()
+    attempt = h.sched.gangs.last["default/g"]
     assert [(d["domain"], d["placed"], d["feasible"]) for d in attempt["domains"]] == [
         ("a", 2, False),
         ("b", 3, False),

@@ -311,7 +311,7 @@ def _with_gang(sched: Scheduler, fwk: Framework, pod: Pod, exp: Explanation) -> 
     key = _gang_key(fwk, pod)
     attempt = None if key is None else sched.gangs.last.get(key)
     if attempt is not None:
-        exp.gang = attempt.to_dict()
+        exp.gang = attempt
     return exp
 
 

@@ -84,8 +84,10 @@ class GangCycle:
 
     def __init__(self, sched: Scheduler) -> None:
         self.sched = sched
-        self.last: dict[str, Any] = {}
-        """Gang key -> the last attempt's :class:`~.gang_topology.Attempt` (explain)."""
+        self.last: dict[str, dict[str, Any]] = {}
+        """Gang key -> the last attempt (:meth:`~.gang_topology.Attempt.to_dict`), for
+        explain: what was tried, not the members' cycle states, which an Attempt holds
+        (3000 of them kept for good in a 3000-member Gang run)."""
         self._signers: dict[int, tuple[object, PodSigner]] = {}
 
     def schedule(self, profile_name: str, qpi: QueuedPodInfo) -> bool:
@@ -147,7 +149,7 @@ class GangCycle:
             metrics.group_attempt("unschedulable", fwk.profile_name, time.perf_counter() - start)
             return
         attempt = gang_topology.place(self, fwk, view, members, need)
-        self.last[key] = attempt
+        self.last[key] = attempt.to_dict()
         metrics.group_algorithm(time.perf_counter() - start)
         trial = attempt.chosen
         if trial is None or not trial.ok(need):
