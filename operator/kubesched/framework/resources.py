@@ -210,9 +210,62 @@ def pod_requests(spec: Mapping[str, Any], *, non_zero: bool = False) -> Resource
     return pod_request_pair(spec)[1 if non_zero else 0]
 
 
+_SEEN: dict[object, tuple[Resource, Resource]] = {}
+"""Containers' resources (as :func:`_plain_key` gives them) -> their two figures: the
+replicas of a workload share one spec, and every event of every one of them would
+otherwise parse the same quantities again."""
+_SEEN_MAX = 4096
+
+
+def _plain_key(spec: Mapping[str, Any]) -> object:
+    """The requests and limits of ``spec``'s containers as a hashable key, when that is
+    all the figures depend on (no init containers, pod-level resources or overhead) and
+    each is a plain map; else None."""
+    if spec.get("initContainers") or spec.get("resources") or spec.get("overhead"):
+        return None
+    containers = spec.get("containers")
+    if type(containers) is not list:
+        return None
+    key: list[object] = []
+    for c in containers:
+        if type(c) is not dict:
+            return None
+        res = c.get("resources")
+        if not res:
+            key.append(None)
+            continue
+        if type(res) is not dict:
+            return None
+        req, lim = res.get("requests"), res.get("limits")
+        if (req and type(req) is not dict) or (lim and type(lim) is not dict):
+            return None
+        items = (tuple(req.items()) if req else (), tuple(lim.items()) if lim else ())
+        for section in items:
+            for _, q in section:
+                if type(q) is not str:  # the API server's quantities are strings; a
+                    return None  # number (or a bool, equal to 1 as a key) is parsed
+        key.append(items)
+    return tuple(key)
+
+
 def pod_request_pair(spec: Mapping[str, Any]) -> tuple[Resource, Resource]:
     """:func:`pod_requests` and its ``non_zero`` figure, in one pass over the spec (every
-    pod event parses both)."""
+    pod event parses both); the figures of containers seen before are copied, not parsed
+    again (:data:`_SEEN`)."""
+    key = _plain_key(spec)
+    if key is not None:
+        seen = _SEEN.get(key)
+        if seen is not None:
+            return seen[0].copy(), seen[1].copy()
+    pair = _parse_request_pair(spec)
+    if key is not None:
+        if len(_SEEN) >= _SEEN_MAX:
+            _SEEN.clear()
+        _SEEN[key] = (pair[0].copy(), pair[1].copy())
+    return pair
+
+
+def _parse_request_pair(spec: Mapping[str, Any]) -> tuple[Resource, Resource]:
     total, total_nz = Resource(), Resource()
     for i, c in enumerate(_items(spec.get("containers"), "spec.containers")):
         field = f"spec.containers[{i}]"

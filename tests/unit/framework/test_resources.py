@@ -3,6 +3,7 @@ takes from a node, and the non-zero figures the scoring plugins use."""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +14,7 @@ from kubesched.framework.resources import (
     DEFAULT_MEMORY_REQUEST,
     DEFAULT_MILLI_CPU_REQUEST,
     Resource,
+    pod_request_pair,
     pod_requests,
 )
 from tests.builders import make_pod
@@ -252,3 +254,27 @@ def test_bad_quantities_name_the_field(spec: dict[str, Any], field: str) -> None
     with pytest.raises(QuantityError) as exc:
         pod_requests(spec)
     assert str(exc.value).startswith(f"{field}: ")
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_replicas_figures_are_their_own_and_equal(case: Case) -> None:
+    """A spec seen again (the replicas of a workload) gets the same figures as the first
+    time, in objects of its own: what one pod's view does to them, another never sees."""
+    first = pod_request_pair(copy.deepcopy(case.spec))
+    again = pod_request_pair(copy.deepcopy(case.spec))
+    assert again == first
+    assert all(a is not b for a, b in zip(first, again, strict=True))
+    again[0].milli_cpu += 1
+    again[1].scalar["example.com/x"] = 1
+    assert pod_request_pair(copy.deepcopy(case.spec)) == first
+
+
+def test_a_quantity_refused_once_is_refused_again() -> None:
+    good = {"containers": [container({"cpu": "1"})]}
+    assert pod_requests(good).milli_cpu == 1000
+    bad: list[Any] = [True, [1], "lots"]
+    for quantity in bad:
+        for _ in range(2):
+            spec = {"containers": [{"resources": {"requests": {"cpu": quantity}}}]}
+            with pytest.raises(QuantityError):
+                pod_requests(spec)
