@@ -231,13 +231,15 @@ def _plain_key(spec: Mapping[str, Any]) -> object:
         if type(c) is not dict:
             return None
         res = c.get("resources")
-        if not res:
+        if res is None:
             key.append(None)
             continue
-        if type(res) is not dict:
+        if type(res) is not dict:  # refused by the parse (an empty list too)
             return None
         req, lim = res.get("requests"), res.get("limits")
-        if (req and type(req) is not dict) or (lim and type(lim) is not dict):
+        if (req is not None and type(req) is not dict) or (
+            lim is not None and type(lim) is not dict
+        ):
             return None
         items = (tuple(req.items()) if req else (), tuple(lim.items()) if lim else ())
         for section in items:

@@ -272,9 +272,16 @@ def test_replicas_figures_are_their_own_and_equal(case: Case) -> None:
 def test_a_quantity_refused_once_is_refused_again() -> None:
     good = {"containers": [container({"cpu": "1"})]}
     assert pod_requests(good).milli_cpu == 1000
-    bad: list[Any] = [True, [1], "lots"]
-    for quantity in bad:
+    pod_requests({"containers": [{}]})  # no resources: the shape the bad ones imitate
+    bad: list[Any] = [
+        {"requests": {"cpu": True}},
+        {"requests": {"cpu": [1]}},
+        {"requests": {"cpu": "lots"}},
+        {"requests": []},
+        {"limits": []},
+        [],
+    ]
+    for resources in bad:
         for _ in range(2):
-            spec = {"containers": [{"resources": {"requests": {"cpu": quantity}}}]}
             with pytest.raises(QuantityError):
-                pod_requests(spec)
+                pod_requests({"containers": [{"resources": resources}]})
