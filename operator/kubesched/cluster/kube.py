@@ -63,6 +63,8 @@ from kubesched.framework.types import Pod
 
 __all__ = [
     "EVENTS",
+    "LISTS",
+    "LIST_CONNECTIONS",
     "LIST_PAGE_SIZE",
     "POOLS",
     "READS",
@@ -113,7 +115,8 @@ a large object can exceed the default (etcd takes requests up to 1.5 MiB)."""
 WRITES = "writes"
 EVENTS = "events"
 READS = "reads"
-POOLS = (WRITES, EVENTS, READS)
+LISTS = "lists"
+POOLS = (WRITES, EVENTS, READS, LISTS)
 """The connection pools, one aiohttp session each, so that no kind of request waits for a
 connection another kind holds:
 
@@ -121,7 +124,13 @@ connection another kind holds:
   configuration's ``connection_pool_maxsize`` connections;
 * ``events``: the Event writers, one connection each (``event_writers``), as
   kube-scheduler writes Events through a client of their own;
-* ``reads``: watches and LISTs, no limit (a watch holds its connection for its life).
+* ``reads``: watches and single GETs, no limit (a watch holds its connection for its
+  life);
+* ``lists``: LISTs (:meth:`KubeCluster.list_pages`), at most :data:`LIST_CONNECTIONS`.
+  Start-up lists every watched kind at once: on the reads' pool that was a TLS
+  handshake each (~20, about 2.5 ms of CPU apiece on the way to the first bind) and as
+  many connections idle for the keep-alive's 15 s after; a LIST takes a round trip or
+  two, so a few connections serve them in turn.
 
 With one pool for all three, a stream of pods starved the binds: each Event writer
 takes the next Event as soon as its write returns, in the same step of the event loop,
@@ -130,6 +139,10 @@ the binds waited their turn behind 16 writers that never waited (SchedulingBasic
 1000 nodes, stream arrival: 100-550 binds in flight, a bind request 2.9 s at p50
 against 0.36 s for an Event); and a watch that reconnected queued behind them all,
 so no pod event arrived meanwhile."""
+
+
+LIST_CONNECTIONS = 4
+"""Connections of the ``lists`` pool (see :data:`POOLS`)."""
 
 
 def pool_for(method: str) -> str:
@@ -393,6 +406,8 @@ class KubeCluster:
             limit: int | None = self.event_writers
         elif pool == READS:
             limit = 0
+        elif pool == LISTS:
+            limit = LIST_CONNECTIONS
         elif pool == WRITES:
             limit = None
         else:
@@ -658,7 +673,7 @@ class KubeCluster:
             query = {"limit": str(page_size)}
             if token:
                 query["continue"] = token
-            body = await self.send("GET", f"{prefix}/{plural}", query=query)
+            body = await self.send("GET", f"{prefix}/{plural}", query=query, pool=LISTS)
             if kind in STRUCT_ORDER_KINDS:
                 body = without_managed_fields(body)
             page = orjson.loads(body)

@@ -12,7 +12,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client as k8s_client
 
-from kubesched.cluster.kube import KubeCluster
+from kubesched.cluster.kube import LIST_CONNECTIONS, KubeCluster
 from kubesched.framework.cluster_port import ClusterError
 from kubesched.framework.types import Pod
 from tests.builders import make_pod
@@ -29,9 +29,13 @@ class HeldAPI:
     release: asyncio.Event = field(default_factory=asyncio.Event)
     served: list[str] = field(default_factory=list)
     waiting: int = 0
+    peers: dict[str, set[object]] = field(default_factory=dict)
+    """Path -> the client ports it was asked from (one per connection)."""
 
     async def handle(self, request: web.Request) -> web.Response:
         await request.read()
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        self.peers.setdefault(request.path, set()).add(peer)
         if request.path in self.held:
             self.waiting += 1
             await self.release.wait()
@@ -130,3 +134,22 @@ async def test_a_write_after_close_opens_no_connection(
         await cluster.bind(_pod(), "node-1")
     assert err.value.code == "connection"
     assert api.served == ["POST /api/v1/namespaces/shop/pods/web-0/binding"]
+
+
+async def test_lists_take_a_few_connections_and_never_hold_up_a_watch(
+    held: tuple[HeldAPI, KubeCluster],
+) -> None:
+    """Start-up lists every watched kind at once: a few connections serve them in turn
+    (not a TLS handshake each), and a watch opens meanwhile."""
+    api, cluster = held
+    api.held.add("/api/v1/pods")
+    lists = [asyncio.create_task(cluster.list_objects("Pod")) for _ in range(LIST_CONNECTIONS + 3)]
+    await _until(lambda: api.waiting == LIST_CONNECTIONS)
+    await asyncio.sleep(0.05)
+    assert api.waiting == LIST_CONNECTIONS  # the others wait for a connection
+    async with cluster.open("GET", "/api/v1/nodes", query={"watch": "1"}) as resp:
+        assert resp.status == 201
+    api.release.set()
+    await asyncio.gather(*lists)
+    assert api.served.count("GET /api/v1/pods") == LIST_CONNECTIONS + 3
+    assert len(api.peers["/api/v1/pods"]) == LIST_CONNECTIONS
