@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -182,13 +182,14 @@ class Algorithm:
         order = np.concatenate((candidates[start:], candidates[:start])) if start else candidates
         combined, scalar, masks = fwk.filter_masks(state, pod, snap)
         nominated_rows = {snap.by_name[nm].index for nm in _nominated_nodes(fwk, snap, pod)}
+        failed: dict[int, Status] = {}
         feasible, processed = _scan(
-            fwk, state, pod, snap, order, combined, scalar, nominated_rows, to_find
+            fwk, state, pod, snap, order, combined, scalar, nominated_rows, to_find, failed
         )
         self.next_start_node_index = (self.next_start_node_index + processed) % len(snap)
         if len(feasible) == 0:
             # Every candidate was examined; say why each failed, in plugin order.
-            self._diagnose(fwk, state, pod, snap, order, masks, nominated_rows, diagnosis)
+            self._diagnose(fwk, state, pod, snap, order, masks, nominated_rows, diagnosis, failed)
         return feasible, diagnosis
 
     def _run_pre_filter(
@@ -221,23 +222,32 @@ class Algorithm:
         masks: dict[str, npt.NDArray[np.bool_]],
         nominated_rows: set[int],
         diagnosis: Diagnosis,
+        known: Mapping[int, Status],
     ) -> None:
         """Why each node of ``order`` failed: the first Filter plugin, in chain order,
         that rejects it (nodes with nominated pods: the whole Filter with them). A plugin
         goes over all the nodes still undecided at once: its mask picks those it rejects,
-        and its ``filter_statuses`` (or ``filter``, node by node) says why."""
+        and its ``filter_statuses`` (or ``filter``, node by node) says why. ``known``: the
+        statuses :func:`_scan` already has (nodes every vector mask passed: the first
+        scalar plugin that failed, or the whole Filter with the nominated pods), each
+        the same answer this would find again."""
         infos = snap.node_infos
         rows = order.tolist()
         # By position in ``order``: each node's status, and the positions undecided.
         found: list[Status | None] = [None] * len(rows)
         undecided = np.arange(len(rows), dtype=np.intp)
+        if known:
+            have = np.flatnonzero(np.isin(order, list(known)))
+            for pos in have.tolist():
+                found[pos] = known[rows[pos]]
+            undecided = np.setdiff1d(undecided, have, assume_unique=True)
         if nominated_rows:
-            nominated = np.flatnonzero(np.isin(order, list(nominated_rows)))
-            for pos in nominated.tolist():
+            nominated = np.flatnonzero(np.isin(order[undecided], list(nominated_rows)))
+            for pos in undecided[nominated].tolist():
                 ni = infos[rows[pos]]
                 st = fwk.run_filter_plugins_with_nominated_pods(state, pod, ni)
                 found[pos] = _mismatch(ni.name) if st is None else st
-            undecided = np.setdiff1d(undecided, nominated, assume_unique=True)
+            undecided = np.delete(undecided, nominated)
         skip = state.skip_filter_plugins
         for p in fwk.chain_for(state).filter:
             if len(undecided) == 0:
@@ -349,11 +359,13 @@ def _scan(
     scalar: list[Any],
     nominated_rows: set[int],
     to_find: int,
+    failed: dict[int, Status],
 ) -> tuple[npt.NDArray[np.intp], int]:
     """Walks ``order`` (candidates from the rotating offset) until ``to_find`` nodes fit:
     (the feasible rows, how many positions of ``order`` were examined). Nodes the vector
     mask ``combined`` rejects are skipped; scalar filters (and, on nodes with nominated
-    pods, the whole Filter with them) run only on the rest."""
+    pods, the whole Filter with them) run only on the rest, and ``failed`` gets the
+    status of each of those that failed."""
     n = len(order)
     passing_positions = (
         np.arange(n, dtype=np.intp) if combined is None else np.flatnonzero(combined[order])
@@ -377,6 +389,8 @@ def _scan(
                 return np.array(feasible, dtype=np.intp), int(pos) + 1
         elif st.code == Code.ERROR:
             raise _StatusError(st)
+        else:
+            failed[row] = st
     return np.array(feasible, dtype=np.intp), n
 
 

@@ -3,6 +3,7 @@ FitError users read, and the vector fast path agreeing with the node-by-node pat
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import random
 from typing import Any
@@ -11,6 +12,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import Diagnosis
@@ -289,3 +291,56 @@ def test_vector_and_scalar_paths_agree(case: tuple[Snapshot, Pod]) -> None:
             scores = total.tolist()
         results.append((rows.tolist(), alg.next_start_node_index, statuses, scores))
     assert results[0] == results[1]
+
+
+def _nominated_twins(pod: Pod, nodes: list[str], data: st.DataObject) -> dict[str, list[Pod]]:
+    """Pods like ``pod`` nominated to some of ``nodes`` (an earlier preemption's), at its
+    priority or around it, so that some count against it and some do not."""
+    out: dict[str, list[Pod]] = {}
+    for i, node in enumerate(data.draw(st.lists(st.sampled_from(nodes), max_size=len(nodes)))):
+        raw = copy.deepcopy(dict(pod.raw))
+        raw["metadata"] = {**raw["metadata"], "name": f"nominated-{i}", "uid": f"nom-{i}"}
+        raw["spec"] = {
+            **raw["spec"],
+            "priority": pod.priority + data.draw(st.sampled_from([-1, 0, 1])),
+        }
+        raw["status"] = {"nominatedNodeName": node}
+        out.setdefault(node, []).append(Pod(raw))
+    return out
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=cases(), data=st.data())
+def test_a_pod_that_fits_nowhere_is_diagnosed_as_each_node_answers_with_its_nominated_pods(
+    case: tuple[Snapshot, Pod], data: st.DataObject
+) -> None:
+    """With pods nominated to some nodes (waiting for their victims to go), each node's
+    reason in the FitError is what the Filter says on that node alone, with the nominated
+    pods of equal or higher priority added (kube's RunFilterPluginsWithNominatedPods)."""
+    snap, pod = case
+    nominated = _nominated_twins(pod, [ni.name for ni in snap.node_infos], data)
+    fwk = compile_profile(
+        default_profile_spec(),
+        FrameworkServices(
+            snapshot=lambda: snap,
+            store=FakeStore(),
+            nominated_pods_for_node=lambda name: nominated.get(name, []),
+            nominated_nodes=lambda: list(nominated),
+        ),
+    ).framework
+    state = CycleState()
+    rows, diagnosis = Algorithm()._find_nodes_that_fit(fwk, state, pod, snap)
+    if len(rows) or diagnosis.pre_filter_msg:
+        return  # a node fits (the scan stopped there), or PreFilter said why for all
+    allowed, _, _ = fwk.run_pre_filter(CycleState(), pod, snap.node_infos)
+    examined = [
+        ni for ni in snap.node_infos if allowed is None or ni.name in allowed.node_names
+    ]  # the others were left out by PreFilter, and say so
+    expected = {
+        ni.name: fwk.run_filter_plugins_with_nominated_pods(state, pod, ni) for ni in examined
+    }
+    assert {
+        n: (s.code, s.plugin, s.reasons)
+        for n, s in diagnosis.node_to_status.items()
+        if n in expected
+    } == {n: (s.code, s.plugin, s.reasons) for n, s in expected.items() if s is not None}
