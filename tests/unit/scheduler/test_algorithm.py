@@ -332,9 +332,10 @@ def test_a_pod_that_fits_nowhere_is_diagnosed_as_each_node_answers_with_its_nomi
     rows, diagnosis = Algorithm()._find_nodes_that_fit(fwk, state, pod, snap)
     if len(rows) or diagnosis.pre_filter_msg:
         return  # a node fits (the scan stopped there), or PreFilter said why for all
-    allowed, _, _ = fwk.run_pre_filter(CycleState(), pod, snap.node_infos)
+    result, _, _ = fwk.run_pre_filter(CycleState(), pod, snap.node_infos)
+    allowed = None if result is None else result.node_names
     examined = [
-        ni for ni in snap.node_infos if allowed is None or ni.name in allowed.node_names
+        ni for ni in snap.node_infos if allowed is None or ni.name in allowed
     ]  # the others were left out by PreFilter, and say so
     expected = {
         ni.name: fwk.run_filter_plugins_with_nominated_pods(state, pod, ni) for ni in examined
