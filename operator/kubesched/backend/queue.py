@@ -323,6 +323,19 @@ class SchedulingQueue:
             pods = [q for q in pods if pre_check(q.pod)]
         self._move_pods(pods, event, old, new)
 
+    def recheck_parked(self, event: ClusterEvent) -> None:
+        """Every gated pod runs PreEnqueue again and every unschedulable one moves on
+        (``event``: a wildcard), as if each event since was delivered: for events a
+        :class:`~kubesched.backend.queue_set.QueueSet` held while no cycle ran."""
+        activated = False
+        for uid, qpi in list(self._gated.items()):
+            del self._gated[uid]
+            activated |= self._move_to_active(qpi)
+        if activated:
+            self._notify()
+        if self._unsched:
+            self._move_pods(list(self._unsched.values()), event, None, None)
+
     def assigned_pod_added(self, pod: Pod) -> None:
         self.move_all_to_active_or_backoff(
             ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ADD), None, pod

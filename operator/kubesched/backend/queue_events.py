@@ -27,6 +27,7 @@ from kubesched.framework.nodeinfo import QueuedPodInfo
 from kubesched.framework.types import Pod
 
 __all__ = [
+    "EVENTS_HELD",
     "EVENT_FORCE_ACTIVATE",
     "EVENT_UNSCHEDULABLE_TIMEOUT",
     "QueueingHints",
@@ -43,6 +44,9 @@ EVENT_UNSCHEDULABLE_TIMEOUT = ClusterEvent(
 
 EVENT_FORCE_ACTIVATE = ClusterEvent(EventResource.WILDCARD, ActionType.ALL, "ForceActivate")
 """A plugin activated a pod that was being scheduled at the time."""
+
+EVENTS_HELD = ClusterEvent(EventResource.WILDCARD, ActionType.ALL, "EventsHeld")
+"""Events came while the queues held them (``QueueSet.hold_moves``: the initial listing)."""
 
 log = logging.getLogger(__name__)
 

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from kubesched.backend.queue_events import EVENTS_HELD
 from kubesched.framework.interface import ClusterEvent
 from kubesched.framework.nodeinfo import QueuedPodInfo
 from kubesched.framework.types import Pod
@@ -41,6 +42,8 @@ class QueueSet:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._running = False
         self._closed = False
+        self._holding = False
+        self._held = False
 
     # -- membership --------------------------------------------------------------------
     def add_queue(self, name: str, q: SchedulingQueue) -> None:
@@ -106,17 +109,42 @@ class QueueSet:
             await self._ready.wait()
 
     # -- broadcasts --------------------------------------------------------------------
+    def hold_moves(self) -> None:
+        """Until :meth:`release_moves`, cluster events move no parked pod: the initial
+        listing, before any cycle. Each PodGroup or Workload of a listing would re-run
+        PreEnqueue for every gang member held so far (328 gangs over 3000 members: a
+        million calls, 2.5 s of CPU before the first bind); with no cycle in between,
+        looking once at the end finds the same."""
+        self._holding = True
+
+    def release_moves(self) -> None:
+        """Every parked pod is looked at once if an event came while held: the held ones
+        run PreEnqueue again, the unschedulable ones move on (a wildcard event)."""
+        held, self._holding, self._held = self._held, False, False
+        if held:
+            for q in self._queues.values():
+                q.recheck_parked(EVENTS_HELD)
+
     def move_all_to_active_or_backoff(
         self, event: ClusterEvent, old: object = None, new: object = None
     ) -> None:
+        if self._holding:
+            self._held = True
+            return
         for q in self._queues.values():
             q.move_all_to_active_or_backoff(event, old, new)
 
     def assigned_pod_added(self, pod: Pod) -> None:
+        if self._holding:
+            self._held = True
+            return
         for q in self._queues.values():
             q.assigned_pod_added(pod)
 
     def assigned_pod_updated(self, old: Pod, new: Pod) -> None:
+        if self._holding:
+            self._held = True
+            return
         for q in self._queues.values():
             q.assigned_pod_updated(old, new)
 

@@ -107,6 +107,8 @@ class Runtime:
             EventWriterCollector(lambda: self.cluster.event_writer)
         )
         self.handlers = EventHandlers(self.scheduler, on_bad_object=self.router.on_bad_object)
+        # the initial listing requeues nothing pod by pod: _initial_sync looks once
+        self.scheduler.queues.hold_moves()
         self.router.attach(self.handlers)
         self.informers = self._direct_informers(prefetch)
         """Pods and nodes with ``watch_engine: direct`` (Kopf watches them otherwise)."""
@@ -374,6 +376,7 @@ async def _initial_sync(
         if rt.tune_gc:  # the collector, off since the imports (tune_garbage_collector)
             gc.freeze()  # the synced cache: nodes, pods, and what start-up built
             gc.enable()
+    rt.scheduler.queues.release_moves()
     # Scheduling needs the caches, not Kopf: what Kopf watches was listed above, and its
     # handlers (SchedulingProfile and PodGroup changes) take over from that listing.
     rt.cache_synced.set()

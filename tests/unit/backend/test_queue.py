@@ -452,3 +452,31 @@ async def test_an_event_registered_only_for_rejected_pods_leaves_gated_pods_alon
     gate.groups.add("g")
     q.move_all_to_active_or_backoff(PODGROUP_ADD)  # what does ungate them still does
     assert [where(q, p) for p in pods] == ["active"] * 3
+
+
+async def test_events_held_during_the_initial_listing_are_looked_at_once() -> None:
+    """While the queues hold moves (``kubesched run``'s initial listing, before any cycle),
+    each PodGroup listed does not re-run PreEnqueue for every member held so far; at the
+    release every held pod is looked at once, and those whose group came go to activeQ."""
+    gate = CountingGate()
+    qs = QueueSet()
+    q = queue(
+        pre_enqueue=[gate], events={**EVENTS, gate.name: [ClusterEventWithHint(PODGROUP_ADD)]}
+    )
+    qs.add_queue("kubesched", q)
+    qs.hold_moves()
+    pods = [make_pod(f"p{i}").label("group", "g" if i % 2 else "h").pod() for i in range(6)]
+    for p in pods:
+        q.add(p)
+    gate.calls = 0
+    gate.groups.add("g")
+    for _ in range(10):  # ten groups listed
+        qs.move_all_to_active_or_backoff(PODGROUP_ADD)
+    assert gate.calls == 0
+    assert [where(q, p) for p in pods] == ["gated"] * 6
+    qs.release_moves()
+    assert gate.calls == 6
+    assert [where(q, p) for p in pods] == ["gated", "active"] * 3
+    qs.release_moves()  # nothing came since: nothing is walked
+    qs.move_all_to_active_or_backoff(PODGROUP_ADD)  # not held any more
+    assert gate.calls == 6 + 3
