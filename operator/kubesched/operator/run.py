@@ -46,7 +46,7 @@ from kubesched.scheduler.scheduler import Scheduler
 if TYPE_CHECKING:  # imported once the cache is synced: see operator/kopf_start.py
     import kopf
 
-__all__ = ["LeadershipLost", "Runtime", "run", "tune_garbage_collector"]
+__all__ = ["LeadershipLost", "Runtime", "all_or_none", "run", "tune_garbage_collector"]
 
 log = logging.getLogger("kubesched.run")
 
@@ -366,7 +366,7 @@ async def _initial_sync(
     # applied oldest first, before any cycle (and before their Kopf handlers).
     direct = DIRECT_KINDS if rt.informers else frozenset()
     try:
-        await asyncio.gather(
+        await all_or_none(
             *(rt.router.reconcile((w.kind,)) for w in WATCHED if w.kind not in direct),
             rt.gang_sources.start(),
             rt.profiles.load(),
@@ -389,6 +389,27 @@ async def _initial_sync(
     )
     if ready is not None:
         ready.set()
+
+
+async def all_or_none(*aws: Awaitable[Any]) -> None:
+    """Await ``aws`` together; the first failure cancels the rest and is raised once
+    they have ended (asyncio.gather would leave them running, their LISTs in flight on
+    connections the shutdown then closes under them)."""
+    tasks = [asyncio.ensure_future(a) for a in aws]
+    try:
+        _, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    except BaseException:  # cancelled: the stop, or a task that was waiting on us
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+    if pending:
+        for t in pending:
+            t.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+    for t in tasks:  # in the order given: the first failed of those that ended
+        if t.done() and not t.cancelled() and t.exception() is not None:
+            raise cast(BaseException, t.exception())
 
 
 async def _schedule(rt: Runtime) -> None:

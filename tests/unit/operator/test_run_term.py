@@ -103,3 +103,53 @@ async def test_sigterm_sets_the_stop_flag() -> None:
     finally:
         for sig in trapped:
             loop.remove_signal_handler(sig)
+
+
+async def test_a_failed_initial_listing_stops_the_other_listings() -> None:
+    """One kind refused (a missing RBAC rule) ends kubesched run's start with that error;
+    the other LISTs in flight are cancelled and have ended before the error is raised,
+    so the shutdown closes no connection a request still uses."""
+    ended: list[str] = []
+
+    async def listing(kind: str, seconds: float) -> None:
+        try:
+            await asyncio.sleep(seconds)
+        finally:
+            ended.append(kind)
+
+    async def refused() -> None:
+        await asyncio.sleep(0.01)
+        raise PermissionError("devicetaintrules is forbidden")
+
+    with pytest.raises(PermissionError, match="devicetaintrules"):
+        await run_mod.all_or_none(listing("Pod", 30), refused(), listing("Node", 30))
+    assert sorted(ended) == ["Node", "Pod"]
+    assert not [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+
+
+async def test_the_initial_listing_waits_for_all() -> None:
+    order: list[int] = []
+
+    async def step(i: int) -> None:
+        await asyncio.sleep(0.01 * i)
+        order.append(i)
+
+    await run_mod.all_or_none(step(3), step(1), step(2))
+    assert order == [1, 2, 3]
+
+
+async def test_a_stop_during_the_initial_listing_cancels_every_listing() -> None:
+    ended: list[int] = []
+
+    async def listing(i: int) -> None:
+        try:
+            await asyncio.sleep(30)
+        finally:
+            ended.append(i)
+
+    task = asyncio.create_task(run_mod.all_or_none(listing(1), listing(2)))
+    await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert sorted(ended) == [1, 2]
