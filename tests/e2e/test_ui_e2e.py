@@ -162,7 +162,9 @@ async def test_the_page_shows_why_a_pod_is_pending_and_a_gangs_counts(
 
         browser.get(f"{base}#gangs")
         row = f'tr[data-gang="{namespace}/trio"]'
-        _wait_text(browser, row, f"{namespace}/trio")
+        # the members come by kubesched's own watch, the PodGroup by Kopf's, which may
+        # trail it: until then the row says the PodGroup is not known (the page polls)
+        _wait_text(browser, row, "do not exist yet")
         el = browser.find_element(By.CSS_SELECTOR, row)
         counts = tuple(
             el.find_element(By.CSS_SELECTOR, f".gang-{c}").text
