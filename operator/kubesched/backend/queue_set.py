@@ -125,25 +125,28 @@ class QueueSet:
             for q in self._queues.values():
                 q.recheck_parked(EVENTS_HELD)
 
+    def _hold(self) -> bool:
+        """True while moves are held (the event is noted for :meth:`release_moves`)."""
+        if self._holding:
+            self._held = True
+        return self._holding
+
     def move_all_to_active_or_backoff(
         self, event: ClusterEvent, old: object = None, new: object = None
     ) -> None:
-        if self._holding:
-            self._held = True
+        if self._hold():
             return
         for q in self._queues.values():
             q.move_all_to_active_or_backoff(event, old, new)
 
     def assigned_pod_added(self, pod: Pod) -> None:
-        if self._holding:
-            self._held = True
+        if self._hold():
             return
         for q in self._queues.values():
             q.assigned_pod_added(pod)
 
     def assigned_pod_updated(self, old: Pod, new: Pod) -> None:
-        if self._holding:
-            self._held = True
+        if self._hold():
             return
         for q in self._queues.values():
             q.assigned_pod_updated(old, new)

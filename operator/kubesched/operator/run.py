@@ -397,16 +397,11 @@ async def all_or_none(*aws: Awaitable[Any]) -> None:
     connections the shutdown then closes under them)."""
     tasks = [asyncio.ensure_future(a) for a in aws]
     try:
-        _, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-    except BaseException:  # cancelled: the stop, or a task that was waiting on us
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    finally:  # a failure, or we were cancelled (the stop): the rest end first
         for t in tasks:
-            t.cancel()
+            t.cancel()  # nothing for those done
         await asyncio.gather(*tasks, return_exceptions=True)
-        raise
-    if pending:
-        for t in pending:
-            t.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
     for t in tasks:  # in the order given: the first failed of those that ended
         if t.done() and not t.cancelled() and t.exception() is not None:
             raise cast(BaseException, t.exception())
