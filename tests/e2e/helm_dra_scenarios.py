@@ -29,6 +29,7 @@ from tests.e2e.helm_support import (
     Scenario,
     World,
     about,
+    cached,
     read,
     remove_with_finalizers,
     uid,
@@ -209,6 +210,9 @@ async def dra_extended_stale(w: World, logs: Logs, forbidden: str | None) -> Out
         },
     )
     w.cleanup.append(lambda: _remove_claims(w, name))
+    # Its watch and the pods' keep no order between them: were the gate's lifting seen
+    # first, the pod would be scheduled with a fresh claim, as kube-scheduler would.
+    await cached(w, "ResourceClaim", stale)
     await call(
         w.cp.api.patch, w.cp.api.path("v1", "Pod", name, w.ns), {"spec": {"schedulingGates": None}}
     )

@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 from kubesched.api.podgroup import POD_GROUP_LABEL
-from kubesched.operator.run import run
+from kubesched.operator.run import Runtime, run
 from kubesched.operator.settings import Settings
 from tests.controlplane import ApiError, ControlPlane
 from tests.e2e.support import JSON, call, condition, events_for, running
@@ -149,10 +149,29 @@ def settings_for(release: Release, kubeconfig: Path, identity: str) -> Settings:
 
 
 @contextlib.asynccontextmanager
-async def operator(settings: Settings) -> AsyncIterator[None]:
-    """``kubesched run`` in this loop, until the block ends (ready: caches synced)."""
-    async with running(settings):
-        yield
+async def operator(settings: Settings, world: World) -> AsyncIterator[None]:
+    """``kubesched run`` in this loop, until the block ends (ready: caches synced); the
+    world knows its runtime meanwhile (:func:`cached`)."""
+    async with running(settings) as started:
+        world.runtime = started.runtime
+        try:
+            yield
+        finally:
+            world.runtime = None
+
+
+async def cached(w: World, kind: str, name: str, within: float = 20) -> None:
+    """Until the running kubesched's cache holds ``name`` (a scenario that needs it to be
+    seen before the next step: two watches of different kinds keep no order between
+    them)."""
+    assert w.runtime is not None, "no kubesched is running for this world"
+    cluster = w.runtime.cluster
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while cluster.get(kind, w.ns, name) is None:
+        if loop.time() > deadline:
+            raise AssertionError(f"kubesched's cache has no {kind} {w.ns}/{name} after {within} s")
+        await asyncio.sleep(0.05)
 
 
 async def start_failure(settings: Settings) -> BaseException:
@@ -202,6 +221,8 @@ class World:
     low: str
     high: str
     cleanup: list[Callable[[], None]] = field(default_factory=list)
+    runtime: Runtime | None = None
+    """The kubesched that :func:`operator` runs for this world, while it runs."""
 
     @property
     def ns(self) -> str:

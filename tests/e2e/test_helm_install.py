@@ -360,7 +360,8 @@ async def test_the_full_role_lets_every_scenario_succeed(world: World) -> None:
         async with operator(
             settings_for(
                 world.release, world.kubeconfig, f"{world.release.name}-{world.ns}-e2e-full"
-            )
+            ),
+            world,
         ):
             for name, scenario in ALL_SCENARIOS.items():
                 out = await scenario(world, logs, None)
@@ -381,7 +382,7 @@ async def test_each_rule_is_needed(world: World, need: Need) -> None:
             error = await start_failure(settings)
             assert re.search(pattern, str(error)), f"{type(error).__name__}: {error}"
             return
-        async with operator(settings):
+        async with operator(settings, world):
             out = await ALL_SCENARIOS[need.scenario](world, logs, pattern)
         assert not out.ok, f"{need.scenario} succeeded without {need.rule}"
         assert re.search(pattern, out.detail)
