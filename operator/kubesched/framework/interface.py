@@ -253,9 +253,10 @@ class Handle(Protocol):
 
     def add_nominated_pods(
         self, state: CycleState, pod: Pod, node_info: NodeInfo
-    ) -> tuple[bool, CycleState, NodeInfo]:
+    ) -> tuple[bool, CycleState, NodeInfo, Status | None]:
         """Clones with the pods nominated to the node at ``pod``'s priority or above added
-        (True), or the originals (False): the first of kube-scheduler's two Filter passes."""
+        (True), or the originals (False: none, or an AddPod failed, and its failure is
+        the Error in the last place): the first of kube-scheduler's two Filter passes."""
         ...
 
     def run_filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:

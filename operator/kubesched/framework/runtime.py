@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kubesched.framework.cluster_port import ClusterPort, ObjectStore
-from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.cycle_state import CycleState, StateKey
 from kubesched.framework.interface import (
     MAX_NODE_SCORE,
     BindPlugin,
@@ -50,12 +50,16 @@ from kubesched.framework.interface import (
     VectorScorePlugin,
 )
 from kubesched.framework.nodeinfo import NodeInfo
+from kubesched.framework.nominated_views import NominatedViews
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import Pod
 from kubesched.framework.waiting import WaitingPodImpl
 
 __all__ = ["Framework", "FrameworkServices", "PluginChain"]
+
+_EXTENSIONS_RUN: StateKey[bool] = StateKey("framework/pre-filter-extensions-run")
+"""Whether any PreFilter extension runs in this cycle (:meth:`Framework._extensions_run`)."""
 
 
 @dataclass(slots=True)
@@ -117,6 +121,7 @@ class FrameworkServices:
         activate: Callable[[Iterable[Pod]], None] | None = None,
         nominated_pods_for_node: Callable[[str], list[Pod]] | None = None,
         nominated_nodes: Callable[[], list[str]] | None = None,
+        nominated_nodes_for: Callable[[int, str], list[str]] | None = None,
         clock: Callable[[], float] | None = None,
         rng: random.Random | None = None,
         get_pod: Callable[[str], Pod | None] | None = None,
@@ -128,6 +133,9 @@ class FrameworkServices:
         self.activate = activate or (lambda pods: None)
         self.nominated_pods_for_node = nominated_pods_for_node or (lambda name: [])
         self.nominated_nodes = nominated_nodes or (lambda: [])
+        self.nominated_nodes_for = nominated_nodes_for or self._nominated_nodes_for
+        """(priority, uid) -> nodes where another pod is nominated at that priority or
+        above (the nominator answers it without going over every nominated pod)."""
         self.clock = clock or (lambda: asyncio.get_running_loop().time())
         self.rng = rng or random.Random()
         """The scheduler's seeded random source (preemption's dry-run offset)."""
@@ -137,6 +145,13 @@ class FrameworkServices:
         """Where sampled cycles report each plugin call's duration; when set, the
         profile compiles an instrumented copy of its chain, which the framework runs in
         sampled cycles only (:mod:`kubesched.framework.instrumented`)."""
+
+    def _nominated_nodes_for(self, priority: int, uid: str) -> list[str]:
+        return [
+            n
+            for n in self.nominated_nodes()
+            if any(p.priority >= priority and p.uid != uid for p in self.nominated_pods_for_node(n))
+        ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +194,7 @@ class Framework:
         self._plain = _Runnable.of(self.chain)
         self._timed = self._plain
         """What sampled cycles run: the instrumented chain, or the plain one if none."""
+        self._nominated_views = NominatedViews(lambda: self.services.nominated_nodes())
 
     def set_chain(
         self,
@@ -347,43 +363,65 @@ class Framework:
         self, state: CycleState, pod: Pod, node_info: NodeInfo
     ) -> Status | None:
         """kube-scheduler's two passes: with nominated pods of equal or higher priority
-        added to the node (they will land there), then without them (they may not)."""
-        status: Status | None = None
-        pods_added = False
-        for i in range(2):
-            state_to_use, info_to_use = state, node_info
-            if i == 0:
-                pods_added, state_to_use, info_to_use = self.add_nominated_pods(
-                    state, pod, node_info
-                )
-            elif not pods_added or status is not None:
-                break
-            status = self.run_filter(state_to_use, pod, info_to_use)
-            if status is not None and not status.is_rejected():
-                return status
-        return status
+        added to the node (they will land there), then without them (they may not). The
+        first pass's failure is the answer; an AddPod that fails is an Error, as kube's.
+        With no PreFilter extension to run, the first pass reads the cycle's state and a
+        kept view of the node (:mod:`kubesched.framework.nominated_views`)."""
+        nominated = self._nominated_to_add(pod, node_info)
+        if not nominated:
+            return self.run_filter(state, pod, node_info)
+        if self._extensions_run(state):
+            _, state_to_use, info_to_use, error = self._add_pods(state, pod, node_info, nominated)
+            if error is not None:
+                return error
+        else:
+            state_to_use = state
+            info_to_use = self._nominated_views.view(node_info, nominated)
+        status = self.run_filter(state_to_use, pod, info_to_use)
+        if status is not None:
+            return status
+        return self.run_filter(state, pod, node_info)
 
     def add_nominated_pods(
         self, state: CycleState, pod: Pod, node_info: NodeInfo
-    ) -> tuple[bool, CycleState, NodeInfo]:
+    ) -> tuple[bool, CycleState, NodeInfo, Status | None]:
         """Clones of ``state`` and ``node_info`` with the pods nominated to the node at
         ``pod``'s priority or above added (True), or the originals (False: none, or a
-        PreFilter extension refused one)."""
-        nominated = [
+        PreFilter extension's AddPod failed, whose failure is then the Error returned)."""
+        return self._add_pods(state, pod, node_info, self._nominated_to_add(pod, node_info))
+
+    def _nominated_to_add(self, pod: Pod, node_info: NodeInfo) -> list[Pod]:
+        return [
             p
             for p in self.nominated_pods_for_node(node_info.name)
             if p.priority >= pod.priority and p.uid != pod.uid
         ]
+
+    def _add_pods(
+        self, state: CycleState, pod: Pod, node_info: NodeInfo, nominated: list[Pod]
+    ) -> tuple[bool, CycleState, NodeInfo, Status | None]:
         if not nominated:
-            return False, state, node_info
+            return False, state, node_info, None
         state_out = state.clone()
         info_out = node_info.clone()
         for p in nominated:
             info_out.add_pod(p)
             s = self.run_pre_filter_extension_add_pod(state_out, pod, p, info_out)
             if s is not None:
-                return False, state, node_info
-        return True, state_out, info_out
+                return False, state, node_info, Status.as_error(s.message())
+        return True, state_out, info_out, None
+
+    def _extensions_run(self, state: CycleState) -> bool:
+        """Would :meth:`_run_pre_filter_extensions` call any plugin this cycle? (Asked
+        once per cycle: PreFilter's skip set does not change after it.)"""
+        known = state.get(_EXTENSIONS_RUN)
+        if known is None:
+            known = any(
+                p.name not in state.skip_filter_plugins and p.pre_filter_extensions() is not None
+                for p in self.chain.pre_filter
+            )
+            state.write(_EXTENSIONS_RUN, known)
+        return known
 
     def run_pre_filter_extension_add_pod(
         self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo

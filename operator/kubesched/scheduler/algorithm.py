@@ -404,15 +404,9 @@ def _record_rejector(diagnosis: Diagnosis, st: Status) -> None:
 
 def _nominated_nodes(fwk: Framework, snap: Snapshot, pod: Pod) -> list[str]:
     """Nodes holding nominated pods that this pod must leave room for."""
-    services = fwk.services
-    out = []
-    for nm in services.nominated_nodes():
-        if nm in snap.by_name and any(
-            p.priority >= pod.priority and p.uid != pod.uid
-            for p in services.nominated_pods_for_node(nm)
-        ):
-            out.append(nm)
-    return out
+    return [
+        nm for nm in fwk.services.nominated_nodes_for(pod.priority, pod.uid) if nm in snap.by_name
+    ]
 
 
 def _score_and_store(

@@ -150,6 +150,7 @@ class Scheduler:
             activate=self._activate,
             nominated_pods_for_node=self.nominator.nominated_pods_for_node,
             nominated_nodes=self.nominator.nodes,
+            nominated_nodes_for=self.nominator.nodes_for,
             rng=self.algorithm.rng,
             get_pod=self._get_pod,
             record_plugin=self._record_plugin,

@@ -280,6 +280,39 @@ def test_filter_with_nominated_pods_counts_equal_or_higher_priority(
         assert st.message() == "Too many pods"
 
 
+class RefusingAddPod:
+    """A PreFilter plugin with an extension whose AddPod refuses every pod."""
+
+    name = "Refusing"
+
+    def pre_filter(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        return None, None
+
+    def pre_filter_extensions(self) -> RefusingAddPod:
+        return self
+
+    def add_pod(self, state: CycleState, pod: Pod, other: Pod, node_info: NodeInfo) -> Status:
+        return Status.unschedulable(f"cannot account for {other.name}")
+
+    def remove_pod(self, state: CycleState, pod: Pod, other: Pod, node_info: NodeInfo) -> None:
+        return None
+
+
+def test_an_add_pod_that_fails_on_a_nominated_pod_is_an_error_on_that_node() -> None:
+    """As kube's addGENominatedPods: the node is not filtered without the nominated pods
+    (which would let the pod take their room); the AddPod's failure is the Error."""
+    nominated = make_pod("nom").priority(10).pod()
+    services = FrameworkServices(nominated_pods_for_node=lambda name: [nominated])
+    fwk = framework(services, pre_filter=[RefusingAddPod()], filter=[PodCountFilter(limit=5)])
+    state = CycleState()
+    _, st, _ = fwk.run_pre_filter(state, POD, nodes("n1"))
+    assert st is None
+    st = fwk.run_filter_plugins_with_nominated_pods(state, POD, nodes("n1")[0])
+    assert st is not None and (st.code, st.message()) == (Code.ERROR, "cannot account for nom")
+
+
 # -- Score ---------------------------------------------------------------------------------------
 def test_scores_are_normalized_then_weighted_and_summed() -> None:
     snap = Snapshot(nodes("n1", "n2"))

@@ -180,7 +180,7 @@ class FakeHandle:
 
     def add_nominated_pods(
         self, state: CycleState, pod: Pod, node_info: NodeInfo
-    ) -> tuple[bool, CycleState, NodeInfo]:
+    ) -> tuple[bool, CycleState, NodeInfo, Status | None]:
         raise NotImplementedError
 
     def run_pre_filter_extension_add_pod(

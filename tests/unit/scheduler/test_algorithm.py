@@ -25,7 +25,7 @@ from kubesched.profiles import compile_profile, default_profile_spec
 from kubesched.scheduler.algorithm import Algorithm, FitError, num_feasible_nodes_to_find
 from tests.builders import make_node, make_pod
 from tests.unit.plugins.fakes import FakeStore
-from tests.unit.plugins.strategies import cases
+from tests.unit.plugins.strategies import cases, pods
 
 # (percentage, nodes, expected): kube-scheduler's numFeasibleNodesToFind.
 FEASIBLE_CASES = [
@@ -345,3 +345,70 @@ def test_a_pod_that_fits_nowhere_is_diagnosed_as_each_node_answers_with_its_nomi
         for n, s in diagnosis.node_to_status.items()
         if n in expected
     } == {n: (s.code, s.plugin, s.reasons) for n, s in expected.items() if s is not None}
+
+
+def _said(s: Status | None) -> tuple[Any, ...] | None:
+    return None if s is None else (s.code, s.plugin, s.reasons)
+
+
+def _two_fresh_passes(fwk: Framework, state: CycleState, pod: Pod, ni: NodeInfo) -> Status | None:
+    """kube's RunFilterPluginsWithNominatedPods spelled out on fresh copies."""
+    added, state_n, info_n, error = fwk.add_nominated_pods(state, pod, ni)
+    if error is not None:
+        return error
+    first = fwk.run_filter(state_n, pod, info_n)
+    if first is not None or not added:
+        return first
+    return fwk.run_filter(state, pod, ni)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=cases(), data=st.data())
+def test_the_first_pass_on_a_kept_node_view_answers_as_on_a_fresh_copy(
+    case: tuple[Snapshot, Pod], data: st.DataObject
+) -> None:
+    """Filter with nominated pods keeps each node's copy (with them added) between
+    cycles: its answers stay those of a fresh copy while the node's pods and the
+    nominations change under it."""
+    snap, pod = case
+    names = [ni.name for ni in snap.node_infos]
+    nominated = _nominated_twins(pod, names, data)
+    fwk = compile_profile(
+        default_profile_spec(),
+        FrameworkServices(
+            snapshot=lambda: snap,
+            store=FakeStore(),
+            nominated_pods_for_node=lambda name: list(nominated.get(name, [])),
+            nominated_nodes=lambda: list(nominated),
+        ),
+    ).framework
+    state = CycleState()
+    if fwk.run_pre_filter(state, pod, snap.node_infos)[1] is not None:
+        return
+    for step in range(4):
+        for ni in snap.node_infos:
+            expected = _said(_two_fresh_passes(fwk, state, pod, ni))
+            assert _said(fwk.run_filter_plugins_with_nominated_pods(state, pod, ni)) == expected
+            assert _said(fwk.run_filter_plugins_with_nominated_pods(state, pod, ni)) == expected
+        ni = snap.node_infos[data.draw(st.integers(0, len(names) - 1))]
+        if step == 0 and ni.pods:  # a pod of the node goes
+            ni.remove_pod(ni.pods[0])
+        elif step == 1:  # one more pod lands there
+            ni.add_pod(make_pod(f"landed-{step}").req(cpu="1").node(ni.name).pod())
+        else:  # the nominations change: other pods, priorities and nodes
+            nominated = _nominated_others(pod, names, data)
+
+
+def _nominated_others(pod: Pod, nodes: list[str], data: st.DataObject) -> dict[str, list[Pod]]:
+    """Pods of any size nominated to some of ``nodes``, around ``pod``'s priority."""
+    out: dict[str, list[Pod]] = {}
+    for node in data.draw(st.lists(st.sampled_from(nodes), max_size=len(nodes))):
+        raw = copy.deepcopy(dict(data.draw(pods()).raw))
+        raw["spec"] = {
+            **raw["spec"],
+            "priority": pod.priority + data.draw(st.sampled_from([-1, 0, 1])),
+        }
+        raw["spec"].pop("nodeName", None)
+        raw["status"] = {"nominatedNodeName": node}
+        out.setdefault(node, []).append(Pod(raw))
+    return out

@@ -63,10 +63,10 @@ class DryRunNode:
         """Does the pod fit now? kube-scheduler's two passes (with, then without, the
         nominated pods); the first pass's failure is the answer."""
         h = self._h
-        if not self._exact:
-            return h.run_filter_plugins_with_nominated_pods(self.state, self._pod, self.node_info)
         if not self._started:
             self._start()
+        if not self._exact:
+            return h.run_filter_plugins_with_nominated_pods(self.state, self._pod, self.node_info)
         if self._n_info is None or self._n_state is None:
             return h.run_filter(self.state, self._pod, self.node_info)
         status = h.run_filter(self._n_state, self._pod, self._n_info)
@@ -76,9 +76,14 @@ class DryRunNode:
 
     def _start(self) -> None:
         self._started = True
-        added, state, info = self._h.add_nominated_pods(self.state, self._pod, self.node_info)
+        added, state, info, error = self._h.add_nominated_pods(
+            self.state, self._pod, self.node_info
+        )
         if added:
             self._n_state, self._n_info = state, info
+        elif error is not None:
+            # An AddPod failed: the long way asks again each time and answers that Error.
+            self._exact = False
 
     def _drop_view(self) -> None:
         self._n_state = self._n_info = None
