@@ -15,7 +15,7 @@ tests pin the two to agree.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -259,9 +259,25 @@ class Handle(Protocol):
         the Error in the last place): the first of kube-scheduler's two Filter passes."""
         ...
 
-    def run_filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+    def run_filter(
+        self,
+        state: CycleState,
+        pod: Pod,
+        node_info: NodeInfo,
+        skip: Collection[str] | None = None,
+    ) -> Status | None:
         """The Filter plugins alone on one node (no nominated pods added): for callers that
-        keep their own view with the nominated pods, like preemption's dry run."""
+        keep their own view with the nominated pods, like preemption's dry run. ``skip``:
+        the plugins not to run (default: those PreFilter said to skip)."""
+        ...
+
+    def skip_passing_node_filters(
+        self, state: CycleState, pod: Pod, node_info: NodeInfo
+    ) -> frozenset[str]:
+        """PreFilter's skip set and the ``filter_reads_node_only`` Filter plugins that pass
+        on this node: as ``skip`` of :meth:`run_filter` on this node, whatever pods are
+        added to or removed from it, the answers stay the same (a plugin that passes is
+        never the first to fail, and these answer alike whatever the node holds)."""
         ...
 
     def run_pre_filter_extension_add_pod(
@@ -331,6 +347,12 @@ class PreFilterPlugin(Protocol):
 
 @runtime_checkable
 class FilterPlugin(Protocol):
+    """A plugin whose ``filter`` reads only the Node object, the pod and what its own
+    PreFilter wrote (not the node's pods, requests, ports or volumes, nor what PreFilter
+    extensions change) may say so with a class attribute ``filter_reads_node_only =
+    True``: a preemption dry run then asks it once per node, not after each victim it
+    removes or gives back (:meth:`Handle.skip_passing_node_filters`)."""
+
     name: str
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None: ...

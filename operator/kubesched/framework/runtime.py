@@ -60,6 +60,8 @@ __all__ = ["Framework", "FrameworkServices", "PluginChain"]
 
 _EXTENSIONS_RUN: StateKey[bool] = StateKey("framework/pre-filter-extensions-run")
 """Whether any PreFilter extension runs in this cycle (:meth:`Framework._extensions_run`)."""
+_MASKED_NODE_FILTERS: StateKey[frozenset[str]] = StateKey("framework/masked-node-filters")
+"""What the first pass on a node every mask passed skips (:meth:`Framework._masked_node_filters`)."""
 
 
 @dataclass(slots=True)
@@ -308,13 +310,32 @@ class Framework:
                     return result, Status.unresolvable(msg, plugin=p.name), narrowing
         return result, unschedulable, narrowing
 
-    def run_filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
-        """All Filter plugins on one node (but those PreFilter said to skip); the first
-        failure is returned."""
+    def run_filter(
+        self,
+        state: CycleState,
+        pod: Pod,
+        node_info: NodeInfo,
+        skip: Collection[str] | None = None,
+    ) -> Status | None:
+        """All Filter plugins on one node but those in ``skip`` (default: those PreFilter
+        said to skip); the first failure is returned."""
         chain = self._runnable(state).chain
         return self.run_scalar_filters(
-            chain.filter, state, pod, node_info, state.skip_filter_plugins
+            chain.filter, state, pod, node_info, state.skip_filter_plugins if skip is None else skip
         )
+
+    def skip_passing_node_filters(
+        self, state: CycleState, pod: Pod, node_info: NodeInfo
+    ) -> frozenset[str]:
+        skip = set(state.skip_filter_plugins)
+        for p in self._runnable(state).chain.filter:
+            if (
+                p.name not in skip
+                and getattr(p, "filter_reads_node_only", False)
+                and self.run_scalar_filters([p], state, pod, node_info) is None
+            ):
+                skip.add(p.name)
+        return frozenset(skip)
 
     def filter_masks(
         self, state: CycleState, pod: Pod, snapshot: Snapshot
@@ -381,6 +402,48 @@ class Framework:
         if status is not None:
             return status
         return self.run_filter(state, pod, node_info)
+
+    def run_nominated_passes_after_mask(
+        self,
+        state: CycleState,
+        pod: Pod,
+        node_info: NodeInfo,
+        scalar: Sequence[FilterPlugin],
+    ) -> Status | None:
+        """:meth:`run_filter_plugins_with_nominated_pods` on a node that every vector
+        Filter mask of this cycle passed (``scalar``: the plugins with no mask). The pass
+        without the nominated pods then needs only ``scalar``; the pass with them skips
+        the masked plugins that read only the Node object, which the pods added do not
+        change."""
+        nominated = self._nominated_to_add(pod, node_info)
+        if not nominated:
+            return self.run_scalar_filters(scalar, state, pod, node_info)
+        if self._extensions_run(state):
+            _, state_to_use, info_to_use, error = self._add_pods(state, pod, node_info, nominated)
+            if error is not None:
+                return error
+        else:
+            state_to_use = state
+            info_to_use = self._nominated_views.view(node_info, nominated)
+        status = self.run_filter(state_to_use, pod, info_to_use, self._masked_node_filters(state))
+        if status is not None:
+            return status
+        return self.run_scalar_filters(scalar, state, pod, node_info)
+
+    def _masked_node_filters(self, state: CycleState) -> frozenset[str]:
+        """PreFilter's skip set and the vector Filter plugins that read only the Node
+        object (asked once per cycle)."""
+        known = state.get(_MASKED_NODE_FILTERS)
+        if known is None:
+            run = self._runnable(state)
+            known = frozenset(state.skip_filter_plugins).union(
+                p.name
+                for p in run.chain.filter
+                if run.vector_filter[p.name] is not None
+                and getattr(p, "filter_reads_node_only", False)
+            )
+            state.write(_MASKED_NODE_FILTERS, known)
+        return known
 
     def add_nominated_pods(
         self, state: CycleState, pod: Pod, node_info: NodeInfo

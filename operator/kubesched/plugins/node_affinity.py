@@ -295,6 +295,7 @@ class NodeAffinity(
     EnqueueExtensions,
 ):
     name = NAME
+    filter_reads_node_only = True
 
     def __init__(self, args: Args) -> None:
         self.added_required: RequiredAffinity | None = None

@@ -50,6 +50,7 @@ def fits(pod: Pod, node_info: NodeInfo) -> bool:
 
 class NodeName(PreFilterPlugin, FilterPlugin, VectorFilterPlugin, EnqueueExtensions):
     name = NAME
+    filter_reads_node_only = True
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         # Only a new node can change the answer (kube-scheduler with queueing hints).

@@ -57,6 +57,7 @@ def tolerates_unschedulable(pod: Pod) -> bool:
 
 class NodeUnschedulable(PreFilterPlugin, FilterPlugin, VectorFilterPlugin, EnqueueExtensions):
     name = NAME
+    filter_reads_node_only = True
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [

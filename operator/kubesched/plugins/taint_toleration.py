@@ -90,6 +90,7 @@ class TaintToleration(
     EnqueueExtensions,
 ):
     name = NAME
+    filter_reads_node_only = True
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [

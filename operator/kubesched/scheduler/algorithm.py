@@ -378,7 +378,7 @@ def _scan(
     for pos in passing_positions:
         row = int(order[pos])
         if row in nominated_rows:
-            st = fwk.run_filter_plugins_with_nominated_pods(state, pod, infos[row])
+            st = fwk.run_nominated_passes_after_mask(state, pod, infos[row], scalar)
         elif scalar:
             st = fwk.run_scalar_filters(scalar, state, pod, infos[row])
         else:

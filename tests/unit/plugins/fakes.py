@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from kubesched.cluster.kinds import CLUSTER_SCOPED
@@ -175,7 +175,18 @@ class FakeHandle:
     ) -> Status | None:
         raise NotImplementedError
 
-    def run_filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+    def run_filter(
+        self,
+        state: CycleState,
+        pod: Pod,
+        node_info: NodeInfo,
+        skip: Collection[str] | None = None,
+    ) -> Status | None:
+        raise NotImplementedError
+
+    def skip_passing_node_filters(
+        self, state: CycleState, pod: Pod, node_info: NodeInfo
+    ) -> frozenset[str]:
         raise NotImplementedError
 
     def add_nominated_pods(

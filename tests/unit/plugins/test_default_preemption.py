@@ -465,6 +465,7 @@ def reference_victims(
     nominated=st.lists(st.tuples(st.integers(0, 20), st.integers(1, 3)), max_size=3),
     preemptor=st.tuples(st.integers(5, 15), st.integers(1, 4)),
     guarded=st.integers(0, 2),
+    trait=st.sampled_from(["plain", "tainted", "cordoned", "unlabelled"]),
 )
 @settings(max_examples=150, deadline=None)
 def test_victims_with_nominated_pods_match_the_two_pass_filter(
@@ -472,9 +473,12 @@ def test_victims_with_nominated_pods_match_the_two_pass_filter(
     nominated: list[tuple[int, int]],
     preemptor: tuple[int, int],
     guarded: int,
+    trait: str,
 ) -> None:
     """Preemption's dry run keeps one view with the nominated pods instead of adding them at
-    every Filter call: the victims, PDB violations and failures are those of the long way."""
+    every Filter call, and asks the plugins that read only the Node object once: the
+    victims, PDB violations and failures are those of the long way, on a node those
+    plugins pass (plain) or refuse (a taint, cordoned, a label the preemptor requires)."""
     pods = [
         pod(f"r{i}", prio, str(cpu), node="n1", start=T0, **({"app": "db"} if i < 2 else {}))
         for i, (prio, cpu) in enumerate(running)
@@ -482,9 +486,16 @@ def test_victims_with_nominated_pods_match_the_two_pass_filter(
     nom = Nominator()
     for i, (prio, cpu) in enumerate(nominated):
         nom.add(pod(f"nom{i}", prio, str(cpu)), "n1")
-    ni = node("n1", *pods, cpu="8")
+    b = make_node("n1").alloc(cpu="8", memory="32Gi").label("disk", "hdd")
+    if trait == "tainted":
+        b.taint("dedicated", "gpu")
+    elif trait == "cordoned":
+        b.unschedulable()
+    ni = b.info(*pods)
     fwk, plugin, snap = setup([ni], [pdb(guarded, app="db")], nominator=nom)
     p = pod("high", preemptor[0], str(preemptor[1]))
+    if trait == "unlabelled":
+        p = Pod({**p.raw, "spec": {**p.raw["spec"], "nodeSelector": {"disk": "ssd"}}})
     state = CycleState()
     _, s, _ = fwk.run_pre_filter(state, p, snap.node_infos)
     assert s is None

@@ -11,6 +11,11 @@ Filter calls themselves once many preemptors wait nominated for their victims to
 as it is then (exactly what a fresh addition would build), and kept in step by applying every
 later removal and reprieve to both views. The answers are the same; the nominated pods are
 added once per node.
+
+Filter plugins that read only the Node object (``filter_reads_node_only``: NodeName,
+NodeUnschedulable, TaintToleration, NodeAffinity) answer alike whatever the dry run removes
+or gives back; those that pass on the node are asked once, at the first question, and
+skipped after it.
 """
 
 from __future__ import annotations
@@ -25,7 +30,17 @@ from kubesched.framework.types import Pod
 class DryRunNode:
     """``node_info`` and ``state`` are the dry run's own clones; they are changed in place."""
 
-    __slots__ = ("_exact", "_h", "_n_info", "_n_state", "_pod", "_started", "node_info", "state")
+    __slots__ = (
+        "_exact",
+        "_h",
+        "_n_info",
+        "_n_state",
+        "_pod",
+        "_skip",
+        "_started",
+        "node_info",
+        "state",
+    )
 
     def __init__(self, handle: Handle, state: CycleState, pod: Pod, node_info: NodeInfo) -> None:
         self._h = handle
@@ -35,6 +50,8 @@ class DryRunNode:
         self._n_state: CycleState | None = None
         self._n_info: NodeInfo | None = None
         self._started = False
+        self._skip: frozenset[str] | None = None
+        """PreFilter's skip set and the node-only Filter plugins that pass here."""
         # False once the kept view cannot be trusted (a PreFilter extension failed on it):
         # from then on every question is answered the long way, as the framework does.
         self._exact = True
@@ -67,15 +84,17 @@ class DryRunNode:
             self._start()
         if not self._exact:
             return h.run_filter_plugins_with_nominated_pods(self.state, self._pod, self.node_info)
+        skip = self._skip
         if self._n_info is None or self._n_state is None:
-            return h.run_filter(self.state, self._pod, self.node_info)
-        status = h.run_filter(self._n_state, self._pod, self._n_info)
+            return h.run_filter(self.state, self._pod, self.node_info, skip)
+        status = h.run_filter(self._n_state, self._pod, self._n_info, skip)
         if status is not None:
             return status
-        return h.run_filter(self.state, self._pod, self.node_info)
+        return h.run_filter(self.state, self._pod, self.node_info, skip)
 
     def _start(self) -> None:
         self._started = True
+        self._skip = self._h.skip_passing_node_filters(self.state, self._pod, self.node_info)
         added, state, info, error = self._h.add_nominated_pods(
             self.state, self._pod, self.node_info
         )
