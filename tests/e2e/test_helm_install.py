@@ -388,6 +388,10 @@ async def test_each_rule_is_needed(world: World, need: Need) -> None:
         assert re.search(pattern, out.detail)
 
 
+def failed_events(cp: ControlPlane, namespace: str, pod: str) -> list[JSON]:
+    return [e for e in events_for(cp, namespace, pod) if e["reason"] == "FailedScheduling"]
+
+
 def test_the_deployment_command_schedules_with_the_service_account(world: World) -> None:
     """The chart's container run with the ServiceAccount's token: binds, Events, the
     PodScheduled condition, the Lease; nothing forbidden; a clean exit on SIGTERM."""
@@ -398,10 +402,12 @@ def test_the_deployment_command_schedules_with_the_service_account(world: World)
         world.pod(fits)
         world.pod(nofit, cpu="64")
         deadline = time.monotonic() + 60
+        # the events too: they are written apart from the bind and the pod's status
         while not (
             world.bound(fits)
             and scheduled_events(cp, release.namespace, fits)
             and condition(world.read_pod(nofit) or {}, "PodScheduled")
+            and failed_events(cp, release.namespace, nofit)
         ):
             replica.check_running()
             assert time.monotonic() < deadline, f"not scheduled in 60 s: {replica.tail()}"
@@ -411,8 +417,6 @@ def test_the_deployment_command_schedules_with_the_service_account(world: World)
         assert scheduled["reportingController"] == release.scheduler_name
         cond = condition(world.read_pod(nofit) or {}, "PodScheduled")
         assert cond is not None and cond["reason"] == "Unschedulable"
-        failed = events_for(cp, release.namespace, nofit)
-        assert any(e["reason"] == "FailedScheduling" for e in failed)
     finally:
         code = replica.stop()
     assert code == 0, replica.tail()
