@@ -207,10 +207,15 @@ async def test_what_gets_through_is_reported_and_valid_pods_keep_binding(
     await eventually(lambda: want in group_message(), within=60, what=want)
     assert all(bound(p["metadata"]["name"]) is None for p in gang)
 
-    scheduled = [
-        e["regarding"]["name"]
-        for e in cp.api.list("events.k8s.io/v1", "Event", ns)
-        if e["reason"] == "Scheduled"
-    ]
-    assert sorted(scheduled) == sorted(p["metadata"]["name"] for p in valid)  # once each
+    def scheduled() -> list[str]:
+        return [
+            e["regarding"]["name"]
+            for e in cp.api.list("events.k8s.io/v1", "Event", ns)
+            if e["reason"] == "Scheduled"
+        ]
+
+    names = sorted(p["metadata"]["name"] for p in valid)
+    # the events are written apart from the binds: each valid pod's is waited for
+    await eventually(lambda: set(scheduled()) >= set(names), within=60, what="Scheduled events")
+    assert sorted(scheduled()) == names  # once each
     assert not running.done()
