@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.controlplane import ApiError, Binaries, ControlPlane
+from tests.controlplane import ApiError, Binaries, ControlPlane, wait_for
 from tests.e2e.helm_access import ACCESS_CHECKS, AccessCheck, access_objects
 from tests.e2e.helm_dra_scenarios import DRA_SCENARIOS
 from tests.e2e.helm_gang_scenarios import GANG_SCENARIOS, gang_control_plane
@@ -81,6 +82,16 @@ def plane(controlplane_binaries: Binaries) -> Iterator[ControlPlane]:
         yield cp
 
 
+def served(cp: ControlPlane, kind: str) -> bool:
+    try:
+        cp.api.list("kubesched.dev/v1alpha1", kind)
+    except ApiError as e:
+        if e.status == 429:
+            return False
+        raise
+    return True
+
+
 @pytest.fixture(scope="module")
 def world(helm: Helm, plane: ControlPlane) -> Iterator[World]:
     cp, tag = plane, uid()
@@ -91,6 +102,10 @@ def world(helm: Helm, plane: ControlPlane) -> Iterator[World]:
         f"helm-{tag}",
         {"schedulerName": f"ks-{tag}", "replicaCount": 2, "rbac": {"debugReader": True}},
     )
+    # The chart made kubesched's CRDs: until their storage is up, a request gets 429
+    # "storage is (re)initializing" (kubesched retries it; a check's client does not).
+    for kind in ("PodGroup", "SchedulingProfile"):
+        wait_for(functools.partial(served, cp, kind), timeout=30, what=f"{kind}s served")
     pool = {POOL: tag}
     cp.create_nodes(2, cpu="2", labels=pool, prefix=f"helm-{tag}-")
     low, high = f"helm-low-{tag}", f"helm-high-{tag}"
