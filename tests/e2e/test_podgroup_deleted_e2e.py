@@ -19,6 +19,7 @@ from tests.e2e.cachecheck import assert_cache_matches_api
 from tests.e2e.support import call, eventually
 from tests.e2e.test_gang_e2e import (
     apply,
+    apply_group_first,
     bound,
     events,
     members,
@@ -58,7 +59,8 @@ async def test_a_pending_gang_whose_group_is_deleted_waits_and_binds_when_it_ret
     node = f"gone-{sel[next(iter(sel))]}-"
     await call(cp.create_nodes, 1, labels=sel, cpu="2", prefix=node)
     # three members of 1 CPU on one 2-CPU node: the gang cannot be placed
-    await call(apply, cp, namespace, pod_group("gone", 3), *members("gone", 3, sel, cpu="1"))
+    gang = members("gone", 3, sel, cpu="1")
+    await apply_group_first(cp, kubesched, namespace, pod_group("gone", 3), *gang)
 
     def unschedulable() -> JSON | None:
         cond = scheduled_condition(read_group(cp, namespace, "gone"))
