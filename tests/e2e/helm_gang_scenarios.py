@@ -8,10 +8,10 @@ its status written in its API's shape. They need a control plane serving both AP
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
+from kubesched.api.gangs import STORE_KINDS, WORKLOAD_STORE_KIND, GangAPI
 from tests.controlplane import Binaries, ControlPlane
 from tests.e2e.helm_support import (
     Logs,
@@ -19,6 +19,7 @@ from tests.e2e.helm_support import (
     Scenario,
     World,
     about,
+    cached,
     read,
     uid,
     wait_either,
@@ -85,7 +86,9 @@ async def upstream_gang(w: World, logs: Logs, forbidden: str | None) -> Outcome:
         }
     )
     w.cleanup.append(lambda: cp.api.remove(UPSTREAM, "PodGroup", group, w.ns))
-    await asyncio.sleep(0.5)  # the watches deliver the Workload and the PodGroup first
+    # seen before the members (each kind comes by a watch of its own)
+    await cached(w, WORKLOAD_STORE_KIND, workload)
+    await cached(w, STORE_KINDS[GangAPI.UPSTREAM], group)
     members = [f"{group}-{i}" for i in range(2)]
     for m in members:
         await call(w.pod, m, schedulingGroup={"podGroupName": group})
@@ -128,7 +131,7 @@ async def scheduler_plugins_gang(w: World, logs: Logs, forbidden: str | None) ->
         }
     )
     w.cleanup.append(lambda: cp.api.remove(SCHEDULER_PLUGINS, "PodGroup", group, w.ns))
-    await asyncio.sleep(0.5)
+    await cached(w, STORE_KINDS[GangAPI.SCHEDULER_PLUGINS], group)  # before the members
     members = [f"{group}-{i}" for i in range(2)]
     for m in members:
         await call(w.pod, m, labels={"scheduling.x-k8s.io/pod-group": group})

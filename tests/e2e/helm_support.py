@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -160,15 +160,21 @@ async def operator(settings: Settings, world: World) -> AsyncIterator[None]:
             world.runtime = None
 
 
-async def cached(w: World, kind: str, name: str, within: float = 20) -> None:
-    """Until the running kubesched's cache holds ``name`` (a scenario that needs it to be
-    seen before the next step: two watches of different kinds keep no order between
-    them)."""
+async def cached(
+    w: World,
+    kind: str,
+    name: str,
+    within: float = 20,
+    holds: Callable[[Mapping[str, Any]], bool] = lambda obj: True,
+) -> None:
+    """Until the running kubesched's cache holds ``name``, in a version for which
+    ``holds`` is true (a scenario that needs it to be seen before the next step: two
+    watches of different kinds keep no order between them)."""
     assert w.runtime is not None, "no kubesched is running for this world"
     cluster = w.runtime.cluster
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within
-    while cluster.get(kind, w.ns, name) is None:
+    while (obj := cluster.get(kind, w.ns, name)) is None or not holds(obj):
         if loop.time() > deadline:
             raise AssertionError(f"kubesched's cache has no {kind} {w.ns}/{name} after {within} s")
         await asyncio.sleep(0.05)
@@ -386,7 +392,7 @@ async def gang(w: World, logs: Logs, forbidden: str | None) -> Outcome:
     w.cleanup.append(
         lambda: remove_with_finalizers(cp, "kubesched.dev/v1alpha1", "PodGroup", group, w.ns)
     )
-    await asyncio.sleep(0.5)
+    await cached(w, "PodGroup", group)  # by Kopf's watch; the members by kubesched's
     members = [f"{group}-{i}" for i in range(2)]
     for m in members:
         await call(w.pod, m, labels={POD_GROUP_LABEL: group})

@@ -5,7 +5,8 @@ which it writes the node it chose (``volume.kubernetes.io/selected-node``)."""
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Mapping
+from typing import Any
 
 from tests.e2e.helm_support import (
     Logs,
@@ -13,11 +14,16 @@ from tests.e2e.helm_support import (
     Scenario,
     World,
     about,
+    cached,
     read,
     uid,
     wait_either,
 )
 from tests.e2e.support import call
+
+
+def _available(pv: Mapping[str, Any]) -> bool:
+    return bool((pv.get("status") or {}).get("phase") == "Available")
 
 
 async def static_volume(w: World, logs: Logs, forbidden: str | None) -> Outcome:
@@ -62,7 +68,10 @@ async def static_volume(w: World, logs: Logs, forbidden: str | None) -> Outcome:
             },
         }
     )
-    await asyncio.sleep(0.5)  # the watches deliver the PV and the claim before the pod
+    # seen before the pod (each kind comes by a watch of its own), the PV as Available
+    await cached(w, "StorageClass", sc)
+    await cached(w, "PersistentVolume", pv, holds=_available)
+    await cached(w, "PersistentVolumeClaim", pvc)
     name = f"static-{tag}"
     await call(w.pod, name, volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": pvc}}])
 
@@ -110,7 +119,8 @@ async def dynamic_volume(w: World, logs: Logs, forbidden: str | None) -> Outcome
             },
         }
     )
-    await asyncio.sleep(0.5)
+    await cached(w, "StorageClass", sc)  # seen before the pod (watches of their own)
+    await cached(w, "PersistentVolumeClaim", pvc)
     name = f"dynamic-{tag}"
     await call(w.pod, name, volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": pvc}}])
 

@@ -209,12 +209,15 @@ async def test_retries_exhausted_requeue_with_an_event_then_bind(
         await create_pods(cp, namespace, ["unlucky"])
         await all_bound(cp, namespace, ["unlucky"], within=90)
         await call(assert_cache_matches_api, url, cp.api, namespace=namespace, within=30)
-    failed = [
-        e
-        for e in await call(events_for, cp, namespace, "unlucky")
-        if e["reason"] == "FailedScheduling"
-    ]
-    assert failed and failed[0]["note"].startswith("Binding rejected: ")
+    # written apart from the bind (asynchronously): waited for, not read once
+    failed = await eventually(
+        lambda: [
+            e for e in events_for(cp, namespace, "unlucky") if e["reason"] == "FailedScheduling"
+        ],
+        within=20,
+        what="a FailedScheduling event for unlucky",
+    )
+    assert failed[0]["note"].startswith("Binding rejected: ")
     await assert_bound_exactly_once(cp, namespace, ["unlucky"])
     assert await call(metric, url, "kubesched_bind_request_errors_total", "503") == 5
     assert await call(metric, url, "kubesched_bind_retries_total", "503") == 4  # 3 + 1

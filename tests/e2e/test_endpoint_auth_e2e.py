@@ -15,7 +15,7 @@ import pytest
 
 from kubesched.operator.run import Runtime
 from kubesched.operator.settings import Settings
-from tests.controlplane import ApiError, ControlPlane
+from tests.controlplane import ApiError, ControlPlane, wait_for
 from tests.e2e.support import local_settings, running
 
 
@@ -65,7 +65,24 @@ def prometheus(controlplane: ControlPlane, namespace: str) -> Iterator[tuple[str
             "subjects": [{"kind": "ServiceAccount", "name": "prom", "namespace": namespace}],
         }
     )
+
+    def granted() -> bool:  # the RBAC authorizer sees the binding through its informer
+        review = cp.api.post(
+            "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+            {
+                "apiVersion": "authorization.k8s.io/v1",
+                "kind": "SubjectAccessReview",
+                "spec": {
+                    "user": f"system:serviceaccount:{namespace}:prom",
+                    "groups": ["system:serviceaccounts", "system:authenticated"],
+                    "nonResourceAttributes": {"path": "/metrics", "verb": "get"},
+                },
+            },
+        )
+        return bool(review["status"].get("allowed"))
+
     try:
+        wait_for(granted, timeout=30, what="the ClusterRoleBinding to take effect")
         yield (
             cp.service_account_token(namespace, "prom"),
             cp.service_account_token(namespace, "nothing"),

@@ -193,11 +193,16 @@ async def test_a_gang_of_each_api_binds_and_its_status_is_written_in_that_apis_s
         apply, cp, x_group, *pods("tf", 2, "1", labels={"scheduling.x-k8s.io/pod-group": "tf"})
     )
     await eventually(lambda: len(bound(cp, "tf")) == 2, what="the scheduler-plugins gang bound")
+    # bound but not running (no kubelet): scheduler-plugins' phase is Scheduling. Waited
+    # for: the status is written apart from the binds (debounced), and a phase written
+    # before the members were all seen (Pending) can still be there when both are bound.
     status = await eventually(
-        lambda: (s := cp.api.read(X, "PodGroup", "tf", NS).get("status") or {}).get("phase") and s,
-        what="scheduler-plugins status",
+        lambda: (
+            (s := cp.api.read(X, "PodGroup", "tf", NS).get("status") or {}).get("phase")
+            == "Scheduling"
+            and s
+        ),
+        what="scheduler-plugins status, phase Scheduling",
     )
-    # bound but not running (no kubelet): scheduler-plugins' phase is Scheduling
-    assert status["phase"] == "Scheduling"
     assert status["scheduleStartTime"]
     assert status.get("running", 0) == 0

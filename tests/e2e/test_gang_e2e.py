@@ -82,6 +82,23 @@ def apply(cp: ControlPlane, namespace: str, *objs: JSON) -> None:
     assert out.returncode == 0, out.stderr
 
 
+async def apply_group_first(
+    cp: ControlPlane, kubesched: Runtime, namespace: str, group: JSON, *pods: JSON
+) -> None:
+    """The PodGroup, then its members once kubesched's cache holds it: it comes by Kopf's
+    watch, they by kubesched's own, and a member seen first has a FailedScheduling event
+    saying its group does not exist (a test counting FailedScheduling events for another
+    reason would count that one)."""
+    name = group["metadata"]["name"]
+    await call(apply, cp, namespace, group)
+    await eventually(
+        lambda: kubesched.cluster.get("PodGroup", namespace, name),
+        what=f"kubesched seeing PodGroup {name}",
+        in_thread=False,
+    )
+    await call(apply, cp, namespace, *pods)
+
+
 def read_group(cp: ControlPlane, namespace: str, name: str) -> JSON:
     group: JSON = cp.api.read("kubesched.dev/v1alpha1", "PodGroup", name, namespace)
     return group
@@ -282,7 +299,7 @@ async def test_a_member_error_reserves_nothing_and_the_gang_binds_whole_later(
     await call(cp.create_nodes, 1, labels=sel, prefix=f"slow-{sel[next(iter(sel))]}-")
     pods = members("slow", 3, sel, cpu="100m")
     pods[2]["metadata"]["labels"]["slow"] = "yes"
-    await call(apply, cp, namespace, pod_group("slow", 3), *pods)
+    await apply_group_first(cp, kubesched, namespace, pod_group("slow", 3), *pods)
 
     def failed(name: str) -> bool:
         return any(e["reason"] == "FailedScheduling" for e in events(cp, namespace, "Pod", name))

@@ -93,6 +93,13 @@ async def pod(cp: ControlPlane, name: str, scheduler: str, pool: dict[str, str])
     return created
 
 
+def seen(kubesched: Runtime, pod: str, node: str, *others: str) -> bool:
+    """Whether kubesched's cache holds the nodes and ``pod`` (in default) on ``node``."""
+    got = kubesched.cluster.get("Pod", "default", pod)
+    cached = all(kubesched.cluster.get("Node", "", n) for n in (node, *others))
+    return cached and got is not None and got["spec"].get("nodeName") == node
+
+
 def read(cp: ControlPlane, name: str) -> JSON:
     got: JSON = cp.api.read("v1", "Pod", name, "default")
     return got
@@ -173,6 +180,13 @@ async def test_a_changed_profile_moves_the_next_pod_without_a_restart(
     await call(cp.create_pod, f"{name}-load", cpu="1", memory="8Gi", spec={"nodeName": busy})
     await apply(cp, name, {"schedulerName": name})  # LeastAllocated: the emptier node
     await observed(cp, name, 1)
+    # The profile comes by Kopf's watch, the load and the nodes by kubesched's own: its
+    # status says nothing of them (the load unseen, both nodes would score the same).
+    await eventually(
+        lambda: seen(kubesched, f"{name}-load", busy, empty),
+        what=f"kubesched seeing {name}-load on {busy}, and {empty}",
+        in_thread=False,
+    )
     await pod(cp, f"{name}-before", name, pool)
     assert await call(cp.wait_bound, f"{name}-before") == empty
 
