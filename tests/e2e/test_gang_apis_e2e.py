@@ -112,14 +112,9 @@ def condition(cp: ControlPlane, name: str) -> JSON:
     return {}
 
 
-async def test_a_gang_of_each_api_binds_and_its_status_is_written_in_that_apis_shape(
-    cp: ControlPlane, kubesched: Runtime, caplog: pytest.LogCaptureFixture
-) -> None:
-    await call(cp.create_nodes, 2, cpu="4")
-    started = "\n".join(r.getMessage() for r in caplog.get_records("setup"))
-    assert f"{UP} PodGroup, {UP} Workload; not served: {X} PodGroup" in started
-
-    # -- Kubernetes: Workload + PodGroup, members by spec.schedulingGroup ------------------
+async def _upstream_gangs(cp: ControlPlane) -> None:
+    """Kubernetes' own: a Workload and its PodGroups, members by spec.schedulingGroup;
+    one gang that fits and binds, one that cannot and says why on its condition."""
     workload = {
         "apiVersion": UP,
         "kind": "Workload",
@@ -160,6 +155,16 @@ async def test_a_gang_of_each_api_binds_and_its_status_is_written_in_that_apis_s
     assert cond["reason"] == "Unschedulable"
     assert "members fit" in cond["message"] and "Insufficient cpu" in cond["message"]
     assert await call(bound, cp, "huge") == []
+
+
+async def test_a_gang_of_each_api_binds_and_its_status_is_written_in_that_apis_shape(
+    cp: ControlPlane, kubesched: Runtime, caplog: pytest.LogCaptureFixture
+) -> None:
+    await call(cp.create_nodes, 2, cpu="4")
+    started = "\n".join(r.getMessage() for r in caplog.get_records("setup"))
+    assert f"{UP} PodGroup, {UP} Workload; not served: {X} PodGroup" in started
+
+    await _upstream_gangs(cp)
 
     # -- ours ------------------------------------------------------------------------------
     ours = {"apiVersion": "kubesched.dev/v1alpha1", "kind": "PodGroup",
