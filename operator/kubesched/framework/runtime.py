@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kubesched.framework.cluster_port import ClusterPort, ObjectStore
-from kubesched.framework.cycle_state import CycleState, StateKey
+from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import (
     MAX_NODE_SCORE,
     BindPlugin,
@@ -50,18 +50,13 @@ from kubesched.framework.interface import (
     VectorScorePlugin,
 )
 from kubesched.framework.nodeinfo import NodeInfo
-from kubesched.framework.nominated_views import NominatedViews
+from kubesched.framework.nominated import NominatedFilter
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import Pod
 from kubesched.framework.waiting import WaitingPodImpl
 
 __all__ = ["Framework", "FrameworkServices", "PluginChain"]
-
-_EXTENSIONS_RUN: StateKey[bool] = StateKey("framework/pre-filter-extensions-run")
-"""Whether any PreFilter extension runs in this cycle (:meth:`Framework._extensions_run`)."""
-_MASKED_NODE_FILTERS: StateKey[frozenset[str]] = StateKey("framework/masked-node-filters")
-"""What the first pass on a node every mask passed skips (:meth:`Framework._masked_node_filters`)."""
 
 
 @dataclass(slots=True)
@@ -196,7 +191,7 @@ class Framework:
         self._plain = _Runnable.of(self.chain)
         self._timed = self._plain
         """What sampled cycles run: the instrumented chain, or the plain one if none."""
-        self._nominated_views = NominatedViews(lambda: self.services.nominated_nodes())
+        self._nominated = NominatedFilter(self)
 
     def set_chain(
         self,
@@ -384,24 +379,9 @@ class Framework:
         self, state: CycleState, pod: Pod, node_info: NodeInfo
     ) -> Status | None:
         """kube-scheduler's two passes: with nominated pods of equal or higher priority
-        added to the node (they will land there), then without them (they may not). The
-        first pass's failure is the answer; an AddPod that fails is an Error, as kube's.
-        With no PreFilter extension to run, the first pass reads the cycle's state and a
-        kept view of the node (:mod:`kubesched.framework.nominated_views`)."""
-        nominated = self._nominated_to_add(pod, node_info)
-        if not nominated:
-            return self.run_filter(state, pod, node_info)
-        if self._extensions_run(state):
-            _, state_to_use, info_to_use, error = self._add_pods(state, pod, node_info, nominated)
-            if error is not None:
-                return error
-        else:
-            state_to_use = state
-            info_to_use = self._nominated_views.view(node_info, nominated)
-        status = self.run_filter(state_to_use, pod, info_to_use)
-        if status is not None:
-            return status
-        return self.run_filter(state, pod, node_info)
+        added to the node (they will land there), then without them (they may not)
+        (:mod:`kubesched.framework.nominated`)."""
+        return self._nominated.two_passes(state, pod, node_info)
 
     def run_nominated_passes_after_mask(
         self,
@@ -410,40 +390,9 @@ class Framework:
         node_info: NodeInfo,
         scalar: Sequence[FilterPlugin],
     ) -> Status | None:
-        """:meth:`run_filter_plugins_with_nominated_pods` on a node that every vector
-        Filter mask of this cycle passed (``scalar``: the plugins with no mask). The pass
-        without the nominated pods then needs only ``scalar``; the pass with them skips
-        the masked plugins that read only the Node object, which the pods added do not
-        change."""
-        nominated = self._nominated_to_add(pod, node_info)
-        if not nominated:
-            return self.run_scalar_filters(scalar, state, pod, node_info)
-        if self._extensions_run(state):
-            _, state_to_use, info_to_use, error = self._add_pods(state, pod, node_info, nominated)
-            if error is not None:
-                return error
-        else:
-            state_to_use = state
-            info_to_use = self._nominated_views.view(node_info, nominated)
-        status = self.run_filter(state_to_use, pod, info_to_use, self._masked_node_filters(state))
-        if status is not None:
-            return status
-        return self.run_scalar_filters(scalar, state, pod, node_info)
-
-    def _masked_node_filters(self, state: CycleState) -> frozenset[str]:
-        """PreFilter's skip set and the vector Filter plugins that read only the Node
-        object (asked once per cycle)."""
-        known = state.get(_MASKED_NODE_FILTERS)
-        if known is None:
-            run = self._runnable(state)
-            known = frozenset(state.skip_filter_plugins).union(
-                p.name
-                for p in run.chain.filter
-                if run.vector_filter[p.name] is not None
-                and getattr(p, "filter_reads_node_only", False)
-            )
-            state.write(_MASKED_NODE_FILTERS, known)
-        return known
+        """The same on a node that every vector Filter mask of this cycle passed
+        (``scalar``: the plugins with no mask), skipping what the masks already said."""
+        return self._nominated.two_passes(state, pod, node_info, scalar)
 
     def add_nominated_pods(
         self, state: CycleState, pod: Pod, node_info: NodeInfo
@@ -451,40 +400,7 @@ class Framework:
         """Clones of ``state`` and ``node_info`` with the pods nominated to the node at
         ``pod``'s priority or above added (True), or the originals (False: none, or a
         PreFilter extension's AddPod failed, whose failure is then the Error returned)."""
-        return self._add_pods(state, pod, node_info, self._nominated_to_add(pod, node_info))
-
-    def _nominated_to_add(self, pod: Pod, node_info: NodeInfo) -> list[Pod]:
-        return [
-            p
-            for p in self.nominated_pods_for_node(node_info.name)
-            if p.priority >= pod.priority and p.uid != pod.uid
-        ]
-
-    def _add_pods(
-        self, state: CycleState, pod: Pod, node_info: NodeInfo, nominated: list[Pod]
-    ) -> tuple[bool, CycleState, NodeInfo, Status | None]:
-        if not nominated:
-            return False, state, node_info, None
-        state_out = state.clone()
-        info_out = node_info.clone()
-        for p in nominated:
-            info_out.add_pod(p)
-            s = self.run_pre_filter_extension_add_pod(state_out, pod, p, info_out)
-            if s is not None:
-                return False, state, node_info, Status.as_error(s.message())
-        return True, state_out, info_out, None
-
-    def _extensions_run(self, state: CycleState) -> bool:
-        """Would :meth:`_run_pre_filter_extensions` call any plugin this cycle? (Asked
-        once per cycle: PreFilter's skip set does not change after it.)"""
-        known = state.get(_EXTENSIONS_RUN)
-        if known is None:
-            known = any(
-                p.name not in state.skip_filter_plugins and p.pre_filter_extensions() is not None
-                for p in self.chain.pre_filter
-            )
-            state.write(_EXTENSIONS_RUN, known)
-        return known
+        return self._nominated.add(state, pod, node_info, self._nominated.to_add(pod, node_info))
 
     def run_pre_filter_extension_add_pod(
         self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo
