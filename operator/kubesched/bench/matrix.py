@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from kubesched.bench.report import MIN_SAMPLES, throughput_ratio
+from kubesched.bench.report import samples_compared, throughput_ratio
 
 __all__ = ["MATRIX", "Cell", "main", "render"]
 
@@ -178,9 +178,10 @@ def _latency(side: Mapping[str, Any]) -> str:
 
 def _throughput(side: Mapping[str, Any], other: Mapping[str, Any]) -> str:
     """The figure the ratio compares: the average of one-second samples, or overall
-    throughput marked with * when either run has too few samples."""
-    tp, other_tp = side.get("throughput") or {}, other.get("throughput") or {}
-    if min(tp.get("samples") or 0, other_tp.get("samples") or 0) >= MIN_SAMPLES:
+    throughput marked with * when either run has too few samples or samples that miss
+    most of its binds."""
+    tp = side.get("throughput") or {}
+    if samples_compared(side, other):
         return _num(tp.get("average"))
     value = tp.get("overall")
     return "-" if value is None else f"{value:.0f}*"

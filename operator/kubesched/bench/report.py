@@ -28,6 +28,7 @@ __all__ = [
     "document",
     "percentile",
     "render_table",
+    "samples_compared",
     "throughput_ratio",
     "throughput_summary",
 ]
@@ -135,12 +136,39 @@ that lasted two or three seconds say more about where its second boundaries fell
 about its speed."""
 
 
+MIN_SAMPLED_SHARE = 0.5
+"""Less than this share of a run's binds inside its one-second samples, and the ratio
+compares overall throughput too: the samples then say where a final burst of binds fell
+(the first sample is dropped, a part second at the end is none), not how fast the run
+was (PreemptionBasic, whose preemptors nearly all bind in its last second)."""
+
+
+def _sampled_share(side: Mapping[str, Any]) -> float:
+    """The share of the run's binds that its one-second samples hold (1 if unknown)."""
+    tp, bound = side.get("throughput") or {}, side.get("scheduled")
+    if not bound or tp.get("average") is None:
+        return 1.0
+    return float(tp["average"]) * float(tp.get("samples") or 0) / float(bound)
+
+
+def samples_compared(ours: Mapping[str, Any], theirs: Mapping[str, Any]) -> bool:
+    """Whether the ratio compares the averages of one-second samples (else overall
+    throughput): both runs have :data:`MIN_SAMPLES` samples holding
+    :data:`MIN_SAMPLED_SHARE` of their binds."""
+    a, b = ours.get("throughput") or {}, theirs.get("throughput") or {}
+    return (
+        min(a.get("samples") or 0, b.get("samples") or 0) >= MIN_SAMPLES
+        and min(_sampled_share(ours), _sampled_share(theirs)) >= MIN_SAMPLED_SHARE
+    )
+
+
 def throughput_ratio(ours: Mapping[str, Any], theirs: Mapping[str, Any]) -> float | None:
     """kubesched's throughput over kube-scheduler's, from their figures (``to_json``):
     scheduler_perf's average of one-second samples when both runs have
-    :data:`MIN_SAMPLES` of them, else pods bound / seconds of the window."""
+    :data:`MIN_SAMPLES` of them holding :data:`MIN_SAMPLED_SHARE` of their binds, else
+    pods bound / seconds of the window."""
     a, b = ours["throughput"], theirs["throughput"]
-    if min(a.get("samples") or 0, b.get("samples") or 0) >= MIN_SAMPLES:
+    if samples_compared(ours, theirs):
         x, y = a.get("average"), b.get("average")
     else:
         x, y = a.get("overall"), b.get("overall")

@@ -62,3 +62,19 @@ def test_runs_too_short_for_a_sample_compare_overall_throughput() -> None:
         results={"kubesched": ours, "kube-scheduler": theirs},
     )
     assert doc["ratio"] == 0.5
+
+
+def test_samples_that_miss_most_binds_compare_overall_throughput() -> None:
+    """A run whose binds nearly all came in a burst outside its whole seconds (the
+    preemptors' last second): its samples hold 120 of 1000 binds, and their average
+    (2 pods/s) would make the other run look 8 times as fast as it was."""
+    ours = RunResult("kubesched", 1000, scheduled=1000, samples=[16.0] * 45, seconds=46.7)
+    theirs = RunResult("kube-scheduler", 1000, scheduled=1000, samples=[2.0] * 60, seconds=54.9)
+    doc = document(
+        workload="PreemptionBasic",
+        nodes=1000,
+        pods=1000,
+        target="cluster",
+        results={"kubesched": ours, "kube-scheduler": theirs},
+    )
+    assert doc["ratio"] == round((1000 / 46.7) / (1000 / 54.9), 3)
