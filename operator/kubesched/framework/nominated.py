@@ -149,7 +149,7 @@ class NominatedFilter:
             info_out.add_pod(p)
             s = self._fwk.run_pre_filter_extension_add_pod(state_out, pod, p, info_out)
             if s is not None:
-                return False, state, node_info, Status.as_error(s.message())
+                return False, state, node_info, s
         return True, state_out, info_out, None
 
     def _extensions_run(self, state: CycleState) -> bool:

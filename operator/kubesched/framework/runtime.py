@@ -416,7 +416,8 @@ class Framework:
         self, method: str, state: CycleState, pod: Pod, other: Pod, node_info: NodeInfo
     ) -> Status | None:
         """AddPod/RemovePod of every PreFilter plugin that ran (not skipped) this cycle
-        (not timed: the plain plugins)."""
+        (not timed: the plain plugins). A failure is an Error, in kube's words: ``running
+        AddPod on PreFilter plugin "X": <its message>``."""
         for p in self.chain.pre_filter:
             if p.name in state.skip_filter_plugins:
                 continue
@@ -425,7 +426,10 @@ class Framework:
                 continue
             s: Status | None = getattr(ext, method)(state, pod, other, node_info)
             if s is not None and s.code != Code.SUCCESS:
-                return s.with_plugin(p.name)
+                point = "AddPod" if method == "add_pod" else "RemovePod"
+                return Status.as_error(
+                    f'running {point} on PreFilter plugin "{p.name}": {s.message()}'
+                )
         return None
 
     def run_post_filter(

@@ -310,7 +310,10 @@ def test_an_add_pod_that_fails_on_a_nominated_pod_is_an_error_on_that_node() -> 
     _, st, _ = fwk.run_pre_filter(state, POD, nodes("n1"))
     assert st is None
     st = fwk.run_filter_plugins_with_nominated_pods(state, POD, nodes("n1")[0])
-    assert st is not None and (st.code, st.message()) == (Code.ERROR, "cannot account for nom")
+    assert st is not None and (st.code, st.message()) == (
+        Code.ERROR,
+        'running AddPod on PreFilter plugin "Refusing": cannot account for nom',
+    )
 
 
 # -- Score ---------------------------------------------------------------------------------------
