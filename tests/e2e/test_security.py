@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -78,8 +79,21 @@ class Run:
             f"http://127.0.0.1:{self.port}{path}",
             headers={"Authorization": f"Bearer {self.token}"},
         )
-        with urllib.request.urlopen(req, timeout=10) as r:
-            return str(r.read().decode())
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return str(r.read().decode())
+        except urllib.error.HTTPError as e:
+            e.close()  # its connection, now: not in a later test's garbage collection
+            raise
+
+    def ready(self) -> bool:
+        """/readyz says 200: the caches synced and Kopf started (which can come after
+        the first binds: scheduling waits for the caches only)."""
+        try:
+            self.get("/readyz")
+        except (urllib.error.HTTPError, urllib.error.URLError):
+            return False
+        return True
 
     def stop(self) -> int:
         if self.proc.poll() is None:
@@ -191,6 +205,7 @@ def test_no_credential_in_logs_or_endpoints(controlplane: ControlPlane, release:
             ),
             run,
         )
+        wait("/readyz", run.ready, run)
         pages = {
             path: run.get(path)
             for path in (
