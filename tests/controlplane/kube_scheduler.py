@@ -38,7 +38,8 @@ class KubeScheduler(Process):
             with urllib.request.urlopen(f"{self.url}{path}", context=ctx, timeout=5) as resp:
                 return int(resp.status), resp.read().decode()
         except urllib.error.HTTPError as err:
-            return err.code, err.read().decode(errors="replace")
+            with err:  # its connection closed now, not in a later test's garbage collection
+                return err.code, err.read().decode(errors="replace")
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Until /readyz answers ok (informers synced)."""

@@ -136,6 +136,7 @@ class Replica:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=1) as r:
                 return int(r.status)
         except urllib.error.HTTPError as e:
+            e.close()  # its connection, now: not in a later test's garbage collection
             return int(e.code)
         except OSError:
             return 0
