@@ -271,13 +271,11 @@ class Handle(Protocol):
         the plugins not to run (default: those PreFilter said to skip)."""
         ...
 
-    def skip_passing_node_filters(
-        self, state: CycleState, pod: Pod, node_info: NodeInfo
-    ) -> frozenset[str]:
-        """PreFilter's skip set and the ``filter_reads_node_only`` Filter plugins that pass
-        on this node: as ``skip`` of :meth:`run_filter` on this node, whatever pods are
-        added to or removed from it, the answers stay the same (a plugin that passes is
-        never the first to fail, and these answer alike whatever the node holds)."""
+    def skip_with_node_filters(self, state: CycleState) -> frozenset[str]:
+        """PreFilter's skip set and the ``filter_reads_node_only`` Filter plugins: once the
+        whole Filter passed on a node, ``skip`` of :meth:`run_filter` on that node whatever
+        pods are added to or removed from it (a plugin that passed is never the first to
+        fail, and these answer alike whatever the node holds)."""
         ...
 
     def run_pre_filter_extension_add_pod(
@@ -350,8 +348,8 @@ class FilterPlugin(Protocol):
     """A plugin whose ``filter`` reads only the Node object, the pod and what its own
     PreFilter wrote (not the node's pods, requests, ports or volumes, nor what PreFilter
     extensions change) may say so with a class attribute ``filter_reads_node_only =
-    True``: a preemption dry run then asks it once per node, not after each victim it
-    removes or gives back (:meth:`Handle.skip_passing_node_filters`)."""
+    True``: a preemption dry run then stops asking it on a node, after each victim it
+    removes or gives back, once it passed there (:meth:`Handle.skip_with_node_filters`)."""
 
     name: str
 

@@ -319,18 +319,12 @@ class Framework:
             chain.filter, state, pod, node_info, state.skip_filter_plugins if skip is None else skip
         )
 
-    def skip_passing_node_filters(
-        self, state: CycleState, pod: Pod, node_info: NodeInfo
-    ) -> frozenset[str]:
-        skip = set(state.skip_filter_plugins)
-        for p in self._runnable(state).chain.filter:
-            if (
-                p.name not in skip
-                and getattr(p, "filter_reads_node_only", False)
-                and self.run_scalar_filters([p], state, pod, node_info) is None
-            ):
-                skip.add(p.name)
-        return frozenset(skip)
+    def skip_with_node_filters(self, state: CycleState) -> frozenset[str]:
+        return frozenset(state.skip_filter_plugins).union(
+            p.name
+            for p in self._runnable(state).chain.filter
+            if getattr(p, "filter_reads_node_only", False)
+        )
 
     def filter_masks(
         self, state: CycleState, pod: Pod, snapshot: Snapshot

@@ -184,9 +184,7 @@ class FakeHandle:
     ) -> Status | None:
         raise NotImplementedError
 
-    def skip_passing_node_filters(
-        self, state: CycleState, pod: Pod, node_info: NodeInfo
-    ) -> frozenset[str]:
+    def skip_with_node_filters(self, state: CycleState) -> frozenset[str]:
         raise NotImplementedError
 
     def add_nominated_pods(

@@ -14,8 +14,7 @@ added once per node.
 
 Filter plugins that read only the Node object (``filter_reads_node_only``: NodeName,
 NodeUnschedulable, TaintToleration, NodeAffinity) answer alike whatever the dry run removes
-or gives back; those that pass on the node are asked once, at the first question, and
-skipped after it.
+or gives back: once the node passed the whole Filter, they are not asked again there.
 """
 
 from __future__ import annotations
@@ -51,7 +50,8 @@ class DryRunNode:
         self._n_info: NodeInfo | None = None
         self._started = False
         self._skip: frozenset[str] | None = None
-        """PreFilter's skip set and the node-only Filter plugins that pass here."""
+        """Once the node passed the whole Filter: PreFilter's skip set and the node-only
+        Filter plugins (None: run all but PreFilter's skip set)."""
         # False once the kept view cannot be trusted (a PreFilter extension failed on it):
         # from then on every question is answered the long way, as the framework does.
         self._exact = True
@@ -86,15 +86,17 @@ class DryRunNode:
             return h.run_filter_plugins_with_nominated_pods(self.state, self._pod, self.node_info)
         skip = self._skip
         if self._n_info is None or self._n_state is None:
-            return h.run_filter(self.state, self._pod, self.node_info, skip)
-        status = h.run_filter(self._n_state, self._pod, self._n_info, skip)
-        if status is not None:
-            return status
-        return h.run_filter(self.state, self._pod, self.node_info, skip)
+            status = h.run_filter(self.state, self._pod, self.node_info, skip)
+        else:
+            status = h.run_filter(self._n_state, self._pod, self._n_info, skip)
+            if status is None:
+                status = h.run_filter(self.state, self._pod, self.node_info, skip)
+        if status is None and skip is None:
+            self._skip = h.skip_with_node_filters(self.state)
+        return status
 
     def _start(self) -> None:
         self._started = True
-        self._skip = self._h.skip_passing_node_filters(self.state, self._pod, self.node_info)
         added, state, info, error = self._h.add_nominated_pods(
             self.state, self._pod, self.node_info
         )
