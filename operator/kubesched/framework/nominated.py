@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from kubesched.framework.cycle_state import CycleState, StateKey
-from kubesched.framework.interface import FilterPlugin, VectorFilterPlugin
+from kubesched.framework.interface import FilterPlugin
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.status import Status
 from kubesched.framework.types import Pod
@@ -45,8 +45,6 @@ if TYPE_CHECKING:
 
 __all__ = ["NominatedFilter", "NominatedViews"]
 
-_EXTENSIONS_RUN: StateKey[bool] = StateKey("framework/pre-filter-extensions-run")
-"""Whether any PreFilter extension runs in this cycle."""
 _MASKED_NODE_FILTERS: StateKey[frozenset[str]] = StateKey("framework/masked-node-filters")
 """What the first pass on a node every mask passed skips."""
 
@@ -119,7 +117,7 @@ class NominatedFilter:
                     return error
             else:
                 state_n, info_n = state, self.views.view(node_info, nominated)
-            skip = None if scalar is None else self._masked_node_filters(state)
+            skip = None if scalar is None else self._masked_node_filters(state, scalar)
             status = fwk.run_filter(state_n, pod, info_n, skip)
             if status is not None:
                 return status
@@ -153,26 +151,22 @@ class NominatedFilter:
         return True, state_out, info_out, None
 
     def _extensions_run(self, state: CycleState) -> bool:
-        """Would an AddPod run this cycle? (Asked once per cycle: PreFilter's skip set
-        does not change after it.)"""
-        known = state.get(_EXTENSIONS_RUN)
-        if known is None:
-            known = any(
-                p.name not in state.skip_filter_plugins and p.pre_filter_extensions() is not None
-                for p in self._fwk.chain.pre_filter
-            )
-            state.write(_EXTENSIONS_RUN, known)
-        return known
+        """Would an AddPod run this cycle?"""
+        return bool(self._fwk.pre_filter_extensions_of(state))
 
-    def _masked_node_filters(self, state: CycleState) -> frozenset[str]:
-        """PreFilter's skip set and the vector Filter plugins that read only the Node
-        object (asked once per cycle)."""
+    def _masked_node_filters(
+        self, state: CycleState, scalar: Sequence[FilterPlugin]
+    ) -> frozenset[str]:
+        """PreFilter's skip set and the plugins that read only the Node object and had a
+        mask this cycle (not in ``scalar``; asked once per cycle: the scan's ``scalar``
+        is the cycle's)."""
         known = state.get(_MASKED_NODE_FILTERS)
         if known is None:
+            unmasked = {p.name for p in scalar}
             known = frozenset(state.skip_filter_plugins).union(
                 p.name
                 for p in self._fwk.chain_for(state).filter
-                if isinstance(p, VectorFilterPlugin) and getattr(p, "filter_reads_node_only", False)
+                if p.name not in unmasked and getattr(p, "filter_reads_node_only", False)
             )
             state.write(_MASKED_NODE_FILTERS, known)
         return known

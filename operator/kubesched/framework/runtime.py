@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kubesched.framework.cluster_port import ClusterPort, ObjectStore
-from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.cycle_state import CycleState, StateKey
 from kubesched.framework.interface import (
     MAX_NODE_SCORE,
     BindPlugin,
@@ -40,6 +40,7 @@ from kubesched.framework.interface import (
     PostFilterResult,
     PreBindPlugin,
     PreEnqueuePlugin,
+    PreFilterExtensions,
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
@@ -57,6 +58,10 @@ from kubesched.framework.types import Pod
 from kubesched.framework.waiting import WaitingPodImpl
 
 __all__ = ["Framework", "FrameworkServices", "PluginChain"]
+
+_PRE_FILTER_EXTENSIONS: StateKey[tuple[tuple[str, PreFilterExtensions], ...]] = StateKey(
+    "framework/pre-filter-extensions"
+)
 
 
 @dataclass(slots=True)
@@ -406,23 +411,34 @@ class Framework:
     ) -> Status | None:
         return self._run_pre_filter_extensions("remove_pod", state, pod, pod_to_remove, node_info)
 
+    def pre_filter_extensions_of(
+        self, state: CycleState
+    ) -> tuple[tuple[str, PreFilterExtensions], ...]:
+        """The AddPod/RemovePod extensions of the PreFilter plugins that ran (not skipped)
+        this cycle, in order (the plain plugins: not timed). Found once per cycle:
+        PreFilter's skip set does not change after it."""
+        known = state.get(_PRE_FILTER_EXTENSIONS)
+        if known is None:
+            known = tuple(
+                (p.name, ext)
+                for p in self.chain.pre_filter
+                if p.name not in state.skip_filter_plugins
+                and (ext := p.pre_filter_extensions()) is not None
+            )
+            state.write(_PRE_FILTER_EXTENSIONS, known)
+        return known
+
     def _run_pre_filter_extensions(
         self, method: str, state: CycleState, pod: Pod, other: Pod, node_info: NodeInfo
     ) -> Status | None:
-        """AddPod/RemovePod of every PreFilter plugin that ran (not skipped) this cycle
-        (not timed: the plain plugins). A failure is an Error, in kube's words: ``running
-        AddPod on PreFilter plugin "X": <its message>``."""
-        for p in self.chain.pre_filter:
-            if p.name in state.skip_filter_plugins:
-                continue
-            ext = p.pre_filter_extensions()
-            if ext is None:
-                continue
+        """AddPod/RemovePod of :meth:`pre_filter_extensions_of`. A failure is an Error, in
+        kube's words: ``running AddPod on PreFilter plugin "X": <its message>``."""
+        for name, ext in self.pre_filter_extensions_of(state):
             s: Status | None = getattr(ext, method)(state, pod, other, node_info)
             if s is not None and s.code != Code.SUCCESS:
                 point = "AddPod" if method == "add_pod" else "RemovePod"
                 return Status.as_error(
-                    f'running {point} on PreFilter plugin "{p.name}": {s.message()}'
+                    f'running {point} on PreFilter plugin "{name}": {s.message()}'
                 )
         return None
 
