@@ -209,6 +209,11 @@ NAMED = {
     "bool quantity": spoiled_pod("bool", ((*REQ, "cpu"), True)),
     "list for a map": spoiled_pod("list", (("spec", "nodeSelector"), ["a"])),
     "null spec": spoiled_pod("nullspec", (("spec",), None)),
+    # hypothesis found it: the simulator's claim controller read spec.resourceClaims of
+    # any spec and stopped the apply with an AttributeError
+    "text spec": spoiled_pod("textspec", (("spec",), "0")),
+    "text status": spoiled_pod("textstatus", (("status",), "0")),
+    "text resourceClaims": spoiled_pod("textclaims", (("spec", "resourceClaims"), "0")),
     "missing name": spoiled_pod("x", (("metadata", "name"), None)),
     "bad toleration operator": spoiled_pod(
         "tol", (("spec", "tolerations"), [{"key": "k", "operator": "Bogus"}])

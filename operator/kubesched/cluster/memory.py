@@ -106,11 +106,12 @@ class MemoryCluster:
         new = dict(obj)
         kind, key = self.key_of(new)
         templates = self.objects.get("ResourceClaimTemplate", {})
-        if kind == "Pod" and (new.get("spec") or {}).get("resourceClaims"):
+        wants_claims = _wants_claims(new)
+        if kind == "Pod" and wants_claims:
             new["status"] = dict(new.get("status") or {})
             for claim in self._claims_for_pod(new, templates):
                 self.apply(claim)
-        if kind == _POD_GROUP and (new.get("spec") or {}).get("resourceClaims"):
+        if kind == _POD_GROUP and wants_claims:
             new["status"] = dict(new.get("status") or {})
             for claim in claims_for_pod_group(new, templates):
                 self.apply(claim)
@@ -119,7 +120,7 @@ class MemoryCluster:
         old = store.get(key)
         store[key] = new
         self._notify(kind, "MODIFIED" if old is not None else "ADDED", new, old)
-        group_claims = kind == _POD_GROUP and (new.get("spec") or {}).get("resourceClaims")
+        group_claims = kind == _POD_GROUP and wants_claims
         if kind == "ResourceClaimTemplate" or group_claims:
             self._claims_from_template(key.partition("/")[0])
         return new
@@ -535,3 +536,15 @@ def _wrap_failure(call: Callable[[], None], prefix: str) -> None:
         out = type(e)(f"{prefix}: {e}")
         out.code, out.retryable, out.retry_after = e.code, e.retryable, e.retry_after
         raise out from e
+
+
+def _wants_claims(obj: Mapping[str, Any]) -> bool:
+    """``obj`` (a pod or a PodGroup) lists ``spec.resourceClaims`` and is shaped so the
+    claim controller can read it. A malformed one (a spec that is text, ...) is stored as
+    it is and gets no claims: the scheduler reports it as an event, as it would the API
+    server's (which refuses it at creation)."""
+    spec, meta, status = obj.get("spec"), obj.get("metadata"), obj.get("status")
+    if not isinstance(spec, Mapping) or not isinstance(meta, Mapping | None):
+        return False
+    claims = spec.get("resourceClaims")
+    return isinstance(claims, list) and bool(claims) and isinstance(status, Mapping | None)

@@ -227,6 +227,7 @@ class Pod:
         if self.affinity:
             _check_affinity(self.affinity)
         _list_of_maps(spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints")
+        _list_of_maps(spec.get("resourceClaims"), "spec.resourceClaims")
         if "volumes" in spec:
             _check_volumes(spec["volumes"])
         self.tolerations = [
