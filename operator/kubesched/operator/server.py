@@ -1,6 +1,8 @@
 """The HTTP endpoints: /healthz, /readyz, /metrics and /explain/{namespace}/{name}.
 
-- ``/healthz``: 200 ``ok`` whenever the event loop answers (liveness).
+- ``/healthz``: 200 ``ok`` whenever the event loop answers (liveness). ``kubesched run``
+  imports and starts this server once its caches are synced, at the latest 2 s after
+  its start (``_serve`` in :mod:`kubesched.operator.run`).
 - ``/readyz``: 200 once the caches are synced, on the leader *and* on followers, as
   kube-scheduler does (its /readyz checks informer sync; leader election is not a
   readiness condition there). A follower that reported NotReady would never become
