@@ -35,6 +35,7 @@ from kubesched.operator import logredact, podgroup_handlers
 from kubesched.operator.gang_sources import GangSources
 from kubesched.operator.handlers import DIRECT_KINDS, WatchRouter
 from kubesched.operator.kopf_start import start_kopf
+from kubesched.operator.listen import listen
 from kubesched.operator.profile_handlers import ProfileController
 from kubesched.operator.settings import Settings
 from kubesched.operator.stopping import connections_closed, trap_signals
@@ -150,6 +151,8 @@ class Runtime:
         (then the lease is released). Otherwise (the lease lost) they are cancelled."""
         self.tune_gc = False
         """Freeze the synced cache out of the cyclic GC (see tune_garbage_collector)."""
+        self.listening: list[socket.socket] = []
+        """The endpoints' sockets, bound when ``run`` started (kubesched.operator.listen)."""
         self.port: int | None = None
         """The HTTP port once listening (the OS picks it when ``settings.port`` is 0)."""
         self.serving = asyncio.Event()
@@ -244,7 +247,8 @@ async def _serve(rt: Runtime) -> None:
     imports (aiohttp.web, the web view, explain, delegated auth: ~30 ms on a busy 2-core
     machine, with mimetypes reading /etc/mime.types) are off the way to the first bind;
     they run in a worker thread, as Kopf's, while the event loop schedules. Readiness
-    waits for them (``rt.serving``); a port already in use ends ``run`` then."""
+    waits for them (``rt.serving``). The port was taken when ``run`` started
+    (:mod:`kubesched.operator.listen`): one in use is reported then, not here."""
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(rt.cache_synced.wait(), SERVE_WITHIN)
     await asyncio.to_thread(importlib.import_module, "kubesched.operator.server")
@@ -252,8 +256,7 @@ async def _serve(rt: Runtime) -> None:
 
     settings = rt.settings
     await serve(
-        host=settings.listen_address,
-        port=settings.port,
+        sockets=rt.listening,
         scheduler=rt.scheduler,
         ready=rt.synced.is_set,
         leading=lambda: rt.leading,
@@ -297,10 +300,30 @@ async def run(
     # Kopf logs "Handler ... succeeded." at INFO for every watch event of every object:
     # at thousands of pods that is most of the log and a measurable share of the CPU.
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    # the endpoints' port, taken now: one line (ListenError) if it is in use, before
+    # anything is listed or bound; the server comes later (_serve)
+    listening = listen(settings.listen_address, settings.port)
+    try:
+        await _run(settings, stop, ready, runtime, tune_gc, prefetch, listening)
+    finally:
+        for sock in listening:
+            sock.close()
+
+
+async def _run(
+    settings: Settings,
+    stop: asyncio.Event,
+    ready: asyncio.Event | None,
+    runtime: list[Runtime] | None,
+    tune_gc: bool,
+    prefetch: Prefetch | None,
+    listening: list[socket.socket],
+) -> None:
     cfg = await load_client_configuration(settings.kubeconfig)
     cfg.connection_pool_maxsize = WRITE_CONNECTIONS
     rt = Runtime(settings, k8s_client.ApiClient(configuration=cfg), prefetch)
     rt.tune_gc = tune_gc
+    rt.listening = listening
     if runtime is not None:
         runtime.append(rt)
 
