@@ -12,6 +12,7 @@ import orjson
 import pytest
 
 from kubesched.cli import main
+from kubesched.operator.listen import listen
 from kubesched.operator.server import serve
 from tests.builders import make_node, make_pod
 from tests.integration.harness import Harness, running
@@ -121,8 +122,7 @@ async def test_explain_through_a_running_server(capsys: pytest.CaptureFixture[st
     bound: list[int] = []
     server = asyncio.create_task(
         serve(
-            host="127.0.0.1",
-            port=0,
+            sockets=listen("127.0.0.1", 0),
             scheduler=h.sched,
             ready=lambda: True,
             leading=lambda: True,

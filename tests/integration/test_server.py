@@ -10,6 +10,7 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
+from kubesched.operator.listen import listen
 from kubesched.operator.server import make_app, serve
 from tests.builders import make_node, make_pod
 from tests.integration.harness import Harness, running
@@ -126,8 +127,7 @@ async def test_serve_binds_and_stops_on_cancel(harness: Harness) -> None:
     bound: list[int] = []
     task = asyncio.create_task(
         serve(
-            host="127.0.0.1",
-            port=0,
+            sockets=listen("127.0.0.1", 0),
             scheduler=harness.sched,
             ready=lambda: True,
             leading=lambda: False,

@@ -77,6 +77,7 @@ def _user_errors() -> tuple[type[Exception], ...]:
     errors: list[type[Exception]] = [BadInput]
     for module, name in (
         ("kubesched.cluster.kubeconfig", "KubeconfigError"),
+        ("kubesched.operator.listen", "ListenError"),
         ("kubesched.framework.types", "ObjectError"),
         ("kubesched.simulator.scenario", "ScenarioError"),
     ):

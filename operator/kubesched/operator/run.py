@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import functools
 import gc
+import importlib
 import logging
 import signal
 import socket
@@ -31,12 +32,11 @@ from kubesched.cluster.kinds import WATCHED
 from kubesched.cluster.kube import KubeCluster, RateLimiter, load_client_configuration
 from kubesched.cluster.prefetch import Page, Prefetch
 from kubesched.operator import logredact, podgroup_handlers
-from kubesched.operator.delegated_auth import DelegatedAuth
 from kubesched.operator.gang_sources import GangSources
 from kubesched.operator.handlers import DIRECT_KINDS, WatchRouter
 from kubesched.operator.kopf_start import start_kopf
+from kubesched.operator.listen import listen
 from kubesched.operator.profile_handlers import ProfileController
-from kubesched.operator.server import serve
 from kubesched.operator.settings import Settings
 from kubesched.operator.stopping import connections_closed, trap_signals
 from kubesched.profiles import default_profile_spec
@@ -45,6 +45,8 @@ from kubesched.scheduler.scheduler import Scheduler
 
 if TYPE_CHECKING:  # imported once the cache is synced: see operator/kopf_start.py
     import kopf
+
+    from kubesched.operator.delegated_auth import DelegatedAuth  # and _serve
 
 __all__ = ["LeadershipLost", "Runtime", "all_or_none", "run", "tune_garbage_collector"]
 
@@ -64,6 +66,11 @@ every TLS connection holds asyncio's 256 KiB read buffer: a 3000-pod burst opene
 second keep busy (binds take milliseconds; more wait their turn): PodAntiAffinity on 1000
 nodes under ``kubesched bench``, 100 vs 32, two runs each on the loaded 2-core machine:
 165 / 222 vs 163 / 224 pods a second."""
+
+SERVE_WITHIN = 2.0
+"""Seconds after ``run`` starts by which the HTTP endpoints listen even if the caches
+are not synced yet (see :func:`_serve`): liveness (/healthz) answers within seconds of
+the start however long the first LIST takes (the chart's probe starts after 10 s)."""
 
 RECONCILE_DELAYS = (1.0, 60.0)
 """After an informer's relist, Kopf's kinds are reconciled twice: 1 s later (the other
@@ -144,8 +151,12 @@ class Runtime:
         (then the lease is released). Otherwise (the lease lost) they are cancelled."""
         self.tune_gc = False
         """Freeze the synced cache out of the cyclic GC (see tune_garbage_collector)."""
+        self.listening: list[socket.socket] = []
+        """The endpoints' sockets, bound when ``run`` started (kubesched.operator.listen)."""
         self.port: int | None = None
         """The HTTP port once listening (the OS picks it when ``settings.port`` is 0)."""
+        self.serving = asyncio.Event()
+        """Set once the HTTP endpoints listen (``port`` is known): part of readiness."""
         self.kopf_reconcile: asyncio.Task[None] | None = None
 
     def _informer(
@@ -179,6 +190,7 @@ class Runtime:
 
     def http_started(self, port: int) -> None:
         self.port = port
+        self.serving.set()
 
     def informer_relisted(self) -> None:
         """A direct informer relisted after 410 Gone: the API server lost the watches'
@@ -228,9 +240,37 @@ def tune_garbage_collector() -> None:
     gc.freeze()
 
 
+async def _serve(rt: Runtime) -> None:
+    """/healthz, /readyz (synced; followers too, as kube-scheduler), /metrics, /explain,
+    /debug/cache and /ui/ until cancelled, started once the cache is synced or
+    :data:`SERVE_WITHIN` seconds have passed, whichever comes first. So the server's
+    imports (aiohttp.web, the web view, explain, delegated auth: ~30 ms on a busy 2-core
+    machine, with mimetypes reading /etc/mime.types) are off the way to the first bind;
+    they run in a worker thread, as Kopf's, while the event loop schedules. Readiness
+    waits for them (``rt.serving``). The port was taken when ``run`` started
+    (:mod:`kubesched.operator.listen`): one in use is reported then, not here."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(rt.cache_synced.wait(), SERVE_WITHIN)
+    await asyncio.to_thread(importlib.import_module, "kubesched.operator.server")
+    from kubesched.operator.server import serve
+
+    settings = rt.settings
+    await serve(
+        sockets=rt.listening,
+        scheduler=rt.scheduler,
+        ready=rt.synced.is_set,
+        leading=lambda: rt.leading,
+        started=rt.http_started,
+        auth=_delegated_auth(rt) if settings.delegate_auth else None,
+        profile_book=lambda: rt.profiles.book,
+    )
+
+
 def _delegated_auth(rt: Runtime) -> DelegatedAuth:
     """Reviews through our own client, on a bucket of their own: a flood of requests with
     made-up tokens never delays a binding (and never exceeds 50 reviews a second)."""
+    from kubesched.operator.delegated_auth import DelegatedAuth
+
     limiter = RateLimiter(50.0, 100)
 
     async def post(path: str, body: Mapping[str, Any]) -> Any:
@@ -260,10 +300,30 @@ async def run(
     # Kopf logs "Handler ... succeeded." at INFO for every watch event of every object:
     # at thousands of pods that is most of the log and a measurable share of the CPU.
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    # the endpoints' port, taken now: one line (ListenError) if it is in use, before
+    # anything is listed or bound; the server comes later (_serve)
+    listening = listen(settings.listen_address, settings.port)
+    try:
+        await _run(settings, stop, ready, runtime, tune_gc, prefetch, listening)
+    finally:
+        for sock in listening:
+            sock.close()
+
+
+async def _run(
+    settings: Settings,
+    stop: asyncio.Event,
+    ready: asyncio.Event | None,
+    runtime: list[Runtime] | None,
+    tune_gc: bool,
+    prefetch: Prefetch | None,
+    listening: list[socket.socket],
+) -> None:
     cfg = await load_client_configuration(settings.kubeconfig)
     cfg.connection_pool_maxsize = WRITE_CONNECTIONS
     rt = Runtime(settings, k8s_client.ApiClient(configuration=cfg), prefetch)
     rt.tune_gc = tune_gc
+    rt.listening = listening
     if runtime is not None:
         runtime.append(rt)
 
@@ -320,20 +380,7 @@ def _start(
     spawn("stop", stop.wait())
     for informer in rt.informers:
         spawn(f"watch-{informer.kind}", informer.run())
-    # /healthz, /readyz (synced; followers too, as kube-scheduler), /metrics, /explain.
-    spawn(
-        "server",
-        serve(
-            host=settings.listen_address,
-            port=settings.port,
-            scheduler=rt.scheduler,
-            ready=rt.synced.is_set,
-            leading=lambda: rt.leading,
-            started=rt.http_started,
-            auth=_delegated_auth(rt) if settings.delegate_auth else None,
-            profile_book=lambda: rt.profiles.book,
-        ),
-    )
+    spawn("server", _serve(rt))
     spawn("sync", _initial_sync(rt, kopf_ready, ready))
     spawn("schedule", _lead(rt) if settings.leader_elect else _schedule(rt))
     if settings.resync_seconds > 0:
@@ -381,6 +428,7 @@ async def _initial_sync(
     # handlers (SchedulingProfile and PodGroup changes) take over from that listing.
     rt.cache_synced.set()
     await kopf_ready.wait()
+    await rt.serving.wait()  # /readyz can answer (the server starts after the sync)
     rt.synced.set()
     log.info(
         "cache synced: %d nodes, %d pods",

@@ -1,6 +1,8 @@
 """The HTTP endpoints: /healthz, /readyz, /metrics and /explain/{namespace}/{name}.
 
-- ``/healthz``: 200 ``ok`` whenever the event loop answers (liveness).
+- ``/healthz``: 200 ``ok`` whenever the event loop answers (liveness). ``kubesched run``
+  imports and starts this server once its caches are synced, at the latest 2 s after
+  its start (``_serve`` in :mod:`kubesched.operator.run`).
 - ``/readyz``: 200 once the caches are synced, on the leader *and* on followers, as
   kube-scheduler does (its /readyz checks informer sync; leader election is not a
   readiness condition there). A follower that reported NotReady would never become
@@ -32,7 +34,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+import socket
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -151,8 +154,7 @@ def _find_pod(scheduler: Scheduler, ns: str, name: str) -> Any:
 
 async def serve(
     *,
-    host: str,
-    port: int,
+    sockets: Sequence[socket.socket],
     scheduler: Scheduler,
     ready: Callable[[], bool],
     leading: Callable[[], bool],
@@ -160,21 +162,18 @@ async def serve(
     auth: DelegatedAuth | None = None,
     profile_book: Callable[[], ProfileBook | None] = lambda: None,
 ) -> None:
-    """Serve until cancelled. ``started(port)`` (a test hook) gets the bound port, which
-    is the one the OS picked when ``port`` is 0."""
+    """Serve on ``sockets`` (:func:`kubesched.operator.listen.listen`'s, bound when
+    ``run`` started) until cancelled. ``started(port)`` (a test hook) gets their port,
+    the one the OS picked when the setting is 0."""
     app = make_app(
         scheduler=scheduler, ready=ready, leading=leading, auth=auth, profile_book=profile_book
     )
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, host, port)
-        await site.start()
-        bound = port
-        server = getattr(site, "_server", None)
-        sockets = getattr(server, "sockets", None) or []
-        if sockets:
-            bound = int(sockets[0].getsockname()[1])
+        for sock in sockets:
+            await web.SockSite(runner, sock).start()
+        host, bound = sockets[0].getsockname()[:2]
         log.info(
             "serving /healthz /readyz /metrics /explain /debug/cache /ui/ on %s:%d (%s)",
             host,

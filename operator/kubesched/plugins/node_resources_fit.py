@@ -25,7 +25,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from kubesched.api import field_docstrings
 from kubesched.framework.cycle_state import CycleState, StateKey
-from kubesched.framework.dra.extended import DEVICE_CLASS_PREFIX, classes_of
 from kubesched.framework.helpers import (
     allocatable_and_requested,
     allocatable_and_requested_rows,
@@ -285,8 +284,10 @@ class NodeResourcesFit(
 
     def dra_backed(self, pod: Pod) -> frozenset[str]:
         """The pod's non-zero extended resource requests a DeviceClass serves."""
-        if self._handle is None:
-            return frozenset()
+        if self._handle is None or not pod.requests.scalar:
+            return frozenset()  # (classes_of's answer, without importing the DRA package)
+        from kubesched.framework.dra.extended import classes_of
+
         return classes_of(self._handle, pod.requests.scalar).backed(pod.requests.scalar)
 
     def _after_node_change(self, pod: Pod, old: object, new: object) -> bool:
@@ -641,6 +642,8 @@ def _after_device_class_change(pod: Pod, old: object, new: object) -> bool:
         if (old.get("spec") or {}).get("extendedResourceName") == new_ext:
             return False
     else:
+        from kubesched.framework.dra.extended import DEVICE_CLASS_PREFIX
+
         name = (new.get("metadata") or {}).get("name")
         if pod.requests.scalar.get(f"{DEVICE_CLASS_PREFIX}{name}") is not None:
             return True

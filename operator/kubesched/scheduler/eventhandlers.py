@@ -11,7 +11,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kubesched.api.gangs import GANG_STORE_KINDS, WORKLOAD_STORE_KIND
-from kubesched.framework.dra.taint_rules import rule_taints_devices
 from kubesched.framework.interface import ActionType, ClusterEvent, EventResource
 from kubesched.framework.types import Node, ObjectError, Pod
 from kubesched.scheduler.scheduler import Scheduler
@@ -260,6 +259,9 @@ class EventHandlers:
         # hints get (old, new) as kube's do: (deleted object, None) for a delete
         before, after = (obj, None) if event_type == "DELETED" else (old, obj)
         if kind == "DeviceTaintRule":
+            # the DRA machinery, imported on the first rule (off kubesched run's start-up)
+            from kubesched.framework.dra.taint_rules import rule_taints_devices
+
             store = self.sched.store
             slices = store.list("ResourceSlice") if store is not None else ()
             if not rule_taints_devices(slices, old, obj):

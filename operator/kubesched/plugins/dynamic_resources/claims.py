@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kubesched.framework.dra import AllocationResult
 from kubesched.framework.types import Pod
 from kubesched.plugins.dynamic_resources.pod_group import is_pod_group_ref, pod_group_name
+
+if TYPE_CHECKING:  # the DRA machinery is imported on first use (see .machinery)
+    from kubesched.framework.dra import AllocationResult
 
 __all__ = [
     "ClaimNameError",

@@ -15,10 +15,14 @@ devices (kube-scheduler 1.37, DRASchedulerFilterTimeout: beta, on by default).
 
 from __future__ import annotations
 
-from kubesched.framework.dra.deadline import TimeLimit
+from typing import TYPE_CHECKING
+
 from kubesched.framework.go_duration import parse_go_duration
 from kubesched.framework.interface import Handle
 from kubesched.framework.status import Status
+
+if TYPE_CHECKING:
+    from kubesched.framework.dra.deadline import TimeLimit
 
 __all__ = ["DEFAULT_SECONDS", "check_filter_timeout", "time_limit", "timed_out"]
 
@@ -40,6 +44,8 @@ def timed_out(node_name: str, plugin: str) -> Status:
 
 def time_limit(text: str | None, handle: Handle) -> TimeLimit | None:
     """The limit of every Filter search on the framework's clock; None when it is off
-    (``0``)."""
+    (``0``). Imports the DRA machinery: called on the first Filter that allocates."""
+    from kubesched.framework.dra.deadline import TimeLimit
+
     seconds = DEFAULT_SECONDS if text is None else parse_go_duration(text)
     return TimeLimit(handle.now, seconds) if seconds > 0 else None

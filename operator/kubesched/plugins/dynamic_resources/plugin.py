@@ -52,6 +52,7 @@ cannot be allocated is unresolvable there, so preemption never evaluates it).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -60,15 +61,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kubesched.framework.cluster_port import ClusterError
 from kubesched.framework.cycle_state import CycleState, StateKey
-from kubesched.framework.dra import (
-    CANNOT_ALLOCATE,
-    AllocationError,
-    AllocationResult,
-    AllocationTimeout,
-    Allocator,
-    NodeAllocationError,
-    ResourceClaim,
-)
 from kubesched.framework.helpers import default_normalize_score
 from kubesched.framework.interface import (
     MAX_NODE_SCORE,
@@ -95,6 +87,7 @@ from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.signature import SignFragment, SignPlugin, unsignable
 from kubesched.framework.status import Status
 from kubesched.framework.types import ObjectError, Pod
+from kubesched.plugins.dynamic_resources import machinery as dra
 from kubesched.plugins.dynamic_resources.claims import (
     ClaimNameError,
     allocation_dict,
@@ -102,13 +95,6 @@ from kubesched.plugins.dynamic_resources.claims import (
     is_reserved_for,
     names_claim,
     pod_claim_names,
-)
-from kubesched.plugins.dynamic_resources.explain import explain_node
-from kubesched.plugins.dynamic_resources.extended import (
-    DELETED,
-    bind_extended,
-    find_extended_claim,
-    node_variant,
 )
 from kubesched.plugins.dynamic_resources.filter_timeout import (
     check_filter_timeout,
@@ -124,13 +110,15 @@ from kubesched.plugins.dynamic_resources.pod_group import (
     shared_allocation,
 )
 from kubesched.plugins.dynamic_resources.state import ClaimInfo, StateData
-from kubesched.plugins.dynamic_resources.tracker import ClaimTracker, Obj, Pending, tracker_for
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+    from kubesched.framework.dra import AllocationResult, ResourceClaim
+    from kubesched.framework.dra.deadline import TimeLimit
     from kubesched.framework.snapshot import Snapshot
+    from kubesched.plugins.dynamic_resources.tracker import ClaimTracker, Obj
 
 __all__ = [
     "ERR_NOT_AVAILABLE",
@@ -187,12 +175,16 @@ class DynamicResources(
         self._tracker: ClaimTracker | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._group_lock = asyncio.Lock()
-        self._limit = time_limit(args.filter_timeout, handle)
+
+    @functools.cached_property
+    def _limit(self) -> TimeLimit | None:
+        """Filter's time limit, made on the first Filter that allocates (see .machinery)."""
+        return time_limit(self.args.filter_timeout, self._handle)
 
     @property
     def tracker(self) -> ClaimTracker:
         if self._tracker is None:
-            self._tracker = tracker_for(self._handle.store)
+            self._tracker = dra.tracker_for(self._handle.store)
         return self._tracker
 
     # -- events ------------------------------------------------------------------------------
@@ -304,9 +296,11 @@ class DynamicResources(
                 found = self._pod_claims(pod)
             except ClaimNameError as e:
                 return None, Status.unresolvable(str(e), plugin=NAME)
+        if not found and not pod.requests.scalar:
+            return None, Status.skip()  # no claim, no extended resource: no DRA imported
         # Only a pod with a scalar request reads the store for DeviceClasses; a
         # framework without an object store reads none (see classes_of).
-        data.extended = find_extended_claim(pod, self._handle, lambda: self.tracker)
+        data.extended = dra.find_extended_claim(pod, self._handle, lambda: self.tracker)
         if not found and data.extended is None:
             return None, Status.skip()
         tracker = self.tracker
@@ -348,7 +342,7 @@ class DynamicResources(
         data.prepare_filter()
         if data.to_allocate or data.extended is not None:
             try:
-                data.allocator = Allocator(
+                data.allocator = dra.Allocator(
                     tracker.classes(),
                     tracker.slices(),
                     tracker.allocated_state(),
@@ -385,7 +379,7 @@ class DynamicResources(
         node = node_info.node
         if node is None:
             return Status.as_error("node not found", plugin=NAME)
-        variant, status = node_variant(data.extended, pod, node_info, NAME)
+        variant, status = dra.node_variant(data.extended, pod, node_info, NAME)
         if status is not None:
             return status
         if variant is None and not data.claims:
@@ -400,14 +394,14 @@ class DynamicResources(
             claims = data.allocating if variant is None else [*data.allocating, variant.claim]
             try:
                 results = data.allocator.try_allocate(node, claims, self._limit)
-            except AllocationTimeout:
+            except dra.AllocationTimeout:
                 return timed_out(node.name, NAME)
-            except NodeAllocationError as e:
+            except dra.NodeAllocationError as e:
                 return Status.unresolvable(str(e), plugin=NAME)
-            except AllocationError as e:
+            except dra.AllocationError as e:
                 return Status.as_error(str(e), plugin=NAME)
             if results is None:
-                return Status.unresolvable(CANNOT_ALLOCATE, plugin=NAME)
+                return Status.unresolvable(dra.CANNOT_ALLOCATE, plugin=NAME)
         if unavailable:
             data.unavailable.update(unavailable)
             return Status.unresolvable(ERR_NOT_AVAILABLE, plugin=NAME)
@@ -426,12 +420,12 @@ class DynamicResources(
         if data is None or data.allocator is None or node is None:
             return []
         claims = [data.claims[i].claim for i in data.to_allocate]
-        variant, status = node_variant(data.extended, pod, node_info, NAME)
+        variant, status = dra.node_variant(data.extended, pod, node_info, NAME)
         if status is not None:
             return [status.message()]
         if variant is not None:
             claims.append(variant.claim)
-        return explain_node(data.allocator, node, claims)
+        return dra.explain_node(data.allocator, node, claims)
 
     # -- PostFilter --------------------------------------------------------------------------
     def post_filter(
@@ -453,7 +447,7 @@ class DynamicResources(
                 return None, Status.unschedulable(DEALLOCATED, plugin=NAME)
         if data.extended is not None and data.extended.stale:
             self._spawn(self._delete_claim(data.extended.raw))
-            return None, Status.unschedulable(DELETED, plugin=NAME)
+            return None, Status.unschedulable(dra.DELETED, plugin=NAME)
         return None, Status.unschedulable()
 
     async def _delete_claim(self, raw: Obj) -> None:
@@ -531,6 +525,8 @@ class DynamicResources(
         data: StateData | None = state.get(STATE_KEY)
         if data is None:
             return Status.as_error(f"cannot read {STATE_KEY!r} from cycleState", plugin=NAME)
+        if not data.claims and data.extended is None:
+            return None  # nothing to hold in flight (and the claim tracker stays unmade)
         pending = self.tracker.pending
         for index, info in enumerate(data.claims):
             if info.shared is None:
@@ -572,7 +568,7 @@ class DynamicResources(
                     plugin=NAME,
                 )
             group = group_of(info.binding)
-            pending[_claim_id(info.claim)] = Pending(info.claim, alloc, {pod.uid}, group)
+            pending[_claim_id(info.claim)] = dra.Pending(info.claim, alloc, {pod.uid}, group)
             data.reserved[index] = alloc
         return None
 
@@ -632,7 +628,7 @@ class DynamicResources(
                 written.append(index)
             ext = data.extended
             if ext is not None and ext.reserved is not None:
-                await bind_extended(
+                await dra.bind_extended(
                     self._handle.cluster, self._handle.store, self.tracker, pod, ext
                 )
         except ClusterError as e:

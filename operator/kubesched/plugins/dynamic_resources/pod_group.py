@@ -17,11 +17,13 @@ has the field is taken as the gate being on (:func:`group_claims_enabled`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kubesched.framework.dra import AllocationResult
 from kubesched.framework.types import Pod
-from kubesched.plugins.dynamic_resources.tracker import Pending
+
+if TYPE_CHECKING:  # the DRA machinery is imported on first use (see .machinery)
+    from kubesched.framework.dra import AllocationResult
+    from kubesched.plugins.dynamic_resources.tracker import Pending
 
 __all__ = [
     "GROUP",

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kubesched.framework.dra import AllocationResult, Allocator, ResourceClaim
 from kubesched.framework.labels import NodeSelector
-from kubesched.plugins.dynamic_resources.extended import ExtendedClaim
-from kubesched.plugins.dynamic_resources.tracker import Obj
+
+if TYPE_CHECKING:  # the DRA machinery is imported on first use (see .machinery)
+    from kubesched.framework.dra import AllocationResult, Allocator, ResourceClaim
+    from kubesched.plugins.dynamic_resources.extended import ExtendedClaim
+    from kubesched.plugins.dynamic_resources.tracker import Obj
 
 __all__ = ["ClaimInfo", "StateData"]
 

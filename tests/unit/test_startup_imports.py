@@ -1,0 +1,93 @@
+"""``kubesched run``'s way to its first bind imports neither the DRA machinery nor the
+HTTP server: both are imported when first used (a pod with claims or DRA-backed extended
+resources; the server once the cache is synced), so they do not delay the first bind.
+A later import that drags one back onto that way fails here."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+DEFERRED = (
+    "kubesched.framework.dra",  # the allocator, CEL, the claim tracker: ~30 ms
+    "kubesched.plugins.dynamic_resources.tracker",
+    "kubesched.plugins.dynamic_resources.extended",
+    "aiohttp.web",  # the health/metrics server's (~25 ms, and mimetypes' tables)
+    "kubesched.operator.server",
+    "kubesched.operator.delegated_auth",
+    "kubesched.ui.web",
+)
+"""Modules (with their submodules) ``kubesched run`` must not import before it schedules."""
+
+WHY = (
+    "imported on kubesched run's way to its first bind again: that delays every start-up "
+    "(docs/DESIGN.md, 'Start-up'); import it where it is first used"
+)
+
+# A fresh interpreter: in the pytest process other tests have imported everything.
+PROBE = textwrap.dedent(
+    """
+    import asyncio, json, sys
+
+    deferred = json.loads(sys.argv[1])
+
+    def loaded():
+        return sorted(
+            m for m in sys.modules if any(m == d or m.startswith(d + ".") for d in deferred)
+        )
+
+    # what `kubesched run` imports before its event loop starts (kubesched.cli.main)
+    import kubesched.cli, kubesched.cli.early
+    kubesched.cli._parser("kubesched", "run")  # imports kubesched.cli.run
+    import kubesched.operator.run
+    after_imports = loaded()
+
+    # then a first cycle with the default profile: a plain pod bound on the in-memory cluster
+    from kubesched.cluster.memory import MemoryCluster
+    from kubesched.scheduler.eventhandlers import EventHandlers
+    from kubesched.scheduler.scheduler import Scheduler
+
+    async def first_bind():
+        cluster = MemoryCluster()
+        sched = Scheduler(cluster, cluster)
+        cluster.subscribe(EventHandlers(sched, on_bad_object=print).on_event)
+        cluster.apply({
+            "apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
+            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}},
+        })
+        cluster.apply({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web", "namespace": "default", "uid": "u1"},
+            "spec": {"schedulerName": "kubesched", "containers": [{"name": "c", "image": "nginx",
+                     "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]},
+        })
+        task = asyncio.create_task(sched.run())
+        for _ in range(500):
+            if cluster.node_of("default/web"):
+                break
+            await asyncio.sleep(0.01)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return cluster.node_of("default/web")
+
+    node = asyncio.run(first_bind())
+    print(json.dumps({"after_imports": after_imports, "node": node, "after_bind": loaded()}))
+    """
+)
+
+
+def test_kubesched_run_defers_dra_and_the_http_server_past_its_first_bind() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(DEFERRED)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout.splitlines()[-1])
+    assert got["after_imports"] == [], f"{got['after_imports']}: {WHY}"
+    assert got["node"] == "n1"  # the probe did schedule (the default profile, DRA included)
+    assert got["after_bind"] == [], f"{got['after_bind']}: {WHY}"
