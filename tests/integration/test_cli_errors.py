@@ -178,6 +178,12 @@ BAD_INPUTS = [
         id="run-bad-environment-variable",
     ),
     pytest.param(
+        ["run"],
+        {"kubesched_Port": "abc"},  # names match in any case; the message spells it as set
+        "kubesched_Port='abc': Input should be a valid integer",
+        id="run-bad-environment-variable-lower-case",
+    ),
+    pytest.param(
         ["run", "--port", "eighty"],
         {},
         "argument --port: invalid int value: 'eighty'",

@@ -1,14 +1,15 @@
 """``kubesched run``'s first LIST of pods and nodes, started before anything else is
 imported (:mod:`kubesched.cluster.prefetch`).
 
-The settings' parser needs pydantic and pydantic-settings, the scheduler needs numpy,
-aiohttp and the plugins: most of a CPU second on a busy machine, while the API server,
-on the other core, could already be encoding thousands of pods. :func:`start` reads
-the two settings the listing depends on straight from the command line and the
-environment (``--kubeconfig``, ``--watch-engine`` and their ``KUBESCHED_`` variables) and
-starts the listing; :func:`take` hands it to ``run`` only if the settings, once parsed,
-say the same (an abbreviated flag, a value the parser refuses: it is dropped, and run
-lists as it would have).
+The settings' parser needs pydantic, the scheduler needs numpy, aiohttp and the
+plugins: most of a CPU second on a busy machine, while the API server, on the other
+core, could already be encoding thousands of pods. :func:`start` reads the two settings
+the listing depends on straight from the command line and the environment
+(``--kubeconfig``, ``--watch-engine`` and their ``KUBESCHED_`` variables, read as
+:mod:`kubesched.operator.environ` reads them, without pydantic) and starts the listing;
+:func:`take` hands it to ``run`` only if the settings, once parsed, say the same (an
+abbreviated flag, a value the parser refuses: it is dropped, and run lists as it would
+have).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 from kubesched.cluster.prefetch import Prefetch
+from kubesched.operator.environ import ENV_PREFIX, variables
 
 __all__ = ["FLAGS", "start", "take"]
 
@@ -26,11 +28,11 @@ FLAGS = {"kubeconfig": "--kubeconfig", "watch_engine": "--watch-engine"}
 
 def peek(argv: Sequence[str], env: Mapping[str, str]) -> dict[str, str | None] | None:
     """The values of :data:`FLAGS` as the command line (last one wins) or else the
-    environment (any case, as pydantic-settings) gives them; None for ``--help``."""
+    environment (any case, as ``Settings.load`` reads it) gives them; None for ``--help``."""
     found: dict[str, str | None] = {}
-    lowered = {k.lower(): v for k, v in env.items()}
+    set_by = variables(env, ENV_PREFIX)
     for field, flag in FLAGS.items():
-        found[field] = lowered.get(f"kubesched_{field}")
+        found[field] = set_by[field][1] if field in set_by else None
         for i, word in enumerate(argv):
             if word == flag and i + 1 < len(argv):
                 found[field] = argv[i + 1]

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from kubesched.cli.common import EXIT_OK, BadInput, run_async, seconds
+from kubesched.operator.environ import variables
 from kubesched.operator.settings import ENV_PREFIX, Option, Settings, env_name, options
 
 if TYPE_CHECKING:
@@ -32,8 +33,9 @@ env_var = env_name
 
 def _settings_message(err: Any, given: Mapping[str, Any], env: Mapping[str, str]) -> str:
     """A pydantic error of Settings in the user's words: the first problem, naming the
-    flag (or environment variable) that set the field, and its value."""
+    flag (or environment variable, as spelled) that set the field, and its value."""
     by_field = {f: flag for flag, f in FLAGS.items()}
+    set_by = variables(env, ENV_PREFIX)  # field -> (the variable as set, its value)
     e = err.errors()[0]
     loc = [str(x) for x in e["loc"]]
     msg = str(e["msg"]).removeprefix("Value error, ")
@@ -41,8 +43,9 @@ def _settings_message(err: Any, given: Mapping[str, Any], env: Mapping[str, str]
         field = loc[0]
         if field in given:
             who = f"{by_field[field]} {given[field]!r}"
-        elif env_var(field) in env:
-            who = f"{env_var(field)}={env[env_var(field)]!r}"
+        elif field in set_by:
+            name, text = set_by[field]
+            who = f"{name}={text!r}"
         else:
             who = by_field.get(field, env_var(field))
         return f"{who}: {msg}"
@@ -50,9 +53,9 @@ def _settings_message(err: Any, given: Mapping[str, Any], env: Mapping[str, str]
     # a rule across fields: name them as the user set them
     def word(m: re.Match[str]) -> str:
         field = m.group(0)
-        if field in given or env_var(field) not in env:
+        if field in given or field not in set_by:
             return by_field.get(field, env_var(field))
-        return env_var(field)
+        return set_by[field][0]
 
     names = "|".join(sorted(map(re.escape, FLAGS.values()), key=len, reverse=True))
     return re.sub(rf"\b({names})\b", word, msg)

@@ -3,9 +3,9 @@
 Each field carries an :class:`Option`: its ``kubesched run`` flag and help, and its Helm
 chart value (or why the chart has none). From that single definition come the CLI's
 flags (:mod:`kubesched.cli.run` builds its parser from :func:`options`), the environment
-names (pydantic-settings maps ``KUBESCHED_<FIELD>`` onto each field) and the chart checks
-(``tests/helm/test_chart_settings.py`` fails when ``values.yaml`` or ``deployment.yaml``
-drift from it). Adding a setting is adding a field here (plus, for a chart value, its
+names (:mod:`kubesched.operator.environ` reads ``KUBESCHED_<FIELD>`` onto each field) and
+the chart checks (``tests/helm/test_chart_settings.py`` fails when ``values.yaml`` or
+``deployment.yaml`` drift from it). Adding a setting is adding a field here (plus, for a chart value, its
 line in the chart, which that test demands).
 
 Each field's docstring gives the reason for its default. Precedence: an explicit value
@@ -21,16 +21,15 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from kubesched.framework.labels import parse_label_selector
+from kubesched.operator.environ import ENV_PREFIX, NoDecode, read
 
 __all__ = ["ENV_PREFIX", "Option", "Settings", "default_namespace", "env_name", "options"]
 
-ENV_PREFIX = "KUBESCHED_"
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
@@ -63,7 +62,8 @@ EXTRA = "rarely changed: the chart's extraArgs or extraEnv set it"
 
 
 def env_name(field: str) -> str:
-    """The environment variable of a field (pydantic-settings' ``env_prefix`` mapping)."""
+    """The environment variable of a field (matched in any case: see
+    :mod:`kubesched.operator.environ`)."""
     return ENV_PREFIX + field.upper()
 
 
@@ -95,13 +95,13 @@ def _default_identity() -> str:
     return f"{socket.gethostname()}_{uuid.uuid4()}"
 
 
-class Settings(BaseSettings):
-    """Defaults, then the ``KUBESCHED_<FIELD>`` environment variables (pydantic-settings;
-    names match in any case), then the keyword arguments (the CLI flags given)."""
+class Settings(BaseModel):
+    """The settings of ``kubesched run``. :meth:`load` reads them as the CLI does (the
+    flags given, then the ``KUBESCHED_<FIELD>`` variables, then the defaults); the
+    constructor takes its keyword arguments over the defaults and reads no environment."""
 
-    model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX, extra="forbid", validate_assignment=True
-    )
+    # validate_default: the defaults pass the validators too (the profile selector's)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, validate_default=True)
 
     kubeconfig: Annotated[
         str | None,
@@ -481,22 +481,16 @@ class Settings(BaseSettings):
         return "0.0.0.0" if self.delegate_auth else "127.0.0.1"
 
     @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # the flags given, then the environment; never a .env file or a secrets directory
-        return (init_settings, env_settings)
-
-    @classmethod
-    def load(cls, overrides: Mapping[str, Any] | None = None) -> Settings:
-        """The CLI's flags that were given (None values are ignored) over the environment
-        over the defaults."""
-        return cls(**{k: v for k, v in (overrides or {}).items() if v is not None})
+    def load(
+        cls, overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
+    ) -> Self:
+        """The CLI's flags that were given (None values are ignored) over the
+        ``KUBESCHED_<FIELD>`` variables of ``environ`` (default: the process's) over the
+        defaults; never a ``.env`` file. A bad value or variable raises
+        :class:`pydantic.ValidationError` naming the field."""
+        values = read(cls, ENV_PREFIX, os.environ if environ is None else environ)
+        values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+        return cls(**values)
 
 
 def options(model: type[Settings] = Settings) -> dict[str, Option]:
