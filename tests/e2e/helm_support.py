@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from kubesched.api.podgroup import POD_GROUP_LABEL
+from kubesched.cluster.prefetch import Prefetch
 from kubesched.operator.run import Runtime, run
 from kubesched.operator.settings import Settings
 from tests.controlplane import ApiError, ControlPlane
@@ -180,10 +181,11 @@ async def cached(
         await asyncio.sleep(0.05)
 
 
-async def start_failure(settings: Settings) -> BaseException:
-    """What ``kubesched run`` fails with before it becomes ready."""
+async def start_failure(settings: Settings, prefetch: Prefetch | None = None) -> BaseException:
+    """What ``kubesched run`` fails with before it becomes ready (``prefetch``: its
+    first listing made ahead, as the command's)."""
     stop, ready = asyncio.Event(), asyncio.Event()
-    task = asyncio.create_task(run(settings=settings, stop=stop, ready=ready))
+    task = asyncio.create_task(run(settings=settings, stop=stop, ready=ready, prefetch=prefetch))
     waiter = asyncio.create_task(ready.wait())
     await asyncio.wait({task, waiter}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
     if not task.done():

@@ -23,7 +23,6 @@ all called PodGroup, so the object store holds the foreign ones under the kinds 
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -32,6 +31,7 @@ import pydantic
 from pydantic import ConfigDict, Field, field_validator
 
 from kubesched.api import podgroup
+from kubesched.api.gang_apis import STORE_KINDS, WORKLOAD_STORE_KIND, GangAPI
 from kubesched.api.meta import Model
 
 __all__ = [
@@ -56,23 +56,6 @@ __all__ = [
 ]
 
 
-class GangAPI(enum.StrEnum):
-    KUBESCHED = "kubesched.dev/v1alpha1"
-    UPSTREAM = "scheduling.k8s.io/v1beta1"
-    SCHEDULER_PLUGINS = "scheduling.x-k8s.io/v1alpha1"
-
-    @property
-    def group(self) -> str:
-        return self.value.partition("/")[0]
-
-
-STORE_KINDS: dict[GangAPI, str] = {
-    GangAPI.KUBESCHED: "PodGroup",
-    GangAPI.UPSTREAM: "PodGroup.scheduling.k8s.io",
-    GangAPI.SCHEDULER_PLUGINS: "PodGroup.scheduling.x-k8s.io",
-}
-"""The object store's kind for each API's PodGroup (ours keeps plain ``PodGroup``)."""
-WORKLOAD_STORE_KIND = "Workload.scheduling.k8s.io"
 GANG_STORE_KINDS = frozenset(STORE_KINDS.values())
 _API_OF_STORE_KIND = {v: k for k, v in STORE_KINDS.items()}
 _STORE_KIND_OF = {

@@ -1,5 +1,5 @@
-"""``kubesched run``'s first LIST of pods and nodes, started before anything else is
-imported (:mod:`kubesched.cluster.prefetch`).
+"""``kubesched run``'s first LIST of the watched kinds (pods and nodes first), started
+before anything else is imported (:mod:`kubesched.cluster.prefetch`).
 
 The settings' parser needs pydantic, the scheduler needs numpy, aiohttp and the
 plugins: most of a CPU second on a busy machine, while the API server, on the other

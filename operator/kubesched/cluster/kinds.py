@@ -4,7 +4,9 @@ For each kind: its API group/version and plural (the REST path), whether it is
 cluster-scoped (an object's store key is its name, else ``namespace/name``), and who
 reads it. ``kubesched run`` watches the :data:`WATCHED` kinds (Kopf or the informers) and
 lists them before its first cycle; the Helm chart's ClusterRole grants list and watch on
-exactly these (tests/helm/test_chart.py checks it against this table).
+exactly these (tests/helm/test_chart.py checks it against this table). The start-up
+prefetch (:mod:`kubesched.cluster.prefetch`) lists them too, before pydantic and the
+models are imported: so this module imports none of them.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
-from kubesched.api.gangs import STORE_KINDS, WORKLOAD_STORE_KIND, GangAPI
+from kubesched.api.gang_apis import STORE_KINDS, WORKLOAD_STORE_KIND, GangAPI
 
 __all__ = [
     "CLUSTER_SCOPED",

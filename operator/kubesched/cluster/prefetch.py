@@ -1,18 +1,30 @@
-"""The first LIST of pods and nodes, started before the scheduler's modules are imported.
+"""The first LIST of every watched kind, started before the scheduler's modules are imported.
 
 ``kubesched run`` spends most of its way to the first bind importing (aiohttp, numpy,
 pydantic models, the plugins, Kopf: about a CPU second on a loaded 2-core machine) and
 then listing thousands of pods, which the API server takes a while to encode. The two
 need not wait for each other: :class:`Prefetch` lists in a thread of its own with the
 standard library's HTTP client (socket reads and TLS release the GIL, and the API server
-works on another core) while the main thread imports, and the informers of
-:mod:`kubesched.cluster.informer` take the pages (:meth:`Prefetch.take`) instead of
-making the same request again. The pages are one consistent LIST, as the informer's own
-would be; its WATCH resumes from their resourceVersion.
+works on another core) while the main thread imports, and the first listing of each
+kind takes the pages (:meth:`Prefetch.take`) instead of making the same request again:
+the informers of :mod:`kubesched.cluster.informer` (pods, nodes) and the initial sync's
+:meth:`~kubesched.operator.handlers.WatchRouter.reconcile` (the rest). Pods and nodes
+come first (the large ones, and the informers' start), then the other
+:data:`~kubesched.cluster.kinds.WATCHED` kinds, a round trip each on the same connection,
+so the main thread waits for none of those round trips before its first cycle. The pages
+are one consistent LIST, as the taker's own would be (the same path, no selector,
+``limit`` and ``continue``); the informers' WATCH resumes from their resourceVersion
+(Kopf, which watches the other kinds once the cache is synced, lists them itself, as
+before).
 
-Anything this client does not do as the real one does (a proxy; a failure of any kind)
-ends the prefetch quietly: :meth:`Prefetch.take` then returns None and the informer
-lists as usual. Only the first LIST is taken; relists are the informer's.
+Only a 200 is taken. A kind the server answers otherwise (404: a CRD not installed, an
+API not served; 403: RBAC; 429, 5xx) is left to its taker, which lists as it always did
+and so meets the same answer and does what it did with it (an optional kind is listed as
+none, a forbidden one fails the start with the API server's words); the prefetch goes on
+with the next kind. Anything this client does not do as the real one does (a proxy), and
+a failure of the connection itself, ends the prefetch quietly: :meth:`Prefetch.take`
+then returns None for what is left, and those kinds are listed as usual. Only the first
+LIST is taken; relists are the takers'.
 """
 
 from __future__ import annotations
@@ -30,7 +42,8 @@ from typing import Any
 import orjson
 
 from kubesched.cluster import plain_login
-from kubesched.cluster.managed_fields import without_managed_fields
+from kubesched.cluster.kinds import WATCHED
+from kubesched.cluster.managed_fields import STRUCT_ORDER_KINDS, without_managed_fields
 
 __all__ = ["Page", "Prefetch"]
 
@@ -39,22 +52,33 @@ log = logging.getLogger("kubesched.cluster.prefetch")
 Page = tuple[list[dict[str, Any]], str]
 """(items, resourceVersion), items trimmed of ``managedFields``."""
 
-PATHS = {"Node": "/api/v1/nodes", "Pod": "/api/v1/pods"}
+PATHS: dict[str, str] = {k.kind: f"{k.prefix}/{k.plural}" for k in WATCHED}
+"""Kind -> the path a LIST of it GETs (as :data:`~kubesched.cluster.kinds.LIST_PATHS`)."""
+
+FIRST = ("Pod", "Node")
+"""Listed before the rest: the large listings, wanted first (the informers')."""
+
+
+class _Refused(Exception):
+    """The server answered a LIST with an error status (the connection stays usable)."""
 
 
 class Prefetch:
-    """LISTs ``kinds`` in a daemon thread from :meth:`start` on (see the module doc)."""
+    """LISTs ``kinds`` (default: every watched kind; :data:`FIRST` first, the rest in
+    :data:`~kubesched.cluster.kinds.WATCHED`'s order) in a daemon thread from
+    :meth:`start` on (see the module doc)."""
 
     def __init__(
         self,
         kubeconfig: str | None,
-        kinds: Iterable[str] = ("Pod", "Node"),
+        kinds: Iterable[str] = tuple(PATHS),
         *,
         page_size: int = 500,
         timeout: float = 30.0,
     ) -> None:
         self.kubeconfig = kubeconfig
-        self.kinds = [k for k in kinds if k in PATHS]
+        wanted = [k for k in kinds if k in PATHS]
+        self.kinds = [k for k in FIRST if k in wanted] + [k for k in wanted if k not in FIRST]
         self.page_size = page_size
         self.timeout = timeout
         self._pages: dict[str, list[Page] | None] = {}
@@ -77,21 +101,18 @@ class Prefetch:
 
     # -- the thread ----------------------------------------------------------------------------
     def _run(self) -> None:
+        conn: http.client.HTTPConnection | None = None
         try:
             conn, headers = self._connect()
-        except Exception as e:  # the informers list for themselves
-            log.debug("no prefetch: %s", e)
-            conn = None
-        try:
             for kind in self.kinds:
-                if conn is not None:
-                    try:
-                        self._pages[kind] = pages = self._list(conn, headers, PATHS[kind])
-                        log.debug("prefetched %d %s objects", sum(len(p[0]) for p in pages), kind)
-                    except Exception as e:
-                        log.debug("prefetching %s failed: %s", kind, e)
-                        conn = None
+                try:
+                    self._pages[kind] = pages = self._list(conn, headers, kind)
+                    log.debug("prefetched %d %s objects", sum(len(p[0]) for p in pages), kind)
+                except _Refused as e:  # its taker lists it, and meets the same answer
+                    log.debug("not prefetching %s: %s", kind, e)
                 self._done[kind].set()
+        except Exception as e:  # the connection failed: the takers list for themselves
+            log.debug("prefetch ended: %s", e)
         finally:
             for done in self._done.values():
                 done.set()
@@ -146,8 +167,11 @@ class Prefetch:
         )
 
     def _list(
-        self, conn: http.client.HTTPConnection, headers: dict[str, str], path: str
+        self, conn: http.client.HTTPConnection, headers: dict[str, str], kind: str
     ) -> list[Page]:
+        """All pages of ``kind`` (as :meth:`~kubesched.cluster.kube.KubeCluster.list_pages`
+        would list them); :class:`_Refused` at the first status but 200."""
+        path, cut = PATHS[kind], kind in STRUCT_ORDER_KINDS
         pages: list[Page] = []
         token = ""
         while True:
@@ -160,10 +184,10 @@ class Prefetch:
                 headers=headers,
             )
             resp = conn.getresponse()
-            body = resp.read()
+            body = resp.read()  # all of it, even refused: the connection serves the next
             if resp.status != 200:
-                raise ValueError(f"GET {path}: {resp.status}")
-            page = orjson.loads(without_managed_fields(body))
+                raise _Refused(f"GET {path}: {resp.status}")
+            page = orjson.loads(without_managed_fields(body) if cut else body)
             del body
             meta = page.get("metadata") or {}
             items: list[dict[str, Any]] = page.get("items") or []

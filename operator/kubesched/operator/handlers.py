@@ -22,11 +22,12 @@ sync that readiness waits for) and then periodically.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kubesched.cluster.kinds import OPTIONAL_KINDS, WATCHED, Kind
 from kubesched.cluster.kube import KubeCluster
+from kubesched.cluster.prefetch import Page
 from kubesched.framework.cluster_port import NotFound
 from kubesched.scheduler.eventhandlers import EventHandlers
 
@@ -38,6 +39,9 @@ __all__ = ["DIRECT_KINDS", "WatchRouter", "build_registry"]
 log = logging.getLogger("kubesched.operator.handlers")
 
 Obj = Mapping[str, Any]
+
+Prefetched = Callable[[str], Awaitable[list[Page] | None]]
+"""kind -> its first listing, made ahead, or None (:meth:`WatchRouter.reconcile`)."""
 
 
 def _rv(obj: Obj) -> int | None:
@@ -156,17 +160,26 @@ class WatchRouter:
         )
 
     # -- relist -----------------------------------------------------------------------------------
-    async def reconcile(self, kinds: Collection[str] = ("Node", "Pod")) -> int:
+    async def reconcile(
+        self, kinds: Collection[str] = ("Node", "Pod"), *, prefetched: Prefetched | None = None
+    ) -> int:
         """List ``kinds`` from the API server (a consistent read) and make the store agree:
         newer versions are applied, objects the server no longer has are DELETED.
-        Returns the number of deletions synthesized."""
+        Returns the number of deletions synthesized. ``prefetched``: a kind's first
+        listing, made ahead (:meth:`kubesched.cluster.prefetch.Prefetch.take`), taken
+        instead of listing (a kind it has none of is listed). It may be older than what
+        the store holds, so it synthesizes no deletions (at the initial sync, the only
+        caller, the store holds none of the kind yet)."""
         deleted = 0
         for kind in kinds:
-            before = {key: _uid(o) for key, o in self.cluster.objects.get(kind, {}).items()}
+            pages = await prefetched(kind) if prefetched is not None else None
+            store = self.cluster.objects.get(kind, {}) if pages is None else {}
+            before = {key: _uid(o) for key, o in store.items()}
             listed: set[tuple[str, str]] = set()
+            source = self.cluster.list_pages(kind) if pages is None else _replay(pages)
             try:
                 # page by page: one page of decoded JSON at a time, not thousands of pods
-                async for items, _ in self.cluster.list_pages(kind):
+                async for items, _ in source:
                     for item in items:
                         item.setdefault("kind", kind)
                         listed.add((self.cluster.key_of(kind, item), _uid(item)))
@@ -185,6 +198,11 @@ class WatchRouter:
                 self.dispatch(kind, "DELETED", current)
                 deleted += 1
         return deleted
+
+
+async def _replay(pages: list[Page]) -> AsyncIterator[Page]:
+    for page in pages:
+        yield page
 
 
 DIRECT_KINDS = frozenset({"Pod", "Node"})

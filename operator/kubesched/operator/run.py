@@ -117,6 +117,8 @@ class Runtime:
         # the initial listing requeues nothing pod by pod: _initial_sync looks once
         self.scheduler.queues.hold_moves()
         self.router.attach(self.handlers)
+        self.prefetch = prefetch
+        """The first LIST of the watched kinds, made ahead (taken by the initial sync)."""
         self.informers = self._direct_informers(prefetch)
         """Pods and nodes with ``watch_engine: direct`` (Kopf watches them otherwise)."""
         self.profiles = ProfileController(
@@ -291,7 +293,7 @@ async def run(
     """Run until ``stop`` is set (or Kopf stops on a signal). ``ready`` is set once the
     cache is synced and Kopf is up; ``runtime`` (a test hook) receives what was built.
     ``tune_gc`` (the process's owner only: ``kubesched run``): see
-    :func:`tune_garbage_collector`. ``prefetch``: the first LIST of pods and nodes,
+    :func:`tune_garbage_collector`. ``prefetch``: the first LIST of the watched kinds,
     started before this module was imported (``kubesched run``)."""
     if tune_gc:
         tune_garbage_collector()
@@ -408,13 +410,19 @@ async def _initial_sync(
     # Every watched kind, not only pods and nodes: a first cycle that ran before the PDBs
     # (or PVCs, ...) arrived would preempt or place without them. kube-scheduler likewise
     # waits for all its informers' caches before scheduling. All at once (one request
-    # each, a round trip apart otherwise); the informers' kinds are theirs to list. The
+    # each, a round trip apart otherwise), or taken from the prefetch that listed them
+    # while the modules were imported; the informers' kinds are theirs to list. The
     # foreign gang APIs served now are listed (gang_sources), and the SchedulingProfiles
     # applied oldest first, before any cycle (and before their Kopf handlers).
     direct = DIRECT_KINDS if rt.informers else frozenset()
+    prefetched = rt.prefetch.take if rt.prefetch is not None else None
     try:
         await all_or_none(
-            *(rt.router.reconcile((w.kind,)) for w in WATCHED if w.kind not in direct),
+            *(
+                rt.router.reconcile((w.kind,), prefetched=prefetched)
+                for w in WATCHED
+                if w.kind not in direct
+            ),
             rt.gang_sources.start(),
             rt.profiles.load(),
             *(informer.synced.wait() for informer in rt.informers),

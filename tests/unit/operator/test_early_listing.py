@@ -3,6 +3,9 @@ listing only when the parsed settings would have made the same one."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from kubesched.cli import early
@@ -79,3 +82,16 @@ def test_the_collector_is_on_again_after_a_run_that_could_not_start(
         capsys.readouterr().err
     )
     assert gc.isenabled()  # off during run's imports, on again once main returns
+
+
+def test_the_early_listing_starts_before_the_heavy_imports() -> None:
+    # its kinds come from the kind table (kubesched.cluster.kinds), which must stay as
+    # light: the listing runs while pydantic, aiohttp and numpy are imported, not after
+    probe = (
+        "import sys, kubesched.cli.early\n"
+        "print(sorted(m for m in ('pydantic', 'aiohttp', 'numpy') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"
