@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kubesched.cluster.prefetch import Prefetch
 from kubesched.operator.run import Runtime, run
 from kubesched.operator.settings import Settings
 from tests.controlplane import ControlPlane
@@ -110,14 +111,21 @@ class Started:
 
 @contextlib.asynccontextmanager
 async def running(
-    settings: Settings, *, hook: list[Runtime] | None = None, ready_within: float = 60.0
+    settings: Settings,
+    *,
+    hook: list[Runtime] | None = None,
+    ready_within: float = 60.0,
+    prefetch: Prefetch | None = None,
 ) -> AsyncIterator[Started]:
     """``kubesched run`` in this loop until the block ends; entered once it is ready
     (caches synced), or raising what stopped it from starting. ``hook`` is ``run``'s
-    runtime list (a subclass may adjust the runtime as it is built)."""
+    runtime list (a subclass may adjust the runtime as it is built); ``prefetch``, the
+    start's first listing (``kubesched run`` starts it before its imports)."""
     stop, ready = asyncio.Event(), asyncio.Event()
     built: list[Runtime] = hook if hook is not None else []
-    task = asyncio.create_task(run(settings=settings, stop=stop, ready=ready, runtime=built))
+    task = asyncio.create_task(
+        run(settings=settings, stop=stop, ready=ready, runtime=built, prefetch=prefetch)
+    )
     waiter = asyncio.create_task(ready.wait())
     await asyncio.wait({task, waiter}, timeout=ready_within, return_when=asyncio.FIRST_COMPLETED)
     waiter.cancel()

@@ -201,19 +201,25 @@ class Runtime:
         PodGroup, a PDB deleted while the server was down or we were disconnected
         would stay in the store for good): reconcile those kinds with a fresh listing.
         The pod and node informers relist together: one reconcile serves both."""
-        if self.kopf_reconcile is None or self.kopf_reconcile.done():
-            self.kopf_reconcile = asyncio.ensure_future(self._reconcile_kopf_kinds())
+        self.reconcile_kopf_kinds("a relist")
 
-    async def _reconcile_kopf_kinds(self) -> None:
+    def reconcile_kopf_kinds(self, after: str) -> None:
+        """Reconcile Kopf's kinds with a fresh listing, :data:`RECONCILE_DELAYS` after
+        ``after`` (a relist, or Kopf's start: its first listing, a moment after the
+        initial sync's, reports no DELETED for what vanished in between either)."""
+        if self.kopf_reconcile is None or self.kopf_reconcile.done():
+            self.kopf_reconcile = asyncio.ensure_future(self._reconcile_kopf_kinds(after))
+
+    async def _reconcile_kopf_kinds(self, after: str) -> None:
         kinds = tuple(w.kind for w in WATCHED if w.kind not in DIRECT_KINDS)
         for delay in RECONCILE_DELAYS:
             await asyncio.sleep(delay)
             try:
                 deleted = await self.router.reconcile(kinds)
             except Exception as e:  # the next pass, or the next relist, tries again
-                log.warning("reconciling %s after a relist failed: %s", ", ".join(kinds), e)
+                log.warning("reconciling %s after %s failed: %s", ", ".join(kinds), after, e)
                 continue
-            log.info("reconciled the other watched kinds after a relist: %d deleted", deleted)
+            log.info("reconciled the other watched kinds after %s: %d deleted", after, deleted)
 
 
 GC_THRESHOLDS = (50_000, 20, 100)
@@ -436,6 +442,8 @@ async def _initial_sync(
     # handlers (SchedulingProfile and PodGroup changes) take over from that listing.
     rt.cache_synced.set()
     await kopf_ready.wait()
+    # the sync's listing of Kopf's kinds (or the prefetch's) came before Kopf's own
+    rt.reconcile_kopf_kinds("Kopf's start")
     await rt.serving.wait()  # /readyz can answer (the server starts after the sync)
     rt.synced.set()
     log.info(
