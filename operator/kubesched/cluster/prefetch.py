@@ -29,7 +29,6 @@ LIST is taken; relists are the takers'.
 
 from __future__ import annotations
 
-import asyncio
 import http.client
 import logging
 import ssl
@@ -96,6 +95,8 @@ class Prefetch:
         if done is None:
             return None
         if not done.is_set():
+            import asyncio  # loaded by then; not before the thread starts (~20 ms)
+
             await asyncio.to_thread(done.wait, self.timeout)
         return self._pages.pop(kind, None)
 
@@ -146,6 +147,8 @@ class Prefetch:
 
     def _login(self) -> plain_login.Login:
         """The real loader's answer (kubernetes_asyncio's), for what plain_login leaves."""
+        import asyncio
+
         from kubesched.cluster.kubeconfig import load_client_configuration
 
         async def configure() -> tuple[Any, str]:
