@@ -308,6 +308,23 @@ def listening() -> Iterator[int]:
         yield s.getsockname()[1]
 
 
+def _python_catches_sigint(pid: int, within: float = 30.0) -> None:
+    """Until the interpreter of ``pid`` has installed its SIGINT handler (Linux: the
+    ``SigCgt`` mask of /proc/PID/status). A Ctrl-C before that kills the process as any
+    program, before Python (or kubesched) runs: on a loaded machine, the first half
+    second of a start can pass before it (exit -2). Elsewhere: no wait."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            return
+        for line in status.splitlines():
+            if line.startswith("SigCgt:") and int(line.split()[1], 16) >> (signal.SIGINT - 1) & 1:
+                return
+        time.sleep(0.01)
+
+
 def _interrupt(argv: list[str], wait: float) -> tuple[int, str, str, float]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "kubesched", *argv],
@@ -315,6 +332,7 @@ def _interrupt(argv: list[str], wait: float) -> tuple[int, str, str, float]:
         stderr=subprocess.PIPE,
         text=True,
     )
+    _python_catches_sigint(proc.pid)
     time.sleep(wait)
     sent = time.monotonic()
     proc.send_signal(signal.SIGINT)
