@@ -181,6 +181,14 @@ def session_for(
     )
 
 
+FD_IN_USE = "is used by transport"
+"""uvloop's words when a new socket gets the file descriptor of a transport it still
+tracks (``File descriptor N is used by transport <TCPTransport ...>``): after a connect
+was cancelled (an API server restart, a timeout), aiohttp with uvloop can meet it on a
+later connect (MagicStack/uvloop#653, open). :meth:`KubeCluster.open` treats it as a lost
+connection, so the caller's retry applies; unhandled, it ended the process."""
+
+
 class RateLimiter:
     """A token bucket: ``qps`` tokens a second, at most ``burst`` saved up (client-go's
     flowcontrol). ``qps <= 0`` disables it. Time comes from the event loop."""
@@ -377,15 +385,24 @@ class KubeCluster:
         session = self._sessions.get(pool or pool_for(method))
         if session is None:
             session = self._session(pool or pool_for(method))
-        async with session.request(
-            method,
-            f"{self._host}{path}",
-            params=query,
-            data=body,
-            headers=headers,
-            timeout=client_timeout or self._timeout,
-            **self._extra,
-        ) as resp:
+        try:
+            resp = await session.request(
+                method,
+                f"{self._host}{path}",
+                params=query,
+                data=body,
+                headers=headers,
+                timeout=client_timeout or self._timeout,
+                **self._extra,
+            )
+        except RuntimeError as e:
+            if FD_IN_USE not in str(e):
+                raise
+            # uvloop's fd bookkeeping after a cancelled connect (MagicStack/uvloop#653):
+            # this connection could not be opened; the next one, after the stale
+            # transport is gone, can. A lost connection, retried as one.
+            raise aiohttp.ClientConnectionError(f"{method} {path}: {e}") from e
+        async with resp:
             yield resp
 
     def _session(self, pool: str) -> aiohttp.ClientSession:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
+import aiohttp
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
@@ -153,3 +155,32 @@ async def test_lists_take_a_few_connections_and_never_hold_up_a_watch(
     await asyncio.gather(*lists)
     assert api.served.count("GET /api/v1/pods") == LIST_CONNECTIONS + 3
     assert len(api.peers["/api/v1/pods"]) == LIST_CONNECTIONS
+
+
+async def test_uvloops_fd_in_use_on_connect_is_a_lost_connection(
+    held: tuple[HeldAPI, KubeCluster], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """uvloop after a cancelled connect (an API server restart: the soak met it) can
+    refuse a new socket whose descriptor a stale transport still holds. That request
+    fails as a lost connection (retryable: a bind is retried, a watch reconnects); the
+    process went down with the RuntimeError before. The next connect works."""
+    api, cluster = held
+    original = aiohttp.TCPConnector.connect
+    refusals = ["File descriptor 32 is used by transport <TCPTransport closed=False>"]
+
+    async def connect(self: aiohttp.TCPConnector, *args: Any, **kwargs: Any) -> Any:
+        if refusals:
+            raise RuntimeError(refusals.pop())
+        return await original(self, *args, **kwargs)
+
+    monkeypatch.setattr(aiohttp.TCPConnector, "connect", connect)
+    with pytest.raises(ClusterError) as lost:
+        await cluster.send("GET", "/api/v1/namespaces/shop/pods/web-1")
+    assert lost.value.code == "connection" and lost.value.retryable
+    assert "is used by transport" in str(lost.value)
+    await cluster.send("GET", "/api/v1/namespaces/shop/pods/web-1")
+    assert api.served == ["GET /api/v1/namespaces/shop/pods/web-1"]
+
+    refusals.append("some other loop bug")  # not ours to hide
+    with pytest.raises(RuntimeError, match="some other loop bug"):
+        await cluster.send("GET", "/api/v1/namespaces/shop/pods/web-1")
