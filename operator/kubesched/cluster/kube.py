@@ -173,9 +173,7 @@ def session_for(
         ctx.verify_mode = ssl.CERT_NONE
     if cfg.disable_strict_ssl_verification:
         ctx.verify_flags &= ~ssl.VERIFY_X509_STRICT
-    connector = aiohttp.TCPConnector(
-        limit=cfg.connection_pool_maxsize if limit is None else limit, ssl=ctx
-    )
+    connector = _Connector(limit=cfg.connection_pool_maxsize if limit is None else limit, ssl=ctx)
     return aiohttp.ClientSession(
         connector=connector, headers=headers, trust_env=False, read_bufsize=READ_BUFFER
     )
@@ -185,8 +183,23 @@ FD_IN_USE = "is used by transport"
 """uvloop's words when a new socket gets the file descriptor of a transport it still
 tracks (``File descriptor N is used by transport <TCPTransport ...>``): after a connect
 was cancelled (an API server restart, a timeout), aiohttp with uvloop can meet it on a
-later connect (MagicStack/uvloop#653, open). :meth:`KubeCluster.open` treats it as a lost
-connection, so the caller's retry applies; unhandled, it ended the process."""
+later connect (MagicStack/uvloop#653, open). See :class:`_Connector`."""
+
+
+class _Connector(aiohttp.TCPConnector):
+    """aiohttp's connector, with uvloop's :data:`FD_IN_USE` on a new connection raised
+    as the lost connection it is (``aiohttp.ClientConnectionError``), so the caller's
+    retry applies: our binds, watches and LISTs, and Kopf's requests, which go through
+    these sessions too (Kopf retries a lost connection and re-raises a RuntimeError,
+    which ended its watcher and the process: the soak's API server restart met it)."""
+
+    async def connect(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await super().connect(*args, **kwargs)
+        except RuntimeError as e:
+            if FD_IN_USE not in str(e):
+                raise
+            raise aiohttp.ClientConnectionError(f"connecting to the API server: {e}") from e
 
 
 class RateLimiter:
@@ -385,24 +398,15 @@ class KubeCluster:
         session = self._sessions.get(pool or pool_for(method))
         if session is None:
             session = self._session(pool or pool_for(method))
-        try:
-            resp = await session.request(
-                method,
-                f"{self._host}{path}",
-                params=query,
-                data=body,
-                headers=headers,
-                timeout=client_timeout or self._timeout,
-                **self._extra,
-            )
-        except RuntimeError as e:
-            if FD_IN_USE not in str(e):
-                raise
-            # uvloop's fd bookkeeping after a cancelled connect (MagicStack/uvloop#653):
-            # this connection could not be opened; the next one, after the stale
-            # transport is gone, can. A lost connection, retried as one.
-            raise aiohttp.ClientConnectionError(f"{method} {path}: {e}") from e
-        async with resp:
+        async with session.request(
+            method,
+            f"{self._host}{path}",
+            params=query,
+            data=body,
+            headers=headers,
+            timeout=client_timeout or self._timeout,
+            **self._extra,
+        ) as resp:
             yield resp
 
     def _session(self, pool: str) -> aiohttp.ClientSession:

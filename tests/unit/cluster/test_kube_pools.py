@@ -14,7 +14,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client as k8s_client
 
-from kubesched.cluster.kube import LIST_CONNECTIONS, KubeCluster
+from kubesched.cluster.kube import LIST_CONNECTIONS, KubeCluster, session_for
 from kubesched.framework.cluster_port import ClusterError
 from kubesched.framework.types import Pod
 from tests.builders import make_pod
@@ -180,6 +180,16 @@ async def test_uvloops_fd_in_use_on_connect_is_a_lost_connection(
     assert "is used by transport" in str(lost.value)
     await cluster.send("GET", "/api/v1/namespaces/shop/pods/web-1")
     assert api.served == ["GET /api/v1/namespaces/shop/pods/web-1"]
+
+    # the sessions lent to Kopf (session_for) say the same: Kopf retries a lost connection
+    # and re-raises a RuntimeError (its watcher, and the process, ended on it)
+    lent = session_for(cluster.api.configuration, limit=0)
+    try:
+        refusals.append("File descriptor 33 is used by transport <TCPTransport closed=False>")
+        with pytest.raises(aiohttp.ClientConnectionError, match="is used by transport"):
+            await lent.get(f"{cluster.api.configuration.host}/api/v1/nodes")
+    finally:
+        await lent.close()
 
     refusals.append("some other loop bug")  # not ours to hide
     with pytest.raises(RuntimeError, match="some other loop bug"):
