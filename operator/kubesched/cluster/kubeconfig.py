@@ -87,7 +87,7 @@ async def load_client_configuration(kubeconfig: str | None = None) -> k8s_client
             ) from None
     if not cfg.proxy:
         # HTTPS_PROXY/NO_PROXY, resolved once here instead of on every request (see
-        # kubesched.cluster.kube.session_for)
+        # kubesched.cluster.sessions.session_for)
         host = urllib.parse.urlsplit(str(cfg.host)).hostname or ""
         proxies = urllib.request.getproxies()
         if proxies.get("https") and not urllib.request.proxy_bypass(host):

@@ -41,7 +41,7 @@ import kopf
 from kubernetes_asyncio import client as k8s_client
 
 from kubesched.cluster.kinds import WATCHED
-from kubesched.cluster.kube import session_for
+from kubesched.cluster.sessions import session_for
 from kubesched.operator.settings import Settings
 from kubesched.operator.stopping import wait_first
 

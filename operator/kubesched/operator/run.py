@@ -29,8 +29,9 @@ from kubernetes_asyncio import client as k8s_client
 from kubesched.cluster.event_writer import EventWriterCollector
 from kubesched.cluster.informer import Informer
 from kubesched.cluster.kinds import WATCHED
-from kubesched.cluster.kube import KubeCluster, RateLimiter, load_client_configuration
+from kubesched.cluster.kube import KubeCluster, load_client_configuration
 from kubesched.cluster.prefetch import Page, Prefetch
+from kubesched.cluster.sessions import RateLimiter
 from kubesched.operator import logredact, podgroup_handlers
 from kubesched.operator.gang_sources import GangSources
 from kubesched.operator.handlers import DIRECT_KINDS, WatchRouter
@@ -60,7 +61,7 @@ SHUTDOWN_GRACE = 5.0
 WRITE_CONNECTIONS = 32
 """At most this many connections to the API server for writes (binds, status patches,
 deletions; HTTP/1.1, one request in flight each). Events and watches have pools of their
-own (:data:`kubesched.cluster.kube.POOLS`). kubernetes_asyncio's default is 100, and
+own (:data:`kubesched.cluster.sessions.POOLS`). kubernetes_asyncio's default is 100, and
 every TLS connection holds asyncio's 256 KiB read buffer: a 3000-pod burst opened ~55,
 14 MiB of buffers that stayed for good. 32 is several times what a few hundred binds a
 second keep busy (binds take milliseconds; more wait their turn): PodAntiAffinity on 1000

@@ -15,7 +15,8 @@ from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client as k8s_client
 
 from kubesched.api.meta import micro_time
-from kubesched.cluster.kube import KubeCluster, RateLimiter
+from kubesched.cluster.kube import KubeCluster
+from kubesched.cluster.sessions import RateLimiter
 from kubesched.framework.cluster_port import ClusterError, Conflict, NotFound, PodCondition
 from tests.builders import make_pod
 

@@ -14,7 +14,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client as k8s_client
 
-from kubesched.cluster.kube import LIST_CONNECTIONS, KubeCluster, session_for
+from kubesched.cluster.kube import KubeCluster
+from kubesched.cluster.sessions import LIST_CONNECTIONS, session_for
 from kubesched.framework.cluster_port import ClusterError
 from kubesched.framework.types import Pod
 from tests.builders import make_pod

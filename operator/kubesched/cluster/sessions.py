@@ -1,0 +1,151 @@
+"""kubesched's connections to the API server: one aiohttp session per pool of connections
+(:data:`POOLS`), built from kubernetes_asyncio's ``Configuration`` (:func:`session_for`),
+their connector (:class:`_Connector`) and the client-side rate limit
+(:class:`RateLimiter`). :class:`kubesched.cluster.kube.KubeCluster` sends through them,
+and Kopf's requests go through sessions made here too (``operator/kopf_runner.py``)."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import Mapping
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio import client as k8s_client
+
+__all__ = [
+    "EVENTS",
+    "FD_IN_USE",
+    "LISTS",
+    "LIST_CONNECTIONS",
+    "POOLS",
+    "READS",
+    "READ_BUFFER",
+    "WRITES",
+    "RateLimiter",
+    "pool_for",
+    "session_for",
+]
+
+READ_BUFFER = 2**21
+"""aiohttp's read buffer per connection, as kubernetes_asyncio sets it: a watch event with
+a large object can exceed the default (etcd takes requests up to 1.5 MiB)."""
+
+
+WRITES = "writes"
+EVENTS = "events"
+READS = "reads"
+LISTS = "lists"
+POOLS = (WRITES, EVENTS, READS, LISTS)
+"""The connection pools, one aiohttp session each, so that no kind of request waits for a
+connection another kind holds:
+
+* ``writes``: binds, status patches, deletions and the other writes, at most the
+  configuration's ``connection_pool_maxsize`` connections;
+* ``events``: the Event writers, one connection each (``event_writers``), as
+  kube-scheduler writes Events through a client of their own;
+* ``reads``: watches and single GETs, no limit (a watch holds its connection for its
+  life);
+* ``lists``: LISTs (:meth:`KubeCluster.list_pages`), at most :data:`LIST_CONNECTIONS`.
+  Start-up lists every watched kind at once: on the reads' pool that was a TLS
+  handshake each (~20, about 2.5 ms of CPU apiece on the way to the first bind) and as
+  many connections idle for the keep-alive's 15 s after; a LIST takes a round trip or
+  two, so a few connections serve them in turn.
+
+With one pool for all three, a stream of pods starved the binds: each Event writer
+takes the next Event as soon as its write returns, in the same step of the event loop,
+so it took the connection it had just released before the bind woken for it ran, and
+the binds waited their turn behind 16 writers that never waited (SchedulingBasic,
+1000 nodes, stream arrival: 100-550 binds in flight, a bind request 2.9 s at p50
+against 0.36 s for an Event); and a watch that reconnected queued behind them all,
+so no pod event arrived meanwhile."""
+
+
+LIST_CONNECTIONS = 4
+"""Connections of the ``lists`` pool (see :data:`POOLS`)."""
+
+
+def pool_for(method: str) -> str:
+    """The pool of a request that names none: reads for GET, writes otherwise."""
+    return READS if method == "GET" else WRITES
+
+
+def session_for(
+    cfg: k8s_client.Configuration,
+    limit: int | None = None,
+    *,
+    headers: Mapping[str, str] | None = None,
+) -> aiohttp.ClientSession:
+    """An aiohttp session to the API server of ``cfg`` (inside a running event loop), with
+    at most ``limit`` connections (None: ``cfg.connection_pool_maxsize``; 0: no limit),
+    sending ``headers`` with every request.
+
+    ``trust_env`` off: with it on (kubernetes_asyncio's own session) every request reads
+    the proxy variables and ``~/.netrc`` in a worker thread, about 10% of the event loop
+    at a few hundred binds a second and a thread hop per write (py-spy under ``kubesched
+    bench``). The proxy is resolved once in :func:`load_client_configuration`; a netrc is
+    no way to authenticate to an API server."""
+    ctx = ssl.create_default_context(cafile=cfg.ssl_ca_cert or None)
+    if cfg.cert_file:
+        ctx.load_cert_chain(cfg.cert_file, keyfile=cfg.key_file or None)
+    if not cfg.verify_ssl:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    if cfg.disable_strict_ssl_verification:
+        ctx.verify_flags &= ~ssl.VERIFY_X509_STRICT
+    connector = _Connector(limit=cfg.connection_pool_maxsize if limit is None else limit, ssl=ctx)
+    return aiohttp.ClientSession(
+        connector=connector, headers=headers, trust_env=False, read_bufsize=READ_BUFFER
+    )
+
+
+FD_IN_USE = "is used by transport"
+"""uvloop's words when a new socket gets the file descriptor of a transport it still
+tracks (``File descriptor N is used by transport <TCPTransport ...>``): after a connect
+was cancelled (an API server restart, a timeout), aiohttp with uvloop can meet it on a
+later connect (MagicStack/uvloop#653, open). See :class:`_Connector`."""
+
+
+class _Connector(aiohttp.TCPConnector):
+    """aiohttp's connector, with uvloop's :data:`FD_IN_USE` on a new connection raised
+    as the lost connection it is (``aiohttp.ClientConnectionError``), so the caller's
+    retry applies: our binds, watches and LISTs, and Kopf's requests, which go through
+    these sessions too (Kopf retries a lost connection and re-raises a RuntimeError,
+    which ended its watcher and the process: the soak's API server restart met it)."""
+
+    async def connect(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await super().connect(*args, **kwargs)
+        except RuntimeError as e:
+            if FD_IN_USE not in str(e):
+                raise
+            raise aiohttp.ClientConnectionError(f"connecting to the API server: {e}") from e
+
+
+class RateLimiter:
+    """A token bucket: ``qps`` tokens a second, at most ``burst`` saved up (client-go's
+    flowcontrol). ``qps <= 0`` disables it. Time comes from the event loop."""
+
+    def __init__(self, qps: float, burst: int) -> None:
+        self.qps = qps
+        self.burst = max(1, burst)
+        self._tokens = float(self.burst)
+        self._last: float | None = None
+        self._lock = asyncio.Lock()
+
+    async def acquire(self) -> None:
+        if self.qps <= 0:
+            return
+        async with self._lock:
+            loop = asyncio.get_running_loop()
+            now = loop.time()
+            if self._last is not None:
+                self._tokens = min(self.burst, self._tokens + (now - self._last) * self.qps)
+            self._last = now
+            if self._tokens < 1:
+                wait = (1 - self._tokens) / self.qps
+                await asyncio.sleep(wait)
+                self._tokens = 1.0
+                self._last = loop.time()
+            self._tokens -= 1
