@@ -1,10 +1,11 @@
 """A lean informer: LIST + WATCH of one kind, each event decoded with orjson into a dict.
 
-``kubesched run --watch-engine direct`` feeds pods and nodes through this instead of
-Kopf's per-event machinery (per-object memories, loggers, throttler, indexing, diffbase
-essence and diff, per-object worker tasks, batching), which was 20-27% of the event
-loop at a few hundred pods a second (see docs/bench.md). Everything else (the other
-watched kinds, the CRDs' change handlers) stays with Kopf.
+``kubesched run --watch-engine direct`` (the default) feeds every watched kind (pods,
+nodes, budgets, volumes, the DRA kinds, PodGroups, ...: ``kinds.WATCHED``) through this
+instead of Kopf's per-event machinery (per-object memories, loggers, throttler, indexing,
+diffbase essence and diff, per-object worker tasks, batching), which was 20-27% of the
+event loop at a few hundred pods a second (see docs/bench.md). Kopf keeps the handlers
+that act on objects: the SchedulingProfiles' and the PodGroups' status timers.
 
 The protocol, as client-go's reflector:
 
@@ -20,10 +21,10 @@ The protocol, as client-go's reflector:
 * any other failure (connection, timeout, 5xx, a broken line) -> reconnect from the last
   resourceVersion after a backoff (``backoff_initial`` doubling up to ``backoff_max``,
   reset once a watch delivers);
-* ``on_relist`` is called after each relist but the first: the owner's cue that the
-  server lost history (a restarted API server answers every old resourceVersion with
-  410), so other watches (Kopf's, which relist without synthesizing deletions) may have
-  missed deletions too.
+* an optional kind (``kinds.OPTIONAL_KINDS``: a CRD not installed, an API group the
+  server does not serve) answering ``404`` is an empty listing: what was delivered
+  before is DELETED, the informer counts as synced, and it lists again every
+  ``absent_poll`` seconds, so a CRD installed later is watched without a restart.
 
 Objects are trimmed (:func:`kubesched.cluster.kube.trim`: no ``managedFields``) before they
 are delivered. The requests go through :meth:`KubeCluster.open` (kubernetes_asyncio's
@@ -41,11 +42,11 @@ from typing import Any
 import aiohttp
 import orjson
 
-from kubesched.cluster.kinds import LIST_PATHS
+from kubesched.cluster.kinds import LIST_PATHS, OPTIONAL_KINDS, WATCHED
 from kubesched.cluster.kube import KubeCluster, trim
 from kubesched.cluster.managed_fields import STRUCT_ORDER_KINDS, without_managed_fields
 from kubesched.cluster.prefetch import Page
-from kubesched.framework.cluster_port import ClusterError
+from kubesched.framework.cluster_port import ClusterError, NotFound
 
 __all__ = ["Dispatch", "Informer", "WatchGone"]
 
@@ -53,6 +54,10 @@ log = logging.getLogger("kubesched.cluster.informer")
 
 Dispatch = Callable[[str, str | None, dict[str, Any]], None]
 """``(kind, event_type, obj)``: event_type is ADDED, MODIFIED, DELETED or None (listed)."""
+
+
+_REQUIRED = frozenset(k.kind for k in WATCHED if not k.optional)
+"""The watched kinds every API server serves: a 404 listing one is an error."""
 
 
 class WatchGone(Exception):
@@ -74,7 +79,7 @@ class Informer:
         page_size: int = 500,
         backoff_initial: float = 0.5,
         backoff_max: float = 30.0,
-        on_relist: Callable[[], None] | None = None,
+        absent_poll: float = 60.0,
         prefetched: Callable[[], Awaitable[list[Page] | None]] | None = None,
     ) -> None:
         prefix, plural = LIST_PATHS[kind]
@@ -94,12 +99,13 @@ class Informer:
         """Set after the first listing was delivered."""
         self.lists = 0
         self.watches = 0
-        self.on_relist = on_relist
+        self.optional = kind in OPTIONAL_KINDS
+        self.absent_poll = absent_poll
+        self.served: bool | None = None
+        """Whether the last listing found the kind served (None before the first)."""
         self.prefetched = prefetched
         """The first listing, made ahead (:mod:`kubesched.cluster.prefetch`); None when
         it was not (the informer lists then)."""
-        """Called after every listing but the first (after 410 Gone: the server lost
-        the watch's history, e.g. it restarted), once its events are delivered."""
 
     # -- the loop ---------------------------------------------------------------------------------
     async def run(self) -> None:
@@ -108,7 +114,9 @@ class Informer:
         while True:
             try:
                 if need_list:
-                    await self.relist()
+                    if not await self.relist():
+                        await asyncio.sleep(self.absent_poll)  # not served: look again
+                        continue
                     need_list = False
                     backoff = self.backoff_initial
                 delivered = await self.watch()
@@ -117,16 +125,21 @@ class Informer:
                 continue  # the server ended the watch: resume at once
             except asyncio.CancelledError:
                 raise
-            except WatchGone:
-                log.info("%s watch: resourceVersion %s is gone: relisting", self.kind,
-                         self.resource_version)  # fmt: skip
+            except WatchGone as e:
+                log.info("%s watch: %s: relisting", self.kind,
+                         str(e) or f"resourceVersion {self.resource_version} is gone")  # fmt: skip
                 need_list = True
                 continue
             except (ClusterError, aiohttp.ClientError, TimeoutError, ValueError) as e:
-                if isinstance(e, ClusterError) and e.code == "403" and not self.synced.is_set():
-                    # Not allowed to list at all: start-up fails with the API server's
-                    # words (kube-scheduler would wait forever for this cache), instead
-                    # of retrying in the background while nothing is ever scheduled.
+                if (
+                    isinstance(e, ClusterError)
+                    and (e.code == "403" or (e.code == "404" and self.kind in _REQUIRED))
+                    and not self.synced.is_set()
+                ):
+                    # Not allowed to list at all, or a kind that must be served is not:
+                    # start-up fails with the API server's words (kube-scheduler would
+                    # wait forever for this cache), instead of retrying in the background
+                    # while nothing is ever scheduled.
                     raise
                 log.warning("%s watch failed (%s: %s): retrying in %.1fs", self.kind,
                             type(e).__name__, e, backoff)  # fmt: skip
@@ -134,23 +147,39 @@ class Informer:
             backoff = min(self.backoff_max, backoff * 2)
 
     # -- LIST ---------------------------------------------------------------------------------------
-    async def relist(self) -> None:
+    async def relist(self) -> bool:
         """One LIST, delivered page by page as each arrives, so the whole listing's
         decoded JSON never piles up before the first object is handled. The pages are one
         consistent snapshot (the continue token pins the first page's resourceVersion),
         so delivering them one by one is the same as delivering the whole listing; a
         listing that fails halfway leaves ``known`` as it was and the next relist starts
-        over (what was delivered is real state, and replays of it are dropped)."""
+        over (what was delivered is real state, and replays of it are dropped). False:
+        an optional kind the API server does not serve (404), listed as none."""
         key_of, kind, dispatch = self.cluster.key_of, self.kind, self.dispatch
         before: dict[str, dict[str, Any]] = self.known
         known: dict[str, dict[str, Any]] = {}
         rv = ""
-        async for items, page_rv in self._pages():
-            rv = page_rv or rv
-            for item in items:
-                item.setdefault("kind", kind)
-                known[key_of(kind, item)] = item
-                dispatch(kind, None, item)
+        served = True
+        try:
+            async for items, page_rv in self._pages():
+                rv = page_rv or rv
+                for item in items:
+                    item.setdefault("kind", kind)
+                    known[key_of(kind, item)] = item
+                    dispatch(kind, None, item)
+        except NotFound:
+            if not self.optional:
+                raise
+            served, rv = False, ""
+            before = {**before, **known}  # a CRD deleted between two pages: all of it
+            known = {}
+        if served != self.served and (served is False or self.served is False):
+            if served:
+                log.info("%s is served now: %d listed", kind, len(known))
+            else:
+                log.info("%s is not served (its CRD is not installed, or its API group is off):"
+                         " none listed; looking again every %.0f s", kind, self.absent_poll)  # fmt: skip
+        self.served = served
         self.lists += 1
         self.known = known
         self.resource_version = rv
@@ -162,8 +191,7 @@ class Informer:
                 log.info("%s %s vanished while the watch was behind: DELETED", kind, key)
             self.dispatch(kind, "DELETED", last)  # gone, or re-created under a new uid
         self.synced.set()
-        if self.lists > 1 and self.on_relist is not None:
-            self.on_relist()
+        return served
 
     async def _pages(self) -> AsyncIterator[Page]:
         prefetched, self.prefetched = self.prefetched, None
@@ -192,6 +220,9 @@ class Informer:
         ) as resp:
             if resp.status == 410:
                 raise WatchGone()
+            if resp.status == 404 and self.optional:
+                # the relist finds it gone and deletes what it held
+                raise WatchGone("not served any more (404)")
             if resp.status != 200:
                 body = await resp.read()
                 raise ClusterError(f"watch {self.path}: {resp.status} {body[:200]!r}")

@@ -91,8 +91,8 @@ KINDS: tuple[Kind, ...] = (
     Kind("ResourceClaim", _RESOURCE, "resourceclaims", optional=True),
     # DeviceTaintRules taint the slices' devices (v1 since 1.37, on by default)
     Kind("DeviceTaintRule", _RESOURCE, "devicetaintrules", cluster_scoped=True, optional=True),
-    # Coscheduling's gangs: without the CRD the initial sync lists none (Kopf's CRD scanning
-    # is off, so a CRD installed later needs a restart)
+    # Coscheduling's gangs: without the CRD the initial sync lists none, and the informer
+    # looks again every minute (a CRD installed later is watched without a restart)
     Kind(STORE_KINDS[GangAPI.KUBESCHED], GangAPI.KUBESCHED.value, "podgroups", optional=True),
     # a pod whose claim the resourceclaim controller has yet to create is explained from its
     # template; kube-scheduler never reads templates

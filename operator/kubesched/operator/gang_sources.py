@@ -142,10 +142,18 @@ class GangSources:
             inf = self._informer(source.kind)
             task = asyncio.ensure_future(inf.run())
             self.running[source.kind] = (inf, task)
-            started.append(inf)
+            started.append((source, inf, task))
         if first:
-            for inf in started:
-                await inf.synced.wait()
+            for source, inf, task in started:
+                # or its end: an informer that failed before it listed never syncs
+                synced = asyncio.ensure_future(inf.synced.wait())
+                await asyncio.wait({synced, task}, return_when=asyncio.FIRST_COMPLETED)
+                synced.cancel()
+                if task.done() and not inf.synced.is_set():
+                    self.running.pop(source.kind, None)
+                    error = None if task.cancelled() else task.exception()
+                    log.warning("listing %s failed (%s): retrying at the next discovery poll",
+                                source.label, error)  # fmt: skip
 
     async def _check_listable(self, source: Source) -> None:
         """Raise :class:`GangAPIForbidden` when the API server refuses to list

@@ -1,9 +1,9 @@
 """Kopf watch handlers: watch events -> the object store and the scheduler's EventHandlers.
 
-Every watched kind arrives through ``@kopf.on.event`` (pods and nodes only with
-``watch_engine: kopf``; by default they come from ``kubesched.cluster.informer``, into the
-same :meth:`WatchRouter.dispatch`): stateless, so Kopf never writes
-an annotation or a finalizer to a user's pod (change handlers would). Each handler only
+With ``watch_engine: kopf`` every watched kind arrives through ``@kopf.on.event``; by
+default (``direct``) they come from ``kubesched.cluster.informer`` instead, into the same
+:meth:`WatchRouter.dispatch`. The handlers are stateless, so Kopf never writes an
+annotation or a finalizer to a user's pod (change handlers would). Each handler only
 hands the raw dict to :meth:`WatchRouter.dispatch`, which
 
 * keeps the store (``KubeCluster.objects``) current and supplies the ``old`` object,
@@ -13,10 +13,11 @@ hands the raw dict to :meth:`WatchRouter.dispatch`, which
 * reports a malformed object as a Kubernetes Event on that object, once per version.
 
 Kopf relists after a watch expires (410 Gone) but reports nothing for objects deleted
-while it was disconnected. :meth:`WatchRouter.reconcile` closes that gap for pods and
-nodes: it lists them from the API server and synthesizes DELETED for objects the store
-still holds but the server no longer has. ``run`` calls it once at start (the initial
-sync that readiness waits for) and then periodically.
+while it was disconnected (the informers do). :meth:`WatchRouter.reconcile` closes that
+gap: it lists kinds from the API server and synthesizes DELETED for objects the store
+still holds but the server no longer has. ``run`` lists every kind with it at start
+(those the informers do not list), for pods and nodes periodically (``resync_seconds``),
+and for Kopf's kinds after Kopf's own first listing.
 """
 
 from __future__ import annotations
@@ -205,8 +206,11 @@ async def _replay(pages: list[Page]) -> AsyncIterator[Page]:
         yield page
 
 
-DIRECT_KINDS = frozenset({"Pod", "Node"})
-"""Watched by ``kubesched.cluster.informer`` instead of Kopf with ``watch_engine: direct``."""
+DIRECT_KINDS = frozenset(w.kind for w in WATCHED)
+"""Watched by ``kubesched.cluster.informer`` instead of Kopf with ``watch_engine: direct``:
+every watched kind. Each informer watches from its own listing's resourceVersion (so a
+deletion between the start's listing and the watch arrives as an event) and
+synthesizes DELETED on a relist after 410 Gone, which Kopf's watches do not."""
 
 
 def build_registry(router: WatchRouter, *, skip: Collection[str] = ()) -> kopf.OperatorRegistry:

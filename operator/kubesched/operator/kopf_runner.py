@@ -1,7 +1,7 @@
 """Kopf, embedded in ``kubesched run`` through its public API.
 
-Kopf watches the kinds the direct informers do not (and all of them with
-``watch_engine: kopf``) and runs the SchedulingProfile and PodGroup handlers. ``run``
+Kopf runs the SchedulingProfile and PodGroup handlers (and, with ``watch_engine: kopf``,
+watches every kind the direct informers would). ``run``
 starts it with :func:`run_kopf` once the cache is synced and stops it through its stop
 flag, after our own tasks are done (see ``run._shutdown``).
 

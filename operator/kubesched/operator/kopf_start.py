@@ -1,8 +1,8 @@
 """Kopf in ``kubesched run``: imported, given its handlers and started once the cache is
 synced, off the way to the first bind.
 
-Kopf runs the SchedulingProfile and PodGroup handlers and watches the kinds the direct
-informers do not. Scheduling waits for none of it: every watched kind is listed into the
+Kopf runs the SchedulingProfile and PodGroup handlers (and, with ``watch_engine: kopf``,
+watches every kind). Scheduling waits for none of it: every watched kind is listed into the
 cache, and the SchedulingProfiles applied, before the first cycle (``_initial_sync`` in
 :mod:`kubesched.operator.run`); Kopf's handlers take over from that listing. So Kopf's
 import (with attrs, iso8601, jsonpatch and its own modules: about half a CPU second on

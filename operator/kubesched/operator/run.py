@@ -74,10 +74,10 @@ are not synced yet (see :func:`_serve`): liveness (/healthz) answers within seco
 the start however long the first LIST takes (the chart's probe starts after 10 s)."""
 
 RECONCILE_DELAYS = (1.0, 60.0)
-"""After an informer's relist, Kopf's kinds are reconciled twice: 1 s later (the other
-informer's relist, the same restart, is coalesced into it) and again a minute after
-that, when Kopf's own watchers have surely reconnected (their backoffs add up to 54 s):
-something deleted between the first listing and Kopf's relist is caught then."""
+"""With ``watch_engine: kopf``, after Kopf starts, the kinds it watches are reconciled
+twice: 1 s later and again a minute after that, when Kopf's own watchers have surely
+listed (their backoffs add up to 54 s): something deleted between the initial sync's
+listing and Kopf's, which reports no DELETED for it, is forgotten then."""
 
 
 class LeadershipLost(Exception):
@@ -121,7 +121,7 @@ class Runtime:
         self.prefetch = prefetch
         """The first LIST of the watched kinds, made ahead (taken by the initial sync)."""
         self.informers = self._direct_informers(prefetch)
-        """Pods and nodes with ``watch_engine: direct`` (Kopf watches them otherwise)."""
+        """Every watched kind's with ``watch_engine: direct`` (Kopf watches them otherwise)."""
         self.profiles = ProfileController(
             self.scheduler,
             self.cluster,
@@ -165,7 +165,6 @@ class Runtime:
     def _informer(
         self,
         kind: str,
-        on_relist: Callable[[], None] | None = None,
         prefetched: Callable[[], Awaitable[list[Page] | None]] | None = None,
     ) -> Informer:
         s = self.settings
@@ -175,7 +174,6 @@ class Runtime:
             self.router.dispatch,
             server_timeout=s.watch_server_timeout,
             client_timeout=s.watch_client_timeout,
-            on_relist=on_relist,
             prefetched=prefetched,
         )
 
@@ -184,35 +182,33 @@ class Runtime:
             return []
         return [
             self._informer(
-                kind,
-                on_relist=self.informer_relisted,
-                prefetched=functools.partial(prefetch.take, kind) if prefetch else None,
+                w.kind, prefetched=functools.partial(prefetch.take, w.kind) if prefetch else None
             )
-            for kind in sorted(DIRECT_KINDS)
+            for w in WATCHED
+            if w.kind in DIRECT_KINDS
         ]
 
     def http_started(self, port: int) -> None:
         self.port = port
         self.serving.set()
 
-    def informer_relisted(self) -> None:
-        """A direct informer relisted after 410 Gone: the API server lost the watches'
-        history (it restarted, or we were away too long). Kopf's watches of the other
-        kinds relist then too, but deliver no DELETED for what vanished meanwhile (a
-        PodGroup, a PDB deleted while the server was down or we were disconnected
-        would stay in the store for good): reconcile those kinds with a fresh listing.
-        The pod and node informers relist together: one reconcile serves both."""
-        self.reconcile_kopf_kinds("a relist")
+    @property
+    def kopf_kinds(self) -> tuple[str, ...]:
+        """The watched kinds Kopf watches: none with the direct informers, else all."""
+        direct = {i.kind for i in self.informers}
+        return tuple(w.kind for w in WATCHED if w.kind not in direct)
 
     def reconcile_kopf_kinds(self, after: str) -> None:
-        """Reconcile Kopf's kinds with a fresh listing, :data:`RECONCILE_DELAYS` after
-        ``after`` (a relist, or Kopf's start: its first listing, a moment after the
-        initial sync's, reports no DELETED for what vanished in between either)."""
+        """Reconcile Kopf's kinds (if any) with a fresh listing, :data:`RECONCILE_DELAYS`
+        after ``after`` (Kopf's start: its first listing, a moment after the initial
+        sync's, reports no DELETED for what vanished in between)."""
+        if not self.kopf_kinds:
+            return
         if self.kopf_reconcile is None or self.kopf_reconcile.done():
             self.kopf_reconcile = asyncio.ensure_future(self._reconcile_kopf_kinds(after))
 
     async def _reconcile_kopf_kinds(self, after: str) -> None:
-        kinds = tuple(w.kind for w in WATCHED if w.kind not in DIRECT_KINDS)
+        kinds = self.kopf_kinds
         for delay in RECONCILE_DELAYS:
             await asyncio.sleep(delay)
             try:
@@ -421,15 +417,10 @@ async def _initial_sync(
     # while the modules were imported; the informers' kinds are theirs to list. The
     # foreign gang APIs served now are listed (gang_sources), and the SchedulingProfiles
     # applied oldest first, before any cycle (and before their Kopf handlers).
-    direct = DIRECT_KINDS if rt.informers else frozenset()
     prefetched = rt.prefetch.take if rt.prefetch is not None else None
     try:
         await all_or_none(
-            *(
-                rt.router.reconcile((w.kind,), prefetched=prefetched)
-                for w in WATCHED
-                if w.kind not in direct
-            ),
+            *(rt.router.reconcile((kind,), prefetched=prefetched) for kind in rt.kopf_kinds),
             rt.gang_sources.start(),
             rt.profiles.load(),
             *(informer.synced.wait() for informer in rt.informers),
@@ -440,7 +431,7 @@ async def _initial_sync(
             gc.enable()
     rt.scheduler.queues.release_moves()
     # Scheduling needs the caches, not Kopf: what Kopf watches was listed above, and its
-    # handlers (SchedulingProfile and PodGroup changes) take over from that listing.
+    # handlers (SchedulingProfile changes, PodGroup status) take over from that listing.
     rt.cache_synced.set()
     await kopf_ready.wait()
     # the sync's listing of Kopf's kinds (or the prefetch's) came before Kopf's own

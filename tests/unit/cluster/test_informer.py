@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +16,7 @@ from kubernetes_asyncio import client as k8s_client
 
 from kubesched.cluster.informer import Informer
 from kubesched.cluster.kube import KubeCluster
+from kubesched.framework.cluster_port import ClusterError
 
 
 def pod(name: str, rv: int, uid: str | None = None) -> dict[str, Any]:
@@ -44,7 +46,8 @@ Watch = list[bytes] | int | Callable[[], None]
 
 @dataclass
 class FakeAPI:
-    lists: list[tuple[list[dict[str, Any]], int]] = field(default_factory=list)
+    lists: list[tuple[list[dict[str, Any]], int] | int] = field(default_factory=list)
+    """Listings (items, resourceVersion) in turn, or an HTTP status to answer."""
     watches: list[Watch] = field(default_factory=list)
     queries: list[dict[str, str]] = field(default_factory=list)
     paging: tuple[list[dict[str, Any]], int] = ([], 0)
@@ -55,7 +58,11 @@ class FakeAPI:
         self.queries.append(query)
         assert request.headers["Authorization"] == "Bearer t0ken"
         if "watch" not in query:
-            items, rv = self.paging if "continue" in query else self.lists.pop(0)
+            listing = self.paging if "continue" in query else self.lists.pop(0)
+            if isinstance(listing, int):
+                status = {"kind": "Status", "code": listing, "message": "nope"}
+                return web.Response(status=listing, body=orjson.dumps(status))
+            items, rv = listing
             limit = int(query.get("limit") or 0) or len(items)
             self.paging = (items[limit:], rv)
             meta = {"resourceVersion": str(rv)}
@@ -93,6 +100,7 @@ async def fake() -> AsyncIterator[tuple[FakeAPI, KubeCluster]]:
     api = FakeAPI()
     app = web.Application()
     app.router.add_route("GET", "/api/v1/pods", api.handle)
+    app.router.add_route("GET", "/apis/kubesched.dev/v1alpha1/podgroups", api.handle)
     server = TestServer(app)
     await server.start_server()
     cfg = k8s_client.Configuration(host=str(server.make_url("")).rstrip("/"))
@@ -111,37 +119,28 @@ async def fake() -> AsyncIterator[tuple[FakeAPI, KubeCluster]]:
 Seen = list[tuple[str | None, str, str]]
 
 
-RELISTED = ("on_relist", "", "")
-
-
 async def run_until(
-    cluster: KubeCluster, condition: Callable[[Seen], bool], *, mark_relists: bool = False
+    cluster: KubeCluster, condition: Callable[[Seen], bool], *, kind: str = "Pod"
 ) -> tuple[Informer, Seen]:
-    """Run an informer until ``condition(seen)``; ``mark_relists``: its ``on_relist``
-    callback appends ``RELISTED`` to ``seen``."""
+    """Run an informer of ``kind`` until ``condition(seen)``."""
     seen: Seen = []
     done = asyncio.Event()
 
-    def dispatch(kind: str, event_type: str | None, obj: dict[str, Any]) -> None:
-        assert kind == "Pod" and obj["kind"] == "Pod"
+    def dispatch(got: str, event_type: str | None, obj: dict[str, Any]) -> None:
+        assert got == kind and obj["kind"] == kind
         meta = obj["metadata"]
         seen.append((event_type, meta["name"], meta["resourceVersion"]))
         if condition(seen):
             done.set()
 
-    def relisted() -> None:
-        seen.append(RELISTED)
-        if condition(seen):
-            done.set()
-
     informer = Informer(
         cluster,
-        "Pod",
+        kind,
         dispatch,
         page_size=2,
         backoff_initial=0.01,
         backoff_max=0.05,
-        on_relist=relisted if mark_relists else None,
+        absent_poll=0.05,
     )
     task = asyncio.create_task(informer.run())
     try:
@@ -201,7 +200,7 @@ async def test_410_gone_relists_and_synthesizes_deletes(
     expired = {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"}
     first: Watch = [event("ERROR", expired)] if gone == "error-event" else 410
     api.watches = [[event("MODIFIED", pod("b", 12))], first]
-    informer, seen = await run_until(cluster, lambda s: len(s) >= 10, mark_relists=True)
+    informer, seen = await run_until(cluster, lambda s: len(s) >= 9)
     assert seen[:4] == [
         (None, "a", "5"),
         (None, "b", "6"),
@@ -212,8 +211,6 @@ async def test_410_gone_relists_and_synthesizes_deletes(
     assert relisted[:3] == [(None, "a", "5"), (None, "c", "30"), (None, "d", "31")]
     # the last versions seen of what vanished (b) or was replaced (c)
     assert sorted(relisted[3:5]) == [("DELETED", "b", "12"), ("DELETED", "c", "7")]
-    # the owner is told, once everything was delivered (not after the first listing)
-    assert relisted[5:] == [RELISTED]
     assert informer.lists == 2
     assert api.watch_queries()[-1]["resourceVersion"] == "40"
 
@@ -295,3 +292,45 @@ async def test_listing_pages_are_delivered_as_they_arrive_without_managed_fields
     ]
     assert [q.get("continue") for q in api.queries if "watch" not in q] == [None, "page-1"]
     assert informer.resource_version == "11"
+
+
+def group(name: str, rv: int) -> dict[str, Any]:
+    return {**pod(name, rv), "apiVersion": "kubesched.dev/v1alpha1", "kind": "PodGroup"}
+
+
+async def test_an_optional_kind_not_served_is_none_until_it_is(
+    fake: tuple[FakeAPI, KubeCluster], caplog: pytest.LogCaptureFixture
+) -> None:
+    """PodGroups without their CRD: synced with none (the start goes on), listed again
+    until the CRD is installed, then watched; uninstalled, what was held is DELETED."""
+    caplog.set_level(logging.INFO, logger="kubesched")
+    api, cluster = fake
+    api.lists = [404, 404, ([group("g", 5)], 10), 404, 404]
+    api.watches = [404]  # the CRD is deleted while watched
+    informer, seen = await run_until(cluster, lambda s: len(s) >= 2, kind="PodGroup")
+    assert seen == [(None, "g", "5"), ("DELETED", "g", "5")]
+    assert informer.synced.is_set() and informer.served is False and not informer.known
+    logged = [r.getMessage() for r in caplog.records if r.name == "kubesched.cluster.informer"]
+    assert [m for m in logged if "served" in m] == [
+        "PodGroup is not served (its CRD is not installed, or its API group is off): none "
+        "listed; looking again every 0 s",
+        "PodGroup is served now: 1 listed",
+        "PodGroup watch: not served any more (404): relisting",
+        "PodGroup is not served (its CRD is not installed, or its API group is off): none "
+        "listed; looking again every 0 s",
+    ]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+@pytest.mark.parametrize("status", [403, 404])
+async def test_a_kind_refused_or_not_served_at_the_first_listing_ends_the_start(
+    fake: tuple[FakeAPI, KubeCluster], status: int
+) -> None:
+    """Pods (which must be served) answered 404, or 403 by RBAC: the informer ends with
+    the API server's words instead of retrying while nothing is ever scheduled."""
+    api, cluster = fake
+    api.lists = [status]
+    informer = Informer(cluster, "Pod", lambda *_: None, backoff_initial=0.01)
+    with pytest.raises(ClusterError, match=f"GET /api/v1/pods: {status} nope"):
+        await asyncio.wait_for(informer.run(), 5)
+    assert not informer.synced.is_set()

@@ -249,6 +249,38 @@ async def test_an_api_served_later_but_forbidden_is_logged_and_tried_again(
     assert set(src.running) == {X}
 
 
+async def test_an_informer_failing_before_it_listed_neither_hangs_the_start_nor_sticks(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The API went away between discovery and the informer's listing (its 404), or RBAC
+    changed: the start goes on without that kind, and the next poll starts it again."""
+    api = Discovery()
+    api.served["scheduling.x-k8s.io/v1alpha1"] = ["podgroups", "podgroups/status"]
+    failing = [True]
+
+    class Failing(FakeInformer):
+        def __init__(self, kind: str) -> None:
+            super().__init__(kind)
+            if failing[0]:
+                self.synced.clear()
+
+        async def run(self) -> None:
+            if failing[0]:
+                raise ClusterError("GET /apis/scheduling.x-k8s.io/v1alpha1/podgroups: 404")
+            await super().run()
+
+    src = GangSources(api, lambda k, t, o: None, informer=Failing)  # type: ignore[arg-type]
+    await asyncio.wait_for(src.start(), 5)
+    assert src.running == {}
+    assert (
+        "listing scheduling.x-k8s.io/v1alpha1 PodGroup failed (GET /apis/scheduling.x-k8s.io/"
+        "v1alpha1/podgroups: 404): retrying at the next discovery poll" in caplog.text
+    )
+    failing[0] = False
+    await src.poll()
+    assert set(src.running) == {X}
+
+
 def test_the_scheduler_plugins_crd_copy_holds_what_we_read_and_write() -> None:
     """The test copy of scheduler-plugins' CRD and our model of it cannot drift apart."""
     path = Path(__file__).parents[2] / "crds" / "podgroups.scheduling.x-k8s.io.yaml"

@@ -1,10 +1,12 @@
-"""The initial sync takes every watched kind from the prefetch (one LIST each, pods and
-nodes first); a kind the server refuses (404, 403) or a broken connection leaves the
-listing to the sync, which then ends as it would have without the prefetch."""
+"""The initial sync (each watched kind's informer's first listing) takes every kind from
+the prefetch (one LIST each, pods and nodes first); a kind the server refuses (404, 403)
+or a broken connection leaves the listing to the informer, which then ends as it would
+have without the prefetch."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +18,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client as k8s_client
 
+from kubesched.cluster.informer import Informer
 from kubesched.cluster.kinds import OPTIONAL_KINDS, WATCHED
 from kubesched.cluster.kube import KubeCluster
 from kubesched.cluster.prefetch import Prefetch
@@ -25,8 +28,8 @@ from tests.unit.cluster.test_prefetch import kubeconfig
 
 JSON = dict[str, Any]
 PATH_OF = {k.kind: f"{k.prefix}/{k.plural}" for k in WATCHED}
-SYNCED = [k.kind for k in WATCHED if k.kind not in DIRECT_KINDS]
-"""What the initial sync lists (pods and nodes are the informers')."""
+SYNCED = [k.kind for k in WATCHED if k.kind in DIRECT_KINDS]
+"""What the informers list at the initial sync: every watched kind."""
 
 DROP = -1
 """A status for :attr:`FakeAPI.refuse`: the connection breaks instead of an answer."""
@@ -104,13 +107,16 @@ Outcome = dict[str, list[str] | str]
 
 
 async def initial_sync(cluster: KubeCluster, prefetch: Prefetch | None) -> Outcome:
-    """Each kind's initial sync (``_initial_sync`` reconciles them one by one)."""
+    """Each kind's initial sync: its informer's first listing (``run`` starts them all at
+    once; one by one here, so that the requests come in a known order)."""
     cluster.objects.clear()
     router = WatchRouter(cluster, scheduler_names=["kubesched"], reporting_controller="ks")
     outcome: Outcome = {}
     for kind in SYNCED:
+        taken = functools.partial(prefetch.take, kind) if prefetch else None
+        informer = Informer(cluster, kind, router.dispatch, prefetched=taken)
         try:
-            await router.reconcile((kind,), prefetched=prefetch.take if prefetch else None)
+            await informer.relist()
         except ClusterError as e:
             outcome[kind] = str(e)
         else:
@@ -134,10 +140,8 @@ async def test_every_watched_kind_is_prefetched_pods_and_nodes_first(
     without = await initial_sync(cluster, None)
     api.requests.clear()
     prefetch = prefetch_of()
-    pods = await prefetch.take("Pod")  # the informers'
-    assert pods is not None and [p[0][0]["metadata"]["name"] for p in pods] == ["a", "b"]
-    assert await prefetch.take("Node") is not None
     assert await initial_sync(cluster, prefetch) == without
+    assert without["Pod"] == ["ns/a", "ns/b"]
     assert without["PersistentVolumeClaim"] == ["ns/a", "ns/b"]
     assert without["StorageClass"] == ["a", "b"]
     # one LIST of each kind (two pages), the prefetch's: the sync made none of its own
