@@ -80,6 +80,7 @@ class Informer:
         backoff_initial: float = 0.5,
         backoff_max: float = 30.0,
         absent_poll: float = 60.0,
+        watch_after: asyncio.Event | None = None,
         prefetched: Callable[[], Awaitable[list[Page] | None]] | None = None,
     ) -> None:
         prefix, plural = LIST_PATHS[kind]
@@ -103,6 +104,9 @@ class Informer:
         self.absent_poll = absent_poll
         self.served: bool | None = None
         """Whether the last listing found the kind served (None before the first)."""
+        self.watch_after = watch_after
+        """The first watch waits for it (after the first listing): nothing is missed, the
+        watch starts from the listing's resourceVersion (see ``run``'s start-up)."""
         self.prefetched = prefetched
         """The first listing, made ahead (:mod:`kubesched.cluster.prefetch`); None when
         it was not (the informer lists then)."""
@@ -119,6 +123,9 @@ class Informer:
                         continue
                     need_list = False
                     backoff = self.backoff_initial
+                if self.watch_after is not None:
+                    await self.watch_after.wait()
+                    self.watch_after = None
                 delivered = await self.watch()
                 if delivered:
                     backoff = self.backoff_initial

@@ -115,6 +115,9 @@ class Scheduler:
         self._binding = 0
         """Binding cycles past Permit (PreBind, Bind, the Event): see MAX_BINDS_IN_FLIGHT."""
         self._bind_room = asyncio.Event()
+        self.bound_once = asyncio.Event()
+        """Set when the first binding cycle past Permit ends (bound or not): ``run``
+        opens the watches that can wait once the first bind is out (operator/run.py)."""
         self.unscheduled: dict[str, Pod] = {}
         """Pods this scheduler serves that exist and are not assigned (latest versions)."""
         self.unserved: dict[str, Pod] = {}
@@ -539,6 +542,7 @@ class Scheduler:
             self._binding -= 1
             if self._binding < MAX_BINDS_IN_FLIGHT:
                 self._bind_room.set()
+            self.bound_once.set()
 
     async def _bind_cycle_after_permit(
         self,

@@ -334,3 +334,35 @@ async def test_a_kind_refused_or_not_served_at_the_first_listing_ends_the_start(
     with pytest.raises(ClusterError, match=f"GET /api/v1/pods: {status} nope"):
         await asyncio.wait_for(informer.run(), 5)
     assert not informer.synced.is_set()
+
+
+async def test_the_first_watch_waits_for_its_gate_and_misses_nothing(
+    fake: tuple[FakeAPI, KubeCluster],
+) -> None:
+    """``run`` opens most watches once the first bind is out: listed at once, watched
+    later, from the listing's resourceVersion (what changed meanwhile arrives then)."""
+    api, cluster = fake
+    api.lists = [([pod("a", 5)], 10)]
+    api.watches = [[event("ADDED", pod("b", 11))]]
+    seen: Seen = []
+    gate, watched = asyncio.Event(), asyncio.Event()
+
+    def dispatch(_: str, event_type: str | None, obj: dict[str, Any]) -> None:
+        seen.append((event_type, obj["metadata"]["name"], obj["metadata"]["resourceVersion"]))
+        if event_type is not None:
+            watched.set()
+
+    informer = Informer(cluster, "Pod", dispatch, watch_after=gate)
+    task = asyncio.create_task(informer.run())
+    try:
+        async with asyncio.timeout(5):
+            await informer.synced.wait()
+            await asyncio.sleep(0.2)
+            assert seen == [(None, "a", "5")] and not api.watch_queries()
+            gate.set()
+            await watched.wait()
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert seen == [(None, "a", "5"), ("ADDED", "b", "11")]
+    assert api.watch_queries()[0]["resourceVersion"] == "10"
