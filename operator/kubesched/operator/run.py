@@ -76,7 +76,7 @@ the start however long the first LIST takes (the chart's probe starts after 10 s
 WATCH_AT_ONCE = frozenset({"Pod", "Node"})
 """The informers that watch as soon as they listed. The other kinds' watches open once the
 first bind is out, or :data:`WATCHES_WITHIN` after the cache sync (nothing to bind, or
-not the leader): each is a TLS handshake on the event loop (~16 of them, 2-3 ms of CPU
+not the leader): each is a TLS handshake on the event loop (17 of them, 2-3 ms of CPU
 apiece), which otherwise came ahead of the first cycle. Nothing is missed meanwhile:
 each watch starts from its listing's resourceVersion."""
 
