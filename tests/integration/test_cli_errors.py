@@ -327,9 +327,20 @@ def _inside_main(pid: int, within: float = 30.0) -> None:
         time.sleep(0.01)
 
 
+_AS_FROM_A_TERMINAL = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.executable, [sys.executable, '-m', 'kubesched', *sys.argv[1:]])"
+)
+"""``kubesched ARGV`` with SIGINT's default disposition, as a terminal starts it: a test
+run started in the background by a shell without job control (``cmd &`` in a script, no
+``timeout`` in between) has SIGINT ignored, which its children inherit, and Python then
+installs no KeyboardInterrupt handler (seen: both tests below failing in a run launched
+so, passing in the foreground)."""
+
+
 def _interrupt(argv: list[str], wait: float) -> tuple[int, str, str, float]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kubesched", *argv],
+        [sys.executable, "-c", _AS_FROM_A_TERMINAL, *argv],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
