@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from kubesched.cluster.kube import load_client_configuration
 from kubesched.operator import podgroup_handlers
-from kubesched.operator.handlers import DIRECT_KINDS, build_registry
+from kubesched.operator.handlers import build_registry
 from kubesched.operator.profile_handlers import register as register_profile_handlers
 from kubesched.operator.stopping import wait_first
 
@@ -39,7 +39,7 @@ def kopf_registry(rt: Runtime) -> kopf.OperatorRegistry:
 
     from kubesched.operator.kopf_runner import login_info
 
-    registry = build_registry(rt.router, skip=DIRECT_KINDS if rt.informers else ())
+    registry = build_registry(rt.router, skip=rt.direct_kinds)
     register_profile_handlers(registry, rt.profiles)
     podgroup_handlers.register(registry, rt.podgroups)
     kubeconfig = rt.settings.kubeconfig

@@ -208,9 +208,14 @@ class Runtime:
         self.serving.set()
 
     @property
+    def direct_kinds(self) -> frozenset[str]:
+        """The watched kinds the direct informers watch (none with ``watch_engine: kopf``)."""
+        return frozenset(i.kind for i in self.informers)
+
+    @property
     def kopf_kinds(self) -> tuple[str, ...]:
-        """The watched kinds Kopf watches: none with the direct informers, else all."""
-        direct = {i.kind for i in self.informers}
+        """The watched kinds Kopf watches: the rest (none with the direct informers)."""
+        direct = self.direct_kinds
         return tuple(w.kind for w in WATCHED if w.kind not in direct)
 
     def reconcile_kopf_kinds(self, after: str) -> None:
