@@ -394,18 +394,16 @@ async def gang(w: World, logs: Logs, forbidden: str | None) -> Outcome:
     w.cleanup.append(
         lambda: remove_with_finalizers(cp, "kubesched.dev/v1alpha1", "PodGroup", group, w.ns)
     )
-    await cached(w, "PodGroup", group)  # by Kopf's watch; the members by kubesched's
+    await cached(w, "PodGroup", group)  # by its watch; the members by the pods'
     members = [f"{group}-{i}" for i in range(2)]
     for m in members:
         await call(w.pod, m, labels={POD_GROUP_LABEL: group})
 
     def scheduled() -> bool:
         pg = read(cp, "kubesched.dev/v1alpha1", "PodGroup", group, w.ns) or {}
-        finalizers = pg.get("metadata", {}).get("finalizers") or []
-        return (
-            all(w.bound(m) for m in members)
-            and (pg.get("status") or {}).get("phase") in ("Scheduled", "Running")
-            and "kubesched.dev/finalizer" in finalizers
+        return all(w.bound(m) for m in members) and (pg.get("status") or {}).get("phase") in (
+            "Scheduled",
+            "Running",
         )
 
     return await wait_either(

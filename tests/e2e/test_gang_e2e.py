@@ -85,8 +85,8 @@ def apply(cp: ControlPlane, namespace: str, *objs: JSON) -> None:
 async def apply_group_first(
     cp: ControlPlane, kubesched: Runtime, namespace: str, group: JSON, *pods: JSON
 ) -> None:
-    """The PodGroup, then its members once kubesched's cache holds it: it comes by Kopf's
-    watch, they by kubesched's own, and a member seen first has a FailedScheduling event
+    """The PodGroup, then its members once kubesched's cache holds it: it comes by its
+    own watch, they by the pods', and a member seen first has a FailedScheduling event
     saying its group does not exist (a test counting FailedScheduling events for another
     reason would count that one)."""
     name = group["metadata"]["name"]
@@ -172,8 +172,9 @@ async def test_a_gang_that_fits_is_bound_and_its_status_says_scheduled(
     )
     assert cond["observedGeneration"] == st["observedGeneration"] == 1
     assert st["scheduleStartTime"]
-    # Our finalizer on the PodGroup (Kopf's timer), nothing of ours on the pods.
-    assert "kubesched.dev/finalizer" in group["metadata"].get("finalizers", [])
+    # Nothing of ours on the PodGroup but its status (no finalizer: deleting it never
+    # waits for kubesched), nothing of ours on the pods.
+    assert not group["metadata"].get("finalizers")
     annotations = set(group["metadata"].get("annotations") or {})
     assert annotations <= {"kubectl.kubernetes.io/last-applied-configuration"}  # no progress
     for p in await call(cp.api.list, "v1", "Pod", namespace):
@@ -189,9 +190,36 @@ async def test_a_gang_that_fits_is_bound_and_its_status_says_scheduled(
     assert evs[0]["type"] == "Normal"
     assert evs[0]["reportingController"] == "kubesched"
     assert "4 bound" in evs[0]["note"]
-    # A running kubesched takes its finalizer off: the delete completes.
     out = await call(
         cp.kubectl, "delete", "kpg", "train", "-n", namespace, "--timeout=20s", timeout=30
+    )
+    assert out.returncode == 0, out.stderr
+
+
+async def test_the_finalizer_an_older_release_put_on_a_podgroup_is_taken_off(
+    controlplane: ControlPlane, namespace: str, kubesched: Runtime
+) -> None:
+    # Releases before 2026-11 put Kopf's finalizer on every kubesched.dev PodGroup; with
+    # nothing left to take it off, deleting such a group (or its namespace) would hang.
+    cp = controlplane
+    legacy = pod_group("legacy", 2)
+    legacy["metadata"]["finalizers"] = ["kubesched.dev/finalizer", "example.com/keep"]
+    await call(apply, cp, namespace, legacy)
+
+    def released() -> JSON | None:
+        g = read_group(cp, namespace, "legacy")
+        return g if g.get("metadata", {}).get("finalizers") == ["example.com/keep"] else None
+
+    await eventually(released, what="kubesched.dev/finalizer taken off, the other one kept")
+    path = f"/apis/kubesched.dev/v1alpha1/namespaces/{namespace}/podgroups/legacy"
+    await call(cp.api.patch, path, {"metadata": {"finalizers": None}})
+
+    # One being deleted already (an older release had stopped before releasing it).
+    legacy = pod_group("stuck", 2)
+    legacy["metadata"]["finalizers"] = ["kubesched.dev/finalizer"]
+    await call(apply, cp, namespace, legacy)
+    out = await call(
+        cp.kubectl, "delete", "kpg", "stuck", "-n", namespace, "--timeout=20s", timeout=30
     )
     assert out.returncode == 0, out.stderr
 

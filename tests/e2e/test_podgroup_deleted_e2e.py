@@ -3,8 +3,7 @@ kube-apiserver (issue 9, conflicts; the whole-group cycle since issue 14): no me
 ever held at Permit, so nothing waits to be rejected; the members stay pending, nothing
 of the gang binds, each member gets a FailedScheduling event saying the group does not
 exist, the cache equals the API, and the gang binds whole once the group is created
-again. The PodGroup carries kubesched's finalizer, so kubesched sees it terminating
-first and then gone.
+again.
 """
 
 from __future__ import annotations
@@ -69,8 +68,9 @@ async def test_a_pending_gang_whose_group_is_deleted_waits_and_binds_when_it_ret
     await eventually(unschedulable, what="the gang reported unschedulable")
     out = await call(cp.kubectl, "delete", "-n", namespace, "podgroup", "gone", "--wait=false")
     assert out.returncode == 0, out.stderr
-    # The deletion comes by Kopf's watch, the node below by kubesched's own, with no order
-    # between them: a node seen first would have the gang bound, its group still there.
+    # The deletion comes by the PodGroups' watch, the node below by the nodes', with no
+    # order between them: a node seen first would have the gang bound, its group still
+    # there.
     await eventually(
         lambda: deleting(kubesched, namespace, "gone"),
         what="kubesched seeing the PodGroup deleted",
@@ -95,8 +95,8 @@ async def test_a_pending_gang_whose_group_is_deleted_waits_and_binds_when_it_ret
     assert dump["assumed"] == []
     assert {p["pod"] for p in dump["pending"]} == {f"{namespace}/gone-{i}" for i in range(3)}
     assert all(p["reason"] for p in dump["pending"])
-    # the group comes back: the gang binds whole. Not before the old one is gone (our
-    # finalizer off): applied to it while it terminates, it would be gone with it.
+    # the group comes back: the gang binds whole. Not before the old one is gone: applied
+    # to it while it terminated, it would be gone with it.
     await eventually(lambda: absent(cp, namespace, "gone"), what="the old PodGroup gone")
     await call(apply, cp, namespace, pod_group("gone", 3))
     got = await eventually(

@@ -5,7 +5,7 @@ nodes, budgets, volumes, the DRA kinds, PodGroups, ...: ``kinds.WATCHED``) throu
 instead of Kopf's per-event machinery (per-object memories, loggers, throttler, indexing,
 diffbase essence and diff, per-object worker tasks, batching), which was 20-27% of the
 event loop at a few hundred pods a second (see docs/bench.md). Kopf keeps the handlers
-that act on objects: the SchedulingProfiles' and the PodGroups' status timers.
+that act on objects: the SchedulingProfiles' change handlers.
 
 The protocol, as client-go's reflector:
 

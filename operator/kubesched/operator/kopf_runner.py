@@ -1,6 +1,6 @@
 """Kopf, embedded in ``kubesched run`` through its public API.
 
-Kopf runs the SchedulingProfile and PodGroup handlers (and, with ``watch_engine: kopf``,
+Kopf runs the SchedulingProfile handlers (and, with ``watch_engine: kopf``,
 watches every kind the direct informers would). ``run``
 starts it with :func:`run_kopf` once the cache is synced and stops it through its stop
 flag, after our own tasks are done (see ``run._shutdown``).
@@ -55,7 +55,7 @@ class _WatchOnlyDiffBase(kopf.AnnotationsDiffBaseStorage):
     ...), which have no change handlers to diff for: Kopf 1.45 builds the essence (a deep
     copy of the object) and diffs it on every watch event regardless, ~7% of the event
     loop with ``watch_engine: kopf`` under ``kubesched bench``. Custom resources (the
-    SchedulingProfile and PodGroup handlers) get the real essence. ``build`` is a public
+    SchedulingProfile handlers) get the real essence. ``build`` is a public
     method of Kopf's public storage classes, documented for overriding."""
 
     def build(

@@ -1,7 +1,7 @@
 """Kopf in ``kubesched run``: imported, given its handlers and started once the cache is
 synced, off the way to the first bind.
 
-Kopf runs the SchedulingProfile and PodGroup handlers (and, with ``watch_engine: kopf``,
+Kopf runs the SchedulingProfile handlers (and, with ``watch_engine: kopf``,
 watches every kind). Scheduling waits for none of it: every watched kind is listed into the
 cache, and the SchedulingProfiles applied, before the first cycle (``_initial_sync`` in
 :mod:`kubesched.operator.run`); Kopf's handlers take over from that listing. So Kopf's
@@ -19,7 +19,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kubesched.cluster.kube import load_client_configuration
-from kubesched.operator import podgroup_handlers
 from kubesched.operator.handlers import build_registry
 from kubesched.operator.profile_handlers import register as register_profile_handlers
 from kubesched.operator.stopping import wait_first
@@ -34,14 +33,13 @@ __all__ = ["kopf_registry", "start_kopf"]
 
 def kopf_registry(rt: Runtime) -> kopf.OperatorRegistry:
     """``rt``'s Kopf handlers: the watched kinds' events (those of the direct informers
-    skipped), the SchedulingProfiles', the PodGroup status timer, and the login."""
+    skipped), the SchedulingProfiles', and the login."""
     import kopf
 
     from kubesched.operator.kopf_runner import login_info
 
     registry = build_registry(rt.router, skip=rt.direct_kinds)
     register_profile_handlers(registry, rt.profiles)
-    podgroup_handlers.register(registry, rt.podgroups)
     kubeconfig = rt.settings.kubeconfig
 
     @kopf.on.login(registry=registry)

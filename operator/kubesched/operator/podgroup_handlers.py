@@ -8,18 +8,23 @@ differs from what the API server has. Two triggers:
 
 * a watch event of a member pod (or a new or changed PodGroup), debounced, so a gang of
   500 pods binding at once costs one write, not 500;
-* a Kopf timer on every PodGroup (every :data:`STATUS_INTERVAL` seconds), for what no
-  watch event shows: members reserved at Permit, a Permit timeout. A tick that finds the
-  status unchanged writes nothing.
+* a tick every :data:`STATUS_INTERVAL` seconds over every PodGroup of the three gang
+  APIs (:meth:`PodGroupStatusWriter.run_ticks`), for what no watch event shows: members
+  reserved at Permit, a Permit timeout. A tick that finds a status unchanged writes
+  nothing.
 
 Each change of the phase (or of the ``PodGroupScheduled`` reason, so a timeout is
 reported even when the phase stays) is also an ``events.k8s.io/v1`` Event on the PodGroup,
 reported by the scheduler's name: ``Scheduled``, ``Running``, ``Succeeded`` (Normal);
 ``Unschedulable``, ``Timeout``, ``Failed`` (Warning); ``Pending``, ``Scheduling``.
 
-Only the leader computes and writes; a follower's timer ticks return at once. Kopf's
-timer puts its finalizer (``kubesched.dev/finalizer``) on PodGroups, ours to put there;
-pods only ever see ``@kopf.on.event`` handlers, which write nothing to them.
+Only the leader computes and writes; a follower's ticks return at once. Nothing of ours
+stays on a PodGroup but its status: no finalizer, no annotation, so deleting one never
+waits for a running kubesched, and uninstalling kubesched leaves none stuck. Until
+2026-11 a Kopf timer did the ticks and, as Kopf does for every object with a timer, put
+its finalizer :data:`LEGACY_FINALIZER` on each kubesched.dev PodGroup; the leader takes
+that off any PodGroup still carrying it (:meth:`PodGroupStatusWriter.release`), so a
+group created under an older release can be deleted once this one has run.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pydantic
 
@@ -54,25 +59,27 @@ from kubesched.api.podgroup import (
     validation_message,
 )
 from kubesched.cluster.kube import KubeCluster
+from kubesched.framework.cluster_port import ClusterError, NotFound
 from kubesched.operator import gang_status
 from kubesched.operator.handlers import WatchRouter
 from kubesched.scheduler.scheduler import Scheduler
 
-if TYPE_CHECKING:  # Kopf is imported once the cache is synced (see operator/run.py)
-    import kopf
-
-__all__ = ["DEBOUNCE", "STATUS_INTERVAL", "PodGroupStatusWriter", "register"]
+__all__ = ["DEBOUNCE", "LEGACY_FINALIZER", "STATUS_INTERVAL", "PodGroupStatusWriter", "attach"]
 
 log = logging.getLogger("kubesched.operator.podgroups")
 
 Obj = Mapping[str, Any]
 
 STATUS_INTERVAL = 3.0
-"""Seconds between timer ticks per PodGroup: how stale "waiting at Permit" counts and a
+"""Seconds between ticks: how stale "waiting at Permit" counts and a
 timeout may be at most (member pod changes are written within :data:`DEBOUNCE`)."""
 DEBOUNCE = 0.25
 """Seconds a pod event waits for more of its gang's events before the status is written."""
 MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+LEGACY_FINALIZER = f"{GROUP}/finalizer"
+"""The finalizer Kopf's PodGroup timer put on kubesched.dev PodGroups before 2026-11
+(Kopf's persistence finalizer of ``kopf_runner``; SchedulingProfiles still carry it)."""
 INVALID_SPEC = "InvalidSpec"
 """PodGroupScheduled=False: the spec does not validate (the CRD schema refuses most such
 specs at admission; one that gets through is reported here and on each member's events)."""
@@ -111,7 +118,7 @@ def _phase_and_reason(status: Obj) -> tuple[str | None, str | None]:
 
 
 class PodGroupStatusWriter:
-    """Computes and writes PodGroup status; fed by the WatchRouter and a Kopf timer."""
+    """Computes and writes PodGroup status; fed by the WatchRouter and its own ticks."""
 
     def __init__(
         self,
@@ -172,7 +179,11 @@ class PodGroupStatusWriter:
             if event_type == "DELETED":
                 self._written.pop(key, None)
                 self._locks.pop(key, None)
-            elif old is None or old.get("spec") != obj.get("spec"):
+            elif (
+                old is None
+                or old.get("spec") != obj.get("spec")
+                or LEGACY_FINALIZER in (_mapping(obj.get("metadata")).get("finalizers") or ())
+            ):
                 self.touch(key)
 
     def _exists(self, kind: str, namespace: str, name: str) -> bool:
@@ -212,7 +223,7 @@ class PodGroupStatusWriter:
             await self.sync(key)
 
     async def close(self) -> None:
-        """Stop pending writes (Kopf's cleanup)."""
+        """Stop pending writes (the shutdown)."""
         if self._flush is not None:
             self._flush.cancel()
             self._flush = None
@@ -334,6 +345,8 @@ class PodGroupStatusWriter:
             return False
         meta = group.get("metadata") or {}
         uid = str(meta.get("uid") or "")
+        if api is GangAPI.KUBESCHED:
+            await self.release(group)
         if meta.get("deletionTimestamp"):
             return False
         written = self._written.get(key)
@@ -367,10 +380,47 @@ class PodGroupStatusWriter:
         except pydantic.ValidationError as e:
             return self._invalid(group, validation_message(e, "spec"))
 
+    async def release(self, group: Obj) -> bool:
+        """Take :data:`LEGACY_FINALIZER` off ``group`` if it carries it; True when taken.
+        A JSON patch that first tests the list is what was read, so a finalizer another
+        controller added meanwhile is never dropped: the test fails (422), and the next
+        event or tick, with the object as it is now, tries again."""
+        meta = _mapping(group.get("metadata"))
+        finalizers = meta.get("finalizers")
+        if not isinstance(finalizers, list) or LEGACY_FINALIZER not in finalizers:
+            return False
+        ns, name = _key(group)
+        rest = [f for f in finalizers if f != LEGACY_FINALIZER]
+        patch = [
+            {"op": "test", "path": "/metadata/finalizers", "value": finalizers},
+            {"op": "replace", "path": "/metadata/finalizers", "value": rest}
+            if rest
+            else {"op": "remove", "path": "/metadata/finalizers"},
+        ]
+        try:
+            await self.cluster.request(
+                "PATCH",
+                f"/apis/{GangAPI.KUBESCHED.value}/namespaces/{ns}/podgroups/{name}",
+                patch,
+                content_type=JSON_PATCH,
+            )
+        except NotFound:
+            return False
+        except ClusterError as e:
+            log.info(
+                "PodGroup %s/%s: %s (left by an older kubesched) not taken off yet: %s",
+                ns, name, LEGACY_FINALIZER, e,
+            )  # fmt: skip
+            return False
+        log.info(
+            "PodGroup %s/%s: took off %s, left by an older kubesched", ns, name, LEGACY_FINALIZER
+        )
+        return True
+
     async def tick(self) -> None:
-        """Sync every scheduler-plugins and Kubernetes PodGroup once (what the Kopf timer
-        does for ours: Permit waits and timeouts show in no watch event)."""
-        for api in (GangAPI.UPSTREAM, GangAPI.SCHEDULER_PLUGINS):
+        """Sync every PodGroup of the three gang APIs once (Permit waits and timeouts
+        show in no watch event)."""
+        for api in (GangAPI.KUBESCHED, GangAPI.UPSTREAM, GangAPI.SCHEDULER_PLUGINS):
             for group in list(self.cluster.list(STORE_KINDS[api])):
                 ns, name = _key(group)
                 await self.sync(gang_key(api, ns, name))
@@ -446,25 +496,8 @@ class PodGroupStatusWriter:
 def attach(
     router: WatchRouter, scheduler: Scheduler, *, reporter: str, leading: Callable[[], bool]
 ) -> PodGroupStatusWriter:
-    """PodGroup status in a run: the writer, fed by the router (Kopf's timer and cleanup
-    are :func:`register`'s, added when Kopf starts)."""
+    """PodGroup status in a run: the writer, fed by the router; ``run`` starts its ticks
+    (:meth:`PodGroupStatusWriter.run_ticks`) and closes it at the shutdown."""
     writer = PodGroupStatusWriter(router.cluster, scheduler, reporter=reporter, leading=leading)
     router.listeners.append(writer.on_event)
     return writer
-
-
-def register(
-    registry: kopf.OperatorRegistry, writer: PodGroupStatusWriter, interval: float = STATUS_INTERVAL
-) -> None:
-    """The writer's Kopf handlers: a timer per PodGroup, a cleanup."""
-    import kopf
-
-    @kopf.timer(
-        GROUP, VERSION, "podgroups", registry=registry, id="podgroup-status", interval=interval
-    )
-    async def podgroup_status_timer(namespace: str | None, name: str | None, **_: Any) -> None:
-        await writer.sync(f"{namespace or 'default'}/{name}")
-
-    @kopf.on.cleanup(registry=registry, id="podgroup-status-cleanup")
-    async def podgroup_status_cleanup(**_: Any) -> None:
-        await writer.close()

@@ -20,9 +20,8 @@ selector; empty: all) matches. The start-up list asks the API server for those
 whose labels change is taken up, or forgotten as if deleted, by the same check (an update
 handler on ``metadata.labels``). The filter is ours, not a Kopf filter, on purpose: Kopf
 removes its finalizer from an object no handler of its matches, and every installation
-shares the finalizer ``kubesched.dev/finalizer`` (a PodGroup must be released by whichever
-installation is left), so two installations with Kopf filters would take turns adding and
-removing it on each other's profiles. So every installation's Kopf keeps the finalizer and
+shares the finalizer ``kubesched.dev/finalizer``, so two installations with Kopf filters
+would take turns adding and removing it on each other's profiles. So every installation's Kopf keeps the finalizer and
 the diff-base annotation on every profile (the same content from each, as from replicas),
 and only the selected profiles are compiled, served, and given a status and Events. A
 profile deleted once another installation had already released its finalizer reaches us

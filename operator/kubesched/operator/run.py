@@ -451,7 +451,7 @@ async def _initial_sync(
             gc.enable()
     rt.scheduler.queues.release_moves()
     # Scheduling needs the caches, not Kopf: what Kopf watches was listed above, and its
-    # handlers (SchedulingProfile changes, PodGroup status) take over from that listing.
+    # handlers (SchedulingProfile changes) take over from that listing.
     rt.cache_synced.set()
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(rt.scheduler.bound_once.wait(), WATCHES_WITHIN)
@@ -565,6 +565,7 @@ async def _shutdown(
     deadline = loop.time() + rt.settings.shutdown_flush_seconds
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(rt.scheduler.drain(), max(0.0, deadline - loop.time()))
+    await rt.podgroups.close()  # pending status writes: the next leader writes them
     await rt.cluster.aclose(max(0.0, deadline - loop.time()))
     try:
         pending = list(tasks.values())

@@ -165,7 +165,9 @@ class Discovery(FakeApi):
         self.served: dict[str, list[str]] = {}
         self.forbidden: set[str] = set()
 
-    async def request(self, method: str, path: str, body: Any = None, **_: Any) -> Any:
+    async def request(
+        self, method: str, path: str, body: Any = None, content_type: str = "", **_: Any
+    ) -> Any:
         gv, _slash, plural = path.removeprefix("/apis/").rpartition("/")
         if gv in self.served and plural in self.served[gv]:
             if path in self.forbidden:

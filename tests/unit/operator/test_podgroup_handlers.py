@@ -8,14 +8,18 @@ from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any, cast
 
-import kopf
 import pytest
 from kubernetes_asyncio import client as k8s_client
 
 from kubesched.cluster.kube import KubeCluster
-from kubesched.framework.cluster_port import NotFound
+from kubesched.framework.cluster_port import ClusterError, NotFound
 from kubesched.operator.handlers import WatchRouter
-from kubesched.operator.podgroup_handlers import PodGroupStatusWriter, attach, register
+from kubesched.operator.podgroup_handlers import (
+    JSON_PATCH,
+    LEGACY_FINALIZER,
+    PodGroupStatusWriter,
+    attach,
+)
 from kubesched.plugins.coscheduling import GangReport
 from kubesched.scheduler.scheduler import Scheduler
 
@@ -33,6 +37,8 @@ class FakeApi(KubeCluster):
             k8s_client.ApiClient.__new__(k8s_client.ApiClient), reporting_instance_suffix="h"
         )
         self.patches: list[tuple[str, JSON]] = []
+        self.json_patches: list[tuple[str, list[JSON]]] = []
+        self.refuse_json_patch: ClusterError | None = None
         self.events: list[JSON] = []
         self.rv = 100
 
@@ -41,7 +47,14 @@ class FakeApi(KubeCluster):
     ) -> AsyncIterator[tuple[list[JSON], str]]:
         yield await self.list_objects(kind), ""  # the listing a test sets up, one page
 
-    async def request(self, method: str, path: str, body: Any = None, **_: Any) -> Any:
+    async def request(
+        self, method: str, path: str, body: Any = None, content_type: str = "", **_: Any
+    ) -> Any:
+        if content_type == JSON_PATCH:
+            if self.refuse_json_patch is not None:
+                raise self.refuse_json_patch
+            self.json_patches.append((path, body))
+            return {}
         self.patches.append((path, body["status"]))
         self.rv += 1
         return {"metadata": {"resourceVersion": str(self.rv)}, "status": body["status"]}
@@ -233,21 +246,88 @@ async def test_a_write_failure_is_logged_and_retried_by_the_next_tick() -> None:
     assert await s.writer.sync("ns/g") is True
 
 
-def test_register_adds_the_listener_and_a_podgroup_timer() -> None:
+async def test_a_tick_writes_what_no_watch_event_shows() -> None:
+    # Members reserved at Permit show in no watch event: the tick (every STATUS_INTERVAL,
+    # for kubesched.dev PodGroups as for the other two APIs) writes them.
     api = FakeApi()
     router = WatchRouter(api, scheduler_names=["kubesched"], reporting_controller="kubesched")
-    registry = kopf.OperatorRegistry()
-    writer = attach(
-        router, scheduler_with(FakeCoscheduling()), reporter="kubesched", leading=lambda: True
-    )
+    plugin = FakeCoscheduling()
+    writer = attach(router, scheduler_with(plugin), reporter="kubesched", leading=lambda: True)
     assert router.listeners == [writer.on_event]
-    register(registry, writer)
-    timers = list(registry._spawning.get_all_handlers())
-    (timer,) = timers
-    assert timer.id == "podgroup-status"
-    assert repr(timer.selector) == (
-        "Selector(group='kubesched.dev', version='v1alpha1', any_name='podgroups')"
+    api.put("PodGroup", group(min_member=2))
+    for name in ("a", "b"):
+        api.put("Pod", pod(name))
+        writer.on_event("Pod", "ADDED", pod(name), None)
+    await writer.tick()
+    assert [p[1]["phase"] for p in api.patches] == ["Pending"]
+    plugin.reports["ns/g"] = GangReport(frozenset({"uid-a", "uid-b"}), "", False, None)
+    await writer.tick()
+    assert api.patches[-1][1]["phase"] == "Scheduling"
+    assert api.patches[-1][1]["counts"]["waiting"] == 2
+    assert api.patches[-1][0] == "/apis/kubesched.dev/v1alpha1/namespaces/ns/podgroups/g/status"
+    await writer.tick()
+    assert len(api.patches) == 2  # unchanged: nothing written
+
+
+def with_finalizers(obj: JSON, finalizers: list[str], deleting: bool = False) -> JSON:
+    meta = {**obj["metadata"], "finalizers": finalizers}
+    if deleting:
+        meta["deletionTimestamp"] = "2025-01-01T00:00:00Z"
+    return {**obj, "metadata": meta}
+
+
+async def test_the_finalizer_an_older_release_left_is_taken_off_by_the_leader() -> None:
+    s = Setup()
+    path = "/apis/kubesched.dev/v1alpha1/namespaces/ns/podgroups/g"
+    s.put("PodGroup", with_finalizers(group(), ["example.com/keep", LEGACY_FINALIZER]))
+    await asyncio.sleep(1)  # the debounce
+    listed = ["example.com/keep", LEGACY_FINALIZER]
+    assert s.api.json_patches == [
+        (
+            path,
+            [
+                {"op": "test", "path": "/metadata/finalizers", "value": listed},
+                {"op": "replace", "path": "/metadata/finalizers", "value": ["example.com/keep"]},
+            ],
+        )
+    ]
+    assert [p[1]["phase"] for p in s.api.patches] == ["Pending"]  # and its status
+
+    # Being deleted (no spec change): released at its watch event, no status written.
+    s.api.json_patches.clear()
+    s.put(
+        "PodGroup",
+        with_finalizers(group(rv="2"), [LEGACY_FINALIZER], deleting=True),
+        "MODIFIED",
     )
+    await asyncio.sleep(1)
+    assert s.api.json_patches == [
+        (
+            path,
+            [
+                {"op": "test", "path": "/metadata/finalizers", "value": [LEGACY_FINALIZER]},
+                {"op": "remove", "path": "/metadata/finalizers"},
+            ],
+        )
+    ]
+    assert len(s.api.patches) == 1
+
+
+async def test_a_follower_leaves_the_finalizer_and_a_refused_patch_is_tried_again() -> None:
+    s = Setup(leading=False)
+    s.put("PodGroup", with_finalizers(group(), [LEGACY_FINALIZER]))
+    await asyncio.sleep(1)
+    await s.writer.tick()
+    assert s.api.json_patches == []
+    s.leading = True
+    err = ClusterError("PATCH ...: 422 the server rejected our request: test failed")
+    s.api.refuse_json_patch = err  # another controller changed the list meanwhile
+    await s.writer.tick()
+    assert s.api.json_patches == []
+    assert [p[1]["phase"] for p in s.api.patches] == ["Pending"]  # the status still is
+    s.api.refuse_json_patch = None
+    await s.writer.tick()
+    assert len(s.api.json_patches) == 1
 
 
 async def test_reconcile_lists_no_pod_groups_when_their_crd_is_missing() -> None:
