@@ -11,6 +11,7 @@ from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Code
 from kubesched.plugins import dynamic_resources as dr
+from kubesched.plugins.dynamic_resources.state import STATE_KEY
 from tests.builders import make_node
 from tests.unit.plugins.dra_builders import (
     DraHandle,
@@ -47,7 +48,7 @@ def devices_per_node(pl: dr.DynamicResources, memory: MemoryCluster, name: str) 
             assert st.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE, st
             out[ni.name] = None
             continue
-        data = state.get(dr.plugin.STATE_KEY)
+        data = state.get(STATE_KEY)
         assert data is not None
         results = data.results_for(ni.name)
         assert results is not None

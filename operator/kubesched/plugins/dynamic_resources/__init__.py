@@ -1,7 +1,8 @@
 """DynamicResources: devices through ResourceClaims, as kube-scheduler v1.37's plugin.
 
 See :mod:`.plugin` for the extension points and the places we deliberately differ,
-:mod:`.tracker` for what is kept between cycles (in-flight allocations).
+:mod:`.writes` for Reserve, Unreserve, PreBind and the claim writes, :mod:`.tracker` for
+what is kept between cycles (in-flight allocations).
 """
 
 from kubesched.plugins.dynamic_resources.plugin import (

@@ -5,6 +5,8 @@
   controller), with the errors of k8s.io/dynamic-resource-allocation's ``resourceclaim``
   package, byte for byte.
 - :func:`allocation_dict`: an :class:`AllocationResult` as ``status.allocation``.
+- :func:`claim_id`: the key of a claim's in-flight allocation; :func:`claim_key`: a
+  claim object's ``namespace/name``, as messages and logs name it.
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ from kubesched.framework.types import Pod
 from kubesched.plugins.dynamic_resources.pod_group import is_pod_group_ref, pod_group_name
 
 if TYPE_CHECKING:  # the DRA machinery is imported on first use (see .machinery)
-    from kubesched.framework.dra import AllocationResult
+    from kubesched.framework.dra import AllocationResult, ResourceClaim
 
 __all__ = [
     "ClaimNameError",
     "allocation_dict",
+    "claim_id",
+    "claim_key",
     "is_for_pod",
     "is_reserved_for",
     "pod_claim_names",
@@ -160,3 +164,13 @@ def allocation_dict(a: AllocationResult) -> dict[str, Any]:
     if a.node_selector is not None:
         out["nodeSelector"] = a.node_selector
     return out
+
+
+def claim_id(claim: ResourceClaim) -> str:
+    """In-flight allocations are keyed by uid (by ``namespace/name`` for a claim without)."""
+    return claim.uid or claim.key
+
+
+def claim_key(raw: Obj) -> str:
+    meta = raw.get("metadata") or {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"

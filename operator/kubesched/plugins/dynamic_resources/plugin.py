@@ -32,7 +32,8 @@ Reasons are kube's; every rejection below is UnschedulableAndUnresolvable (kube'
 - Reserve: the node's allocations become in-flight (no other pod gets those devices);
   Unreserve drops them and removes the pod from claims' ``reservedFor``.
 - PreBind: ``status.allocation`` and ``status.reservedFor`` are written through
-  ``ClusterPort.update_claim_status``.
+  ``ClusterPort.update_claim_status``. Reserve, Unreserve, PreBind and the claim writes
+  (PostFilter's too) are :class:`.writes.ClaimWrites`, which the plugin mixes in.
 - PodGroup claims (DRAWorkloadResourceClaims, :mod:`.pod_group`): a claim a member
   shares with its PodGroup is reserved for the PodGroup. The first member's in-flight
   allocation is reused by its siblings (kube: within the PodGroup cycle; here while it is
@@ -53,14 +54,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from kubesched.framework.cluster_port import ClusterError
-from kubesched.framework.cycle_state import CycleState, StateKey
+from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.helpers import default_normalize_score
 from kubesched.framework.interface import (
     MAX_NODE_SCORE,
@@ -73,12 +72,10 @@ from kubesched.framework.interface import (
     Handle,
     PostFilterPlugin,
     PostFilterResult,
-    PreBindPlugin,
     PreEnqueuePlugin,
     PreFilterExtensions,
     PreFilterPlugin,
     PreFilterResult,
-    ReservePlugin,
     ScorePlugin,
     VectorScorePlugin,
 )
@@ -90,9 +87,9 @@ from kubesched.framework.types import ObjectError, Pod
 from kubesched.plugins.dynamic_resources import machinery as dra
 from kubesched.plugins.dynamic_resources.claims import (
     ClaimNameError,
-    allocation_dict,
+    claim_id,
+    claim_key,
     is_for_pod,
-    is_reserved_for,
     names_claim,
     pod_claim_names,
 )
@@ -104,18 +101,18 @@ from kubesched.plugins.dynamic_resources.filter_timeout import (
 from kubesched.plugins.dynamic_resources.pod_group import (
     bind_to,
     group_claims_enabled,
-    group_of,
     is_own_pod_group_change,
     pod_group_name,
     shared_allocation,
 )
-from kubesched.plugins.dynamic_resources.state import ClaimInfo, StateData
+from kubesched.plugins.dynamic_resources.state import NAME, STATE_KEY, ClaimInfo, StateData
+from kubesched.plugins.dynamic_resources.writes import ClaimWrites
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from kubesched.framework.dra import AllocationResult, ResourceClaim
+    from kubesched.framework.dra import AllocationResult
     from kubesched.framework.dra.deadline import TimeLimit
     from kubesched.framework.snapshot import Snapshot
     from kubesched.plugins.dynamic_resources.tracker import ClaimTracker, Obj
@@ -128,10 +125,6 @@ __all__ = [
     "new",
 ]
 
-log = logging.getLogger("kubesched.plugins.dynamic_resources")
-
-NAME = "DynamicResources"
-STATE_KEY: StateKey[StateData] = StateKey(NAME)
 ERR_NOT_AVAILABLE = "resourceclaim not available on the node"
 DEALLOCATED = "deallocation of ResourceClaim completed"
 STATE_NOT_FOUND = "not found"
@@ -162,8 +155,7 @@ class DynamicResources(
     PostFilterPlugin,
     ScorePlugin,
     VectorScorePlugin,
-    ReservePlugin,
-    PreBindPlugin,
+    ClaimWrites,
     EnqueueExtensions,
     SignPlugin,
 ):
@@ -309,7 +301,7 @@ class DynamicResources(
                 claim = tracker.parse_claim(raw)
                 info = ClaimInfo(raw, claim, binding=binding)
                 alloc = claim.allocation or shared_allocation(
-                    tracker.pending.get(_claim_id(claim)), binding
+                    tracker.pending.get(claim_id(claim)), binding
                 )
                 if alloc is not None:
                     if claim.allocation is None:
@@ -321,10 +313,10 @@ class DynamicResources(
                     data.claims.append(info)
                     continue
             except ObjectError as e:
-                return None, Status.as_error(f"resourceclaim {_key(raw)}: {e}", plugin=NAME)
+                return None, Status.as_error(f"resourceclaim {claim_key(raw)}: {e}", plugin=NAME)
             data.claims.append(info)
             data.to_allocate.append(index)
-            if _claim_id(claim) in tracker.pending:
+            if claim_id(claim) in tracker.pending:
                 return None, Status.unresolvable(
                     f"resource claim {claim.key} is in the process of being allocated",
                     plugin=NAME,
@@ -450,29 +442,6 @@ class DynamicResources(
             return None, Status.unschedulable(dra.DELETED, plugin=NAME)
         return None, Status.unschedulable()
 
-    async def _delete_claim(self, raw: Obj) -> None:
-        try:
-            await self._handle.cluster.delete_claim(raw)
-        except ClusterError as e:
-            log.warning("deleting ResourceClaim %s failed: %s", _key(raw), e)
-
-    async def _deallocate(self, raw: Obj) -> None:
-        try:
-            await self._handle.cluster.deallocate_claim(raw)
-        except ClusterError as e:
-            log.warning("deallocating ResourceClaim %s failed: %s", _key(raw), e)
-
-    def _spawn(self, coro: Any) -> None:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            coro.close()
-            log.warning("no running event loop: ResourceClaim write skipped")
-            return
-        task = loop.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     # -- Score -------------------------------------------------------------------------------
     def score_vector(
         self, state: CycleState, pod: Pod, snapshot: Snapshot, rows: npt.NDArray[np.intp]
@@ -520,145 +489,6 @@ class DynamicResources(
         default_normalize_score(MAX_NODE_SCORE, False, scores)
         return None
 
-    # -- Reserve / Unreserve -----------------------------------------------------------------
-    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
-        data: StateData | None = state.get(STATE_KEY)
-        if data is None:
-            return Status.as_error(f"cannot read {STATE_KEY!r} from cycleState", plugin=NAME)
-        if not data.claims and data.extended is None:
-            return None  # nothing to hold in flight (and the claim tracker stays unmade)
-        pending = self.tracker.pending
-        for index, info in enumerate(data.claims):
-            if info.shared is None:
-                continue
-            shared = pending.get(_claim_id(info.claim))
-            if shared is None or shared.allocation is not info.shared:
-                self._release(data, pod.uid)
-                return Status.as_error(
-                    f"internal error, the pending allocation of claim {info.claim.name} "
-                    "shared by the PodGroup is gone",
-                    plugin=NAME,
-                )
-            shared.pods.add(pod.uid)
-            data.reserved[index] = info.shared
-        variant = None if data.extended is None else data.extended.by_node.get(node_name)
-        if not data.to_allocate and variant is None:
-            return None
-        allocations = data.results_for(node_name)
-        if not allocations:
-            return Status.as_error("claim allocation not found for node", plugin=NAME)
-        if variant is not None:
-            assert data.extended is not None
-            allocations, last = allocations[:-1], allocations[-1]
-            if (err := data.extended.reserve(self.tracker, pod, variant, last)) is not None:
-                return Status.as_error(err, plugin=NAME)
-        if len(allocations) != len(data.to_allocate):
-            return Status.as_error(
-                f"internal error, have {len(allocations)} allocations, "
-                f"{len(data.to_allocate)} claims to allocate, want {len(data.to_allocate)} claims",
-                plugin=NAME,
-            )
-        for index, alloc in zip(data.to_allocate, allocations, strict=True):
-            info = data.claims[index]
-            if _claim_id(info.claim) in pending:
-                self._release(data, pod.uid)
-                return Status.as_error(
-                    f"internal error, couldn't signal allocation for claim {info.claim.name}: "
-                    "claim already has a pending allocation",
-                    plugin=NAME,
-                )
-            group = group_of(info.binding)
-            pending[_claim_id(info.claim)] = dra.Pending(info.claim, alloc, {pod.uid}, group)
-            data.reserved[index] = alloc
-        return None
-
-    def _release(self, data: StateData, pod_uid: str) -> None:
-        """The pod's share of its in-flight allocations given up; one no pod shares any
-        more is dropped (kube's MaybeRemoveClaimPendingAllocation)."""
-        pending = self.tracker.pending
-        for index in list(data.reserved):
-            key = _claim_id(data.claims[index].claim)
-            got = pending.get(key)
-            if got is not None:
-                got.pods.discard(pod_uid)
-                if not got.pods:
-                    del pending[key]
-            del data.reserved[index]
-
-    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
-        data: StateData | None = state.get(STATE_KEY)
-        if data is not None and data.extended is not None:
-            created = data.extended.release(self.tracker)
-            if created is not None:
-                self._spawn(self._delete_claim(created))
-        if data is None or not data.claims:
-            return
-        self._release(data, pod.uid)
-        for info in data.claims:
-            current = self.tracker.get_claim(info.claim.namespace, info.claim.name)
-            raw = current if current is not None else info.raw
-            if (raw.get("status") or {}).get("allocation") and is_reserved_for(pod, raw):
-                self._spawn(self._unreserve(raw, pod.uid))
-
-    async def _unreserve(self, raw: Obj, uid: str) -> None:
-        try:
-            await self._handle.cluster.unreserve_claim(raw, uid)
-        except ClusterError as e:  # retried when the pod is scheduled again
-            log.warning("unreserve of ResourceClaim %s failed: %s", _key(raw), e)
-
-    # -- PreBind -----------------------------------------------------------------------------
-    async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
-        data: StateData | None = state.get(STATE_KEY)
-        if data is None:
-            return Status.as_error(f"cannot read {STATE_KEY!r} from cycleState", plugin=NAME)
-        written: list[int] = []
-        try:
-            for index, info in enumerate(data.claims):
-                if group_of(info.binding):
-                    async with self._group_lock:
-                        await self._bind_group_claim(pod, info, data.reserved.get(index))
-                elif is_reserved_for(pod, info.raw):
-                    continue
-                else:
-                    alloc = data.reserved.get(index)
-                    updated = await self._handle.cluster.update_claim_status(
-                        info.raw, None if alloc is None else allocation_dict(alloc), info.binding
-                    )
-                    self.tracker.assume(updated)
-                written.append(index)
-            ext = data.extended
-            if ext is not None and ext.reserved is not None:
-                await dra.bind_extended(
-                    self._handle.cluster, self._handle.store, self.tracker, pod, ext
-                )
-        except ClusterError as e:
-            return Status.as_error(e, plugin=NAME)
-        # Written: the allocations are in the (assumed) claims now, no longer in flight.
-        for index in written:
-            if index in data.reserved:
-                self.tracker.pending.pop(_claim_id(data.claims[index].claim), None)
-                del data.reserved[index]
-        if data.extended is not None and data.extended.reserved is not None:
-            self.tracker.pending.pop(data.extended.uid, None)
-            data.extended.reserved = None
-        return None
-
-    async def _bind_group_claim(
-        self, pod: Pod, info: ClaimInfo, alloc: AllocationResult | None
-    ) -> None:
-        """A PodGroup claim: the first member to get here writes the allocation and the
-        PodGroup's reservation; the others find both and write nothing (one at a time,
-        so two members never both allocate it)."""
-        current = self.tracker.get_claim(info.claim.namespace, info.claim.name) or info.raw
-        if is_reserved_for(pod, current, accept_pod_group=True):
-            return
-        if (current.get("status") or {}).get("allocation"):
-            alloc = None
-        updated = await self._handle.cluster.update_claim_status(
-            current, None if alloc is None else allocation_dict(alloc), info.binding
-        )
-        self.tracker.assume(updated)
-
 
 def _deallocated(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
     return bool(
@@ -666,16 +496,6 @@ def _deallocated(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
         and (old.get("status") or {}).get("allocation")
         and not (new.get("status") or {}).get("allocation")
     )
-
-
-def _claim_id(claim: ResourceClaim) -> str:
-    """In-flight allocations are keyed by uid (by ``namespace/name`` for a claim without)."""
-    return claim.uid or claim.key
-
-
-def _key(raw: Obj) -> str:
-    meta = raw.get("metadata") or {}
-    return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
 
 
 def new(args: Args, handle: Handle) -> DynamicResources:

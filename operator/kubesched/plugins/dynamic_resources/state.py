@@ -1,4 +1,6 @@
-"""What DynamicResources keeps in a pod's CycleState from PreFilter to PreBind."""
+"""What DynamicResources keeps in a pod's CycleState from PreFilter to PreBind, and the
+key it keeps it under (the plugin's :data:`NAME`, here so that :mod:`.plugin` and
+:mod:`.writes` both read it)."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kubesched.framework.cycle_state import StateKey
 from kubesched.framework.labels import NodeSelector
 
 if TYPE_CHECKING:  # the DRA machinery is imported on first use (see .machinery)
@@ -13,7 +16,9 @@ if TYPE_CHECKING:  # the DRA machinery is imported on first use (see .machinery)
     from kubesched.plugins.dynamic_resources.extended import ExtendedClaim
     from kubesched.plugins.dynamic_resources.tracker import Obj
 
-__all__ = ["ClaimInfo", "StateData"]
+__all__ = ["NAME", "STATE_KEY", "ClaimInfo", "StateData"]
+
+NAME = "DynamicResources"
 
 
 @dataclass(slots=True)
@@ -65,3 +70,6 @@ class StateData:
     unavailable: set[int] = field(default_factory=set)
     reserved: dict[int, AllocationResult] = field(default_factory=dict)
     """The allocations Reserve made in-flight, by claim index."""
+
+
+STATE_KEY: StateKey[StateData] = StateKey(NAME)
