@@ -3,7 +3,12 @@
 It runs each extension point in configured order with kube-scheduler's rules (skip
 sets from PreFilter/PreScore, first failing Filter wins, weighted normalized scores,
 Reserve rolled back by Unreserve in reverse order, Permit waits with per-plugin
-timeouts). It is also the :class:`Handle` its plugins receive.
+timeouts). It is also the :class:`Handle` its plugins receive. This module owns the
+chain (:class:`PluginChain`), what the scheduler gives a framework
+(:class:`FrameworkServices`), the Handle, Reserve/Permit and the binding cycle; the
+Filter phase (PreFilter, Filter, PostFilter) is :mod:`kubesched.framework.filter_phase`,
+the Score phase (PreScore, Score, NormalizeScore, weights) is
+:mod:`kubesched.framework.score_phase`, both mixed into :class:`Framework`.
 
 A framework built for a scheduler holds its plugins twice: the plain chain, and the same
 plugins wrapped with a stopwatch (:mod:`kubesched.framework.instrumented`), both built
@@ -21,28 +26,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-import numpy as np
-import numpy.typing as npt
-
 from kubesched.framework.cluster_port import ClusterPort, ObjectStore
-from kubesched.framework.cycle_state import CycleState, StateKey
+from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.filter_phase import FilterPhase
 from kubesched.framework.interface import (
-    MAX_NODE_SCORE,
     BindPlugin,
     ClusterEventWithHint,
     FilterPlugin,
     PermitPlugin,
     PostBindPlugin,
     PostFilterPlugin,
-    PostFilterResult,
     PreBindPlugin,
     PreEnqueuePlugin,
-    PreFilterExtensions,
     PreFilterPlugin,
-    PreFilterResult,
     PreScorePlugin,
     QueueSortPlugin,
     ReservePlugin,
@@ -50,18 +49,14 @@ from kubesched.framework.interface import (
     VectorFilterPlugin,
     VectorScorePlugin,
 )
-from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.nominated import NominatedFilter
+from kubesched.framework.score_phase import ScorePhase
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import Pod
 from kubesched.framework.waiting import WaitingPodImpl
 
 __all__ = ["Framework", "FrameworkServices", "PluginChain"]
-
-_PRE_FILTER_EXTENSIONS: StateKey[tuple[tuple[str, PreFilterExtensions], ...]] = StateKey(
-    "framework/pre-filter-extensions"
-)
 
 
 @dataclass(slots=True)
@@ -175,9 +170,10 @@ class _Runnable:
         )
 
 
-class Framework:
+class Framework(FilterPhase, ScorePhase):
     """A compiled profile. Plugins are created by :meth:`kubesched.profiles` code and
-    attached with :meth:`set_chain`; the framework is their handle."""
+    attached with :meth:`set_chain`; the framework is their handle. Its Filter and Score
+    phases are mixed in (:class:`FilterPhase`, :class:`ScorePhase`)."""
 
     def __init__(
         self,
@@ -269,309 +265,6 @@ class Framework:
     def get_pod(self, uid: str) -> Pod | None:
         return self.services.get_pod(uid)
 
-    # -- PreFilter / Filter -------------------------------------------------------------------
-    def has_filter_plugins(self) -> bool:
-        return bool(self.chain.filter)
-
-    def run_pre_filter(
-        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
-    ) -> tuple[PreFilterResult | None, Status | None, list[str]]:
-        """Returns (merged result, first failure, plugins that narrowed the node set)."""
-        result: PreFilterResult | None = None
-        narrowing: list[str] = []
-        unschedulable: Status | None = None
-        skip = state.skip_filter_plugins
-        for p in self.chain_for(state).pre_filter:
-            try:
-                r, s = p.pre_filter(state, pod, nodes)
-            except Exception as e:  # a plugin bug must not crash the loop
-                return None, Status.as_error(e, plugin=p.name), narrowing
-            if s is not None:
-                if s.code == Code.SKIP:
-                    skip.add(p.name)
-                    continue
-                if s.code == Code.UNSCHEDULABLE:
-                    # Like kube-scheduler, the remaining PreFilters still run: preemption
-                    # needs their cycle state (kubernetes/kubernetes#119770).
-                    unschedulable = s.with_plugin(p.name)
-                    continue
-                if s.code != Code.SUCCESS:
-                    return None, s.with_plugin(p.name), narrowing
-            if r is not None and r.node_names is not None:
-                narrowing.append(p.name)
-                result = r if result is None else result.merge(r)
-                if not result.node_names:
-                    names = sorted(narrowing)
-                    msg = (
-                        f"node(s) didn't satisfy plugin {names[0]}"
-                        if len(names) == 1
-                        else f"node(s) didn't satisfy plugin(s) {go_list(names)} simultaneously"
-                    )
-                    return result, Status.unresolvable(msg, plugin=p.name), narrowing
-        return result, unschedulable, narrowing
-
-    def run_filter(
-        self,
-        state: CycleState,
-        pod: Pod,
-        node_info: NodeInfo,
-        skip: Collection[str] | None = None,
-    ) -> Status | None:
-        """All Filter plugins on one node but those in ``skip`` (default: those PreFilter
-        said to skip); the first failure is returned."""
-        chain = self._runnable(state).chain
-        return self.run_scalar_filters(
-            chain.filter, state, pod, node_info, state.skip_filter_plugins if skip is None else skip
-        )
-
-    def skip_with_node_filters(self, state: CycleState) -> frozenset[str]:
-        return frozenset(state.skip_filter_plugins).union(
-            p.name
-            for p in self._runnable(state).chain.filter
-            if getattr(p, "filter_reads_node_only", False)
-        )
-
-    def filter_masks(
-        self, state: CycleState, pod: Pod, snapshot: Snapshot
-    ) -> tuple[npt.NDArray[np.bool_] | None, list[FilterPlugin], dict[str, npt.NDArray[np.bool_]]]:
-        """Vector filters over every node: (AND of masks or None, scalar-only plugins,
-        per-plugin masks for diagnosis)."""
-        combined: npt.NDArray[np.bool_] | None = None
-        scalar: list[FilterPlugin] = []
-        masks: dict[str, npt.NDArray[np.bool_]] = {}
-        skip = state.skip_filter_plugins
-        run = self._runnable(state)
-        for p in run.chain.filter:
-            if skip and p.name in skip:
-                continue
-            vector = run.vector_filter[p.name]
-            m = vector.filter_mask(state, pod, snapshot) if vector is not None else None
-            if m is None:
-                scalar.append(p)
-                continue
-            masks[p.name] = m
-            combined = m.copy() if combined is None else np.logical_and(combined, m, out=combined)
-        return combined, scalar, masks
-
-    def run_scalar_filters(
-        self,
-        plugins: Sequence[FilterPlugin],
-        state: CycleState,
-        pod: Pod,
-        node_info: NodeInfo,
-        skip: Collection[str] = (),
-    ) -> Status | None:
-        """``plugins``' Filter on one node, but those named in ``skip``; the first failure
-        is returned (with the plugin's name), an exception as an Error status."""
-        for p in plugins:
-            if skip and p.name in skip:
-                continue
-            try:
-                s: Status | None = p.filter(state, pod, node_info)
-            except Exception as e:
-                return Status.as_error(e, plugin=p.name)
-            if s is not None and s.code != Code.SUCCESS:
-                return s.with_plugin(p.name)
-        return None
-
-    def run_filter_plugins_with_nominated_pods(
-        self, state: CycleState, pod: Pod, node_info: NodeInfo
-    ) -> Status | None:
-        """kube-scheduler's two passes: with nominated pods of equal or higher priority
-        added to the node (they will land there), then without them (they may not)
-        (:mod:`kubesched.framework.nominated`)."""
-        return self._nominated.two_passes(state, pod, node_info)
-
-    def run_nominated_passes_after_mask(
-        self,
-        state: CycleState,
-        pod: Pod,
-        node_info: NodeInfo,
-        scalar: Sequence[FilterPlugin],
-    ) -> Status | None:
-        """The same on a node that every vector Filter mask of this cycle passed
-        (``scalar``: the plugins with no mask), skipping what the masks already said."""
-        return self._nominated.two_passes(state, pod, node_info, scalar)
-
-    def add_nominated_pods(
-        self, state: CycleState, pod: Pod, node_info: NodeInfo
-    ) -> tuple[bool, CycleState, NodeInfo, Status | None]:
-        """Clones of ``state`` and ``node_info`` with the pods nominated to the node at
-        ``pod``'s priority or above added (True), or the originals (False: none, or a
-        PreFilter extension's AddPod failed, whose failure is then the Error returned)."""
-        return self._nominated.add(state, pod, node_info, self._nominated.to_add(pod, node_info))
-
-    def run_pre_filter_extension_add_pod(
-        self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo
-    ) -> Status | None:
-        return self._run_pre_filter_extensions("add_pod", state, pod, pod_to_add, node_info)
-
-    def run_pre_filter_extension_remove_pod(
-        self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo
-    ) -> Status | None:
-        return self._run_pre_filter_extensions("remove_pod", state, pod, pod_to_remove, node_info)
-
-    def pre_filter_extensions_of(
-        self, state: CycleState
-    ) -> tuple[tuple[str, PreFilterExtensions], ...]:
-        """The AddPod/RemovePod extensions of the PreFilter plugins that ran (not skipped)
-        this cycle, in order (the plain plugins: not timed). Found once per cycle:
-        PreFilter's skip set does not change after it."""
-        known = state.get(_PRE_FILTER_EXTENSIONS)
-        if known is None:
-            known = tuple(
-                (p.name, ext)
-                for p in self.chain.pre_filter
-                if p.name not in state.skip_filter_plugins
-                and (ext := p.pre_filter_extensions()) is not None
-            )
-            state.write(_PRE_FILTER_EXTENSIONS, known)
-        return known
-
-    def _run_pre_filter_extensions(
-        self, method: str, state: CycleState, pod: Pod, other: Pod, node_info: NodeInfo
-    ) -> Status | None:
-        """AddPod/RemovePod of :meth:`pre_filter_extensions_of`. A failure is an Error, in
-        kube's words: ``running AddPod on PreFilter plugin "X": <its message>``."""
-        for name, ext in self.pre_filter_extensions_of(state):
-            s: Status | None = getattr(ext, method)(state, pod, other, node_info)
-            if s is not None and s.code != Code.SUCCESS:
-                point = "AddPod" if method == "add_pod" else "RemovePod"
-                return Status.as_error(
-                    f'running {point} on PreFilter plugin "{name}": {s.message()}'
-                )
-        return None
-
-    def run_post_filter(
-        self, state: CycleState, pod: Pod, statuses: dict[str, Status]
-    ) -> tuple[PostFilterResult | None, Status | None]:
-        """Runs PostFilter plugins until one succeeds (or says UnschedulableAndUnresolvable).
-        On failure the result is the last one a rejecting plugin returned (e.g. an empty
-        nomination from preemption, which clears the pod's nominatedNodeName)."""
-        reasons: list[str] = []
-        result: PostFilterResult | None = None
-        for p in self.chain_for(state).post_filter:
-            try:
-                r, s = p.post_filter(state, pod, statuses)
-            except Exception as e:
-                return None, Status.as_error(e, plugin=p.name)
-            if s is None or s.code == Code.SUCCESS:
-                # The message stays: kube's FitError carries it (e.g. DefaultPreemption's
-                # "preemption: found a potential placement for pod on node ...").
-                return r, s
-            if s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
-                return r, s.with_plugin(p.name)
-            if s.code != Code.UNSCHEDULABLE:
-                return None, s.with_plugin(p.name)
-            if r is not None:
-                result = r
-            reasons.extend(s.reasons)
-        return result, Status.unschedulable(*reasons) if reasons else Status.unschedulable()
-
-    # -- PreScore / Score ------------------------------------------------------------------------
-    def run_pre_score(
-        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
-    ) -> Status | None:
-        for p in self.chain_for(state).pre_score:
-            try:
-                s: Status | None = p.pre_score(state, pod, nodes)
-            except Exception as e:
-                return Status.as_error(e, plugin=p.name)
-            if s is None:
-                continue
-            if s.code == Code.SKIP:
-                state.skip_score_plugins.add(p.name)
-            elif s.code != Code.SUCCESS:
-                return s.with_plugin(p.name)
-        return None
-
-    def run_score(
-        self,
-        state: CycleState,
-        pod: Pod,
-        snapshot: Snapshot,
-        rows: npt.NDArray[np.intp],
-    ) -> tuple[npt.NDArray[np.int64], dict[str, npt.NDArray[np.int64]], Status | None]:
-        """Weighted, normalized total per feasible row and per-plugin weighted scores."""
-        raw, s = self.run_raw_score(state, pod, snapshot, rows)
-        if s is not None:
-            return np.zeros(len(rows), dtype=np.int64), {}, s
-        return self.normalize_scores(state, pod, raw, len(rows))
-
-    def run_raw_score(
-        self,
-        state: CycleState,
-        pod: Pod,
-        snapshot: Snapshot,
-        rows: npt.NDArray[np.intp],
-        *,
-        scalar: bool = False,
-    ) -> tuple[dict[str, npt.NDArray[np.int64]], Status | None]:
-        """Each non-skipped Score plugin's scores of ``rows``, before normalization.
-        ``scalar``: per-node ``score`` even where a vector form exists (cheaper for a
-        few rows; the two agree, as the property tests pin)."""
-        raw: dict[str, npt.NDArray[np.int64]] = {}
-        infos = snapshot.node_infos
-        skip = state.skip_score_plugins
-        run = self._runnable(state)
-        for p, _ in run.chain.score:
-            if skip and p.name in skip:
-                continue
-            vector = None if scalar else run.vector_score[p.name]
-            try:
-                scores = (
-                    vector.score_vector(state, pod, snapshot, rows) if vector is not None else None
-                )
-                if scores is None:
-                    out = np.empty(len(rows), dtype=np.int64)
-                    for j, r in enumerate(rows):
-                        v, s = p.score(state, pod, infos[r])
-                        if s is not None and s.code != Code.SUCCESS:
-                            return raw, s.with_plugin(p.name)
-                        out[j] = v
-                    scores = out
-                else:
-                    scores = np.asarray(scores, dtype=np.int64)
-            except Exception as e:
-                return raw, Status.as_error(e, plugin=p.name)
-            raw[p.name] = scores
-        return raw, None
-
-    def normalize_scores(
-        self, state: CycleState, pod: Pod, raw: dict[str, npt.NDArray[np.int64]], n: int
-    ) -> tuple[npt.NDArray[np.int64], dict[str, npt.NDArray[np.int64]], Status | None]:
-        """NormalizeScore (in place on ``raw``'s arrays), range check and weights: the
-        total per row and each plugin's weighted scores."""
-        total = np.zeros(n, dtype=np.int64)
-        per_plugin: dict[str, npt.NDArray[np.int64]] = {}
-        for p, weight in self.chain_for(state).score:
-            scores = raw.get(p.name)
-            if scores is None:
-                continue
-            normalize = getattr(p, "normalize_score", None)
-            if normalize is not None:
-                try:
-                    s = normalize(state, pod, scores)
-                except Exception as e:
-                    return total, per_plugin, Status.as_error(e, plugin=p.name)
-                if s is not None and s.code != Code.SUCCESS:
-                    return total, per_plugin, s.with_plugin(p.name)
-            if len(scores) and (scores.max() > MAX_NODE_SCORE or scores.min() < 0):
-                bad = int(scores.max()) if scores.max() > MAX_NODE_SCORE else int(scores.min())
-                return (
-                    total,
-                    per_plugin,
-                    Status.as_error(
-                        f'plugin "{p.name}" returns an invalid score {bad}, it should in the '
-                        f"range of [0, {MAX_NODE_SCORE}] after normalizing",
-                        plugin=p.name,
-                    ),
-                )
-            weighted = scores * weight
-            per_plugin[p.name] = weighted
-            total += weighted
-        return total, per_plugin, None
-
     # -- Reserve / Permit ---------------------------------------------------------------------------
     def run_reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         for p in self.chain_for(state).reserve:
@@ -654,8 +347,3 @@ class Framework:
 
 def _plugins_list(names: list[str]) -> str:
     return "[" + ", ".join(names) + "]"
-
-
-def go_list(names: Iterable[str]) -> str:
-    """A list of names as Go's ``%v`` prints a ``[]string``: ``[A B]`` (kube's messages)."""
-    return "[" + " ".join(names) + "]"

@@ -21,8 +21,9 @@ import numpy as np
 import numpy.typing as npt
 
 from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.filter_phase import go_list
 from kubesched.framework.interface import Diagnosis, FilterPlugin, VectorDiagnosePlugin
-from kubesched.framework.runtime import Framework, go_list
+from kubesched.framework.runtime import Framework
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Code, Status, distinct, reason_counts
 from kubesched.framework.types import Pod

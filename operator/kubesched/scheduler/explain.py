@@ -28,9 +28,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.filter_phase import go_list
 from kubesched.framework.interface import Diagnosis
 from kubesched.framework.nodeinfo import NodeInfo
-from kubesched.framework.runtime import Framework, go_list
+from kubesched.framework.runtime import Framework
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Status
 from kubesched.framework.types import Pod
