@@ -27,8 +27,8 @@ The protocol, as client-go's reflector:
   ``absent_poll`` seconds, so a CRD installed later is watched without a restart.
 
 Objects are trimmed (:func:`kubesched.cluster.kube.trim`: no ``managedFields``) before they
-are delivered. The requests go through :meth:`KubeCluster.open` (kubernetes_asyncio's
-session and auth).
+are delivered. The requests go through :meth:`KubeCluster.open
+<kubesched.cluster.kube_http.KubeHTTP.open>` (our sessions, with the configuration's auth).
 The informer only reads: nothing is ever written to the watched objects.
 """
 

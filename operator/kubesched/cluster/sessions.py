@@ -1,7 +1,8 @@
 """kubesched's connections to the API server: one aiohttp session per pool of connections
 (:data:`POOLS`), built from kubernetes_asyncio's ``Configuration`` (:func:`session_for`),
 their connector (:class:`_Connector`) and the client-side rate limit
-(:class:`RateLimiter`). :class:`kubesched.cluster.kube.KubeCluster` sends through them,
+(:class:`RateLimiter`). :class:`kubesched.cluster.kube.KubeCluster` sends through them
+(:class:`~kubesched.cluster.kube_http.KubeHTTP`, its request path),
 and Kopf's requests go through sessions made here too (``operator/kopf_runner.py``)."""
 
 from __future__ import annotations

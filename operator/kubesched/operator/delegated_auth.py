@@ -64,7 +64,8 @@ ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 
 Post = Callable[[str, Mapping[str, Any]], Awaitable[Any]]
 """POSTs a JSON body to an API path and returns the decoded response (raising on an
-error status): :meth:`kubesched.cluster.kube.KubeCluster.request` in production."""
+error status): ``KubeCluster.request``
+(:meth:`kubesched.cluster.kube_http.KubeHTTP.request`) in production."""
 
 
 def is_open(path: str) -> bool:

@@ -1,0 +1,258 @@
+"""KubeCluster's request path: API calls through aiohttp sessions of our own, and the API
+server's answers mapped to the ClusterPort's errors. :class:`KubeHTTP` is the base class
+of :class:`kubesched.cluster.kube.KubeCluster`, which makes every write and read through
+:meth:`~KubeHTTP.request`, :meth:`~KubeHTTP.send` and :meth:`~KubeHTTP.open`.
+
+Requests go through aiohttp sessions of our own, one per connection pool (writes,
+Events, reads: :data:`~kubesched.cluster.sessions.POOLS`, made in
+:mod:`kubesched.cluster.sessions`), built from kubernetes_asyncio's ``Configuration`` as its
+``ApiClient`` builds its own (host, TLS context with the CA and client certificates,
+``tls_server_name``, proxy, ``connection_pool_maxsize`` for the writes) but with
+``trust_env`` off (see :func:`session_for`), and the bearer token comes from
+``Configuration.get_api_key_with_prefix`` on every request, so token refresh hooks
+(exec plugins, rotated service-account tokens) apply. What is skipped is the generic
+request path (``call_api``: parameter sanitizing, model serialization, ``json.dumps``,
+header rebuilding), which was ~23% of the event loop at a few hundred binds a second
+(py-spy under ``kubesched bench``): bodies are serialized once with orjson and sent as
+bytes, responses are read as raw bytes and decoded with orjson when needed. The
+generated models are never used: they cost about a millisecond per object and famously
+fail to deserialize the ``Binding`` returned by the pods/binding subresource
+(kubernetes-client/python#825).
+
+Errors, as the scheduler reads them: 404 -> :class:`NotFound`; 409 -> :class:`Conflict`
+(a failed UID precondition is :class:`NotFound`: the object we meant is gone); 429, 5xx,
+timeouts and connection errors -> :class:`ClusterError` (retryable: the scheduler
+retries a bind in place, then the pod goes back to the queue with backoff); other 4xx ->
+:class:`ClusterError` with ``retryable=False``. Every error carries ``code`` (the HTTP
+status, ``timeout`` or ``connection``) and the server's ``Retry-After``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import aiohttp
+import orjson
+from kubernetes_asyncio import client as k8s_client
+
+from kubesched.cluster.sessions import (
+    EVENTS,
+    LIST_CONNECTIONS,
+    LISTS,
+    POOLS,
+    READS,
+    WRITES,
+    RateLimiter,
+    pool_for,
+    session_for,
+)
+from kubesched.framework.cluster_port import ClusterError, Conflict, NotFound
+
+__all__ = ["KubeHTTP"]
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Retry-After in seconds (the HTTP-date form is not used by the API server)."""
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None
+    return seconds if seconds >= 0 else None
+
+
+def _api_error(
+    method: str, path: str, status: int, body: bytes, retry_after: str | None = None
+) -> ClusterError:
+    message = ""
+    try:
+        decoded = orjson.loads(body)
+        if isinstance(decoded, dict):
+            message = str(decoded.get("message") or "")
+    except orjson.JSONDecodeError:
+        message = body[:200].decode(errors="replace")
+    text = f"{method} {path}: {status} {message}".rstrip()
+    if status == 404:
+        gone = NotFound(text)
+        gone.code = "404"
+        return gone
+    if status == 409:
+        if "Precondition failed" in message:
+            gone = NotFound(text)  # the UID we meant is gone (deleted, maybe re-created)
+            gone.code = "409"
+            return gone
+        conflict = Conflict(text)
+        conflict.code = "409"
+        return conflict
+    err = ClusterError(text)
+    if 400 <= status < 500 and status != 429:
+        err.retryable = False
+    err.code = str(status)
+    err.retry_after = _retry_after(retry_after)
+    return err
+
+
+class KubeHTTP:
+    """The request path (see the module docstring); :class:`~kubesched.cluster.kube.KubeCluster`
+    is this plus the ClusterPort's writes, the Events and the object store."""
+
+    def __init__(
+        self,
+        api: k8s_client.ApiClient,
+        *,
+        qps: float,
+        burst: int,
+        request_timeout: float,
+        event_writers: int,
+    ) -> None:
+        self.api = api
+        self.request_timeout = request_timeout
+        # The writes' bucket; the Events have a bucket of their own (KubeCluster), as
+        # kube-scheduler uses a separate client for events: a burst of FailedScheduling
+        # events never delays a binding.
+        self._writes = RateLimiter(qps, burst)
+        self.event_writers = max(1, event_writers)
+        """KubeCluster's Event writers: the :data:`EVENTS` pool has a connection each."""
+        self._timeout = aiohttp.ClientTimeout(total=request_timeout)
+        self._timeout_for = request_timeout
+        self._host: str | None = None
+        self._extra: dict[str, Any] = {}
+        self._sessions: dict[str, aiohttp.ClientSession] = {}
+        """Pool name (:data:`POOLS`) -> its session, made at its first request (aiohttp
+        sessions belong in a running loop)."""
+        self._closed = False
+        """Set by :meth:`close`: a request after it (a background write still running
+        at the stop) fails as a lost connection instead of making a session nobody
+        would close."""
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        content_type: str = "application/json",
+        query: Mapping[str, str] | None = None,
+        limiter: RateLimiter | None = None,
+        pool: str | None = None,
+    ) -> Any:
+        """One API call; returns the decoded JSON body (None when empty)."""
+        data = await self.send(
+            method,
+            path,
+            None if body is None else orjson.dumps(body),
+            content_type=content_type,
+            query=query,
+            limiter=limiter,
+            pool=pool,
+        )
+        return orjson.loads(data) if data else None
+
+    async def send(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        *,
+        content_type: str = "application/json",
+        query: Mapping[str, str] | None = None,
+        limiter: RateLimiter | None = None,
+        pool: str | None = None,
+    ) -> bytes:
+        """The lean request path: a pre-serialized body through one of our sessions
+        (``pool``, :data:`POOLS`; by default :func:`pool_for` the method), with the
+        ApiClient's auth, TLS and proxy; returns the raw response body. Errors are mapped
+        as the module docstring says."""
+        await (limiter or self._writes).acquire()
+        if self._timeout_for != self.request_timeout:  # changed after construction
+            self._timeout = aiohttp.ClientTimeout(total=self.request_timeout)
+            self._timeout_for = self.request_timeout
+        try:
+            async with self.open(
+                method, path, body, content_type=content_type, query=query, pool=pool
+            ) as resp:
+                status = resp.status
+                data: bytes = await resp.read()
+                retry_after = resp.headers.get("Retry-After")
+        except (TimeoutError, aiohttp.ClientError) as e:
+            err = ClusterError(f"{method} {path}: {type(e).__name__}: {e}")
+            err.code = "timeout" if isinstance(e, TimeoutError) else "connection"
+            raise err from e
+        if not 200 <= status < 300:
+            raise _api_error(method, path, status, data, retry_after)
+        return data
+
+    @contextlib.asynccontextmanager
+    async def open(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        *,
+        content_type: str = "application/json",
+        query: Mapping[str, str] | None = None,
+        client_timeout: aiohttp.ClientTimeout | None = None,
+        pool: str | None = None,
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
+        """A request with the configuration's auth, TLS and proxy, its response open
+        (streamed: watches), through the session of ``pool`` (default: :func:`pool_for`
+        the method); no rate limit, no error mapping."""
+        headers = {"Content-Type": content_type, "Accept": "application/json"}
+        auth = await self.api.configuration.get_api_key_with_prefix("BearerToken")
+        if auth:
+            headers["Authorization"] = auth
+        if self._closed:
+            raise aiohttp.ClientConnectionError(
+                "the API connections are closed: kubesched is stopping"
+            )
+        session = self._sessions.get(pool or pool_for(method))
+        if session is None:
+            session = self._session(pool or pool_for(method))
+        async with session.request(
+            method,
+            f"{self._host}{path}",
+            params=query,
+            data=body,
+            headers=headers,
+            timeout=client_timeout or self._timeout,
+            **self._extra,
+        ) as resp:
+            yield resp
+
+    def _session(self, pool: str) -> aiohttp.ClientSession:
+        """The session of ``pool`` (:data:`POOLS`), made now; the host, proxy and TLS
+        server name of the ApiClient's configuration are read at the first."""
+        cfg = self.api.configuration
+        if self._host is None:
+            extra: dict[str, Any] = {}
+            if cfg.proxy:
+                extra["proxy"] = cfg.proxy
+                if cfg.proxy_headers:
+                    extra["proxy_headers"] = cfg.proxy_headers
+            if cfg.tls_server_name:
+                extra["server_hostname"] = cfg.tls_server_name
+            self._extra = extra
+            self._host = str(cfg.host).rstrip("/")
+        if pool == EVENTS:
+            limit: int | None = self.event_writers
+        elif pool == READS:
+            limit = 0
+        elif pool == LISTS:
+            limit = LIST_CONNECTIONS
+        elif pool == WRITES:
+            limit = None
+        else:
+            raise ValueError(f"no connection pool {pool!r} (one of {', '.join(POOLS)})")
+        session = self._sessions[pool] = session_for(cfg, limit)
+        return session
+
+    async def close(self) -> None:
+        """Close the connections (after KubeCluster's
+        :meth:`~kubesched.cluster.kube.KubeCluster.aclose` and once no request is made)."""
+        self._closed = True
+        sessions, self._sessions = self._sessions, {}
+        for session in sessions.values():
+            await session.close()
