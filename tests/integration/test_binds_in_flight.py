@@ -10,7 +10,7 @@ import asyncio
 import pytest
 
 from kubesched.framework.types import Pod
-from kubesched.scheduler import scheduler as scheduler_module
+from kubesched.scheduler import binding_cycle
 from tests.builders import make_node, make_pod
 from tests.integration.harness import Harness, running
 from tests.integration.test_scheduler_loop import permit_harness
@@ -35,7 +35,7 @@ def held_binds(h: Harness) -> tuple[asyncio.Event, list[str]]:
 
 
 async def test_no_more_binds_in_flight_than_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(scheduler_module, "MAX_BINDS_IN_FLIGHT", LIMIT)
+    monkeypatch.setattr(binding_cycle, "MAX_BINDS_IN_FLIGHT", LIMIT)
     h = Harness()
     h.apply(*(make_node(f"n{i}").obj() for i in range(3)))
     h.apply(*(make_pod(f"p{i}").req(cpu="100m").obj() for i in range(LIMIT + 6)))
@@ -53,7 +53,7 @@ async def test_no_more_binds_in_flight_than_the_limit(monkeypatch: pytest.Monkey
 
 
 async def test_pods_waiting_at_permit_do_not_count(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(scheduler_module, "MAX_BINDS_IN_FLIGHT", LIMIT)
+    monkeypatch.setattr(binding_cycle, "MAX_BINDS_IN_FLIGHT", LIMIT)
     h, _ = permit_harness(timeout=600)
     h.apply(make_node("n1").alloc(cpu="64", memory="64Gi", pods="110").obj())
     h.apply(*(make_pod(f"held-{i}").label("hold", "yes").obj() for i in range(LIMIT + 2)))

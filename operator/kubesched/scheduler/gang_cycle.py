@@ -38,6 +38,7 @@ from kubesched.framework.types import Pod
 from kubesched.plugins.coscheduling import plugin as cosched
 from kubesched.scheduler.algorithm import FitError, StatusError
 from kubesched.scheduler.batch import OpportunisticBatch
+from kubesched.scheduler.binding_cycle import PodOutcome
 from kubesched.scheduler.signers import plugin_signer
 
 if TYPE_CHECKING:
@@ -331,9 +332,7 @@ def _untried(members: list[Member], trial: Trial) -> list[Member]:
     return [m for m in members if id(m) not in done]
 
 
-def sched_outcome(node: str, message: str, attempts: int) -> Any:
-    from kubesched.scheduler.scheduler import PodOutcome
-
+def sched_outcome(node: str, message: str, attempts: int) -> PodOutcome:
     return PodOutcome(node, "Waiting", message, attempts)
 
 

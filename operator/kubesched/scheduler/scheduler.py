@@ -5,17 +5,18 @@ it); the binding cycle (WaitOnPermit, PreBind, Bind, PostBind) runs as an asynci
 so a slow API server never stalls the next cycle. Failures anywhere run Unreserve,
 forget the assumed pod and requeue it, as kube-scheduler does; a transient Bind failure
 (429, 5xx, timeout) is first retried in place (:mod:`kubesched.scheduler.bindretry`).
+This module owns the loop, the profiles and the scheduling cycle up to Permit; the
+binding cycle and the failure path are :mod:`kubesched.scheduler.binding_cycle`'s, and a
+gang's whole-group cycle :mod:`kubesched.scheduler.gang_cycle`'s.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import time
-from collections.abc import Coroutine, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from kubesched.api.profile import ProfileSpec
@@ -25,73 +26,37 @@ from kubesched.backend.queue import SchedulingQueue
 from kubesched.backend.queue_set import QueueSet
 from kubesched.framework.cluster_port import (
     ClusterPort,
-    Conflict,
-    NotFound,
     ObjectStore,
-    PodCondition,
 )
 from kubesched.framework.cycle_state import CycleState
-from kubesched.framework.interface import ActionType, ClusterEvent, EventResource
 from kubesched.framework.nodeinfo import QueuedPodInfo
 from kubesched.framework.registry import Registry
 from kubesched.framework.runtime import Framework, FrameworkServices
-from kubesched.framework.status import Code, Status
+from kubesched.framework.status import Status
 from kubesched.framework.types import Pod
 from kubesched.profiles import CompiledProfile, compile_profile, default_profile_spec
 from kubesched.scheduler.algorithm import Algorithm, FitError, StatusError
 from kubesched.scheduler.batch import BatchMetrics, OpportunisticBatch
+from kubesched.scheduler.binding_cycle import BindingCycles, PodOutcome, Stats
 from kubesched.scheduler.bindretry import (
     BindRetryPolicy,
-    assigned_node,
-    error_code,
-    is_transient,
-    retry_delay,
 )
 from kubesched.scheduler.gang_cycle import GangCycle
 from kubesched.scheduler.metrics import SchedulerMetrics, status_label
 
-__all__ = ["PodOutcome", "Scheduler"]
+__all__ = ["Scheduler"]
 
 log = logging.getLogger("kubesched.scheduler")
-
-ASSIGNED_POD_DELETE = ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE)
-
-MAX_BINDS_IN_FLIGHT = 256
-"""Binding cycles past Permit at most; the next scheduling cycle waits for one to end.
-kube-scheduler starts a goroutine per bind and lets them pile up; here each pending bind
-holds its cycle state, its request and a coroutine, about 40 KiB: a backlog of gangs
-(3000 members placed faster than the API server binds them) had 1167 in flight and 46
-MiB more resident at the peak. The API server sets the bind rate either way, so placing
-pods further ahead of it gains nothing; 256 is half a second of binds at 500 a second
-over the 32 write connections. Pods waiting at Permit (for a sibling, say) do not count:
-they may need the next cycles to be let go."""
-
-
-@dataclass(slots=True)
-class PodOutcome:
-    """The last thing that happened to a pod this scheduler served."""
-
-    node: str | None = None
-    status: str = "Pending"  # Scheduled | Unschedulable | Waiting | Pending
-    message: str = ""
-    attempts: int = 0
-
-
-@dataclass(slots=True)
-class Stats:
-    scheduled: int = 0
-    unschedulable: int = 0
-    errors: int = 0
-    first_cycle: float | None = None
-    last_bind: float | None = None
-    outcomes: dict[str, PodOutcome] = field(default_factory=dict)
 
 
 def _arrival(qpi: QueuedPodInfo) -> tuple[float, int]:
     return (qpi.timestamp, qpi.seq)
 
 
-class Scheduler:
+class Scheduler(BindingCycles):
+    """The scheduling loop and its profiles (the module docstring); the binding cycles
+    and how an attempt ends are :class:`~kubesched.scheduler.binding_cycle.BindingCycles`'."""
+
     def __init__(
         self,
         cluster: ClusterPort,
@@ -113,7 +78,8 @@ class Scheduler:
         self.stats = Stats()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._binding = 0
-        """Binding cycles past Permit (PreBind, Bind, the Event): see MAX_BINDS_IN_FLIGHT."""
+        """Binding cycles past Permit (PreBind, Bind, the Event): see
+        :data:`~kubesched.scheduler.binding_cycle.MAX_BINDS_IN_FLIGHT`."""
         self._bind_room = asyncio.Event()
         self.bound_once = asyncio.Event()
         """Set when the first binding cycle past Permit ends (bound or not): ``run``
@@ -234,11 +200,6 @@ class Scheduler:
             q.activate(pods)
 
     # -- the loop ----------------------------------------------------------------------------------
-    async def _room_to_bind(self) -> None:
-        """Until fewer than :data:`MAX_BINDS_IN_FLIGHT` binding cycles are past Permit."""
-        while self._binding >= MAX_BINDS_IN_FLIGHT:
-            self._bind_room.clear()
-            await self._bind_room.wait()
 
     async def run(self) -> None:
         """Schedule until cancelled."""
@@ -283,31 +244,6 @@ class Scheduler:
 
     def idle(self) -> bool:
         return not self._tasks and all(q.idle() for q in self.queues.queues().values())
-
-    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
-        t = asyncio.create_task(coro)
-        self._tasks.add(t)
-        t.add_done_callback(self._task_done)
-
-    def _task_done(self, t: asyncio.Task[Any]) -> None:
-        self._tasks.discard(t)
-        if not t.cancelled() and t.exception() is not None:
-            log.error("background task failed", exc_info=t.exception())
-        self._wake.set()
-
-    async def drain(self) -> None:
-        """Wait for binding cycles and writes in flight."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
-
-    async def abort(self) -> None:
-        """Cancel binding cycles and writes in flight, and wait for them to end (the lease
-        was lost: this replica must write nothing more)."""
-        while self._tasks:
-            tasks = list(self._tasks)
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
 
     # -- one scheduling cycle ------------------------------------------------------------------------
     def schedule_one(self, profile_name: str, qpi: QueuedPodInfo) -> None:
@@ -382,230 +318,3 @@ class Scheduler:
         self._cycle_count += 1
         batch.begin(fwk, pod, self._cycle_count)
         return batch
-
-    def _attempt_seconds(self, uid: str) -> float:
-        start = self._attempt_start.pop(uid, None)
-        return 0.0 if start is None else time.perf_counter() - start
-
-    def _post_filter_and_fail(
-        self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, err: FitError, cycle: int
-    ) -> None:
-        diag = err.diagnosis
-        nominated: str | None = None
-        if fwk.chain.post_filter and not diag.pre_filter_msg.startswith("no nodes"):
-            t0 = time.perf_counter()
-            res, s = fwk.run_post_filter(state, qpi.pod, diag.node_to_status)
-            self.metrics.extension_point(
-                "PostFilter", s, fwk.profile_name, time.perf_counter() - t0
-            )
-            if any(p.name == "DefaultPreemption" for p in fwk.chain.post_filter):
-                self.metrics.preemption_attempts.inc()
-            if s is not None and s.code == Code.ERROR:
-                self._fail(fwk, qpi, s, cycle)
-                return
-            if s is not None and s.message():
-                diag.post_filter_msg = s.message()
-            if res is not None:
-                # A result overrides the nomination; an empty one clears it (kube's
-                # ModeOverride). No result leaves it as it is.
-                nominated = str(res.nominated_node_name or "")
-        qpi.unschedulable_plugins = set(diag.unschedulable_plugins)
-        qpi.pending_plugins = set(diag.pending_plugins)
-        code = (
-            Code.PENDING
-            if diag.pending_plugins and not diag.unschedulable_plugins
-            else Code.UNSCHEDULABLE
-        )
-        # No node at all is kube-scheduler's ErrNoNodesAvailable, said as is (not a
-        # FitError's "0/0 nodes are available: ...").
-        message = diag.pre_filter_msg if err.num_all_nodes == 0 else str(err)
-        self._fail(fwk, qpi, Status(code, message), cycle, nominated_node=nominated)
-
-    def _fail(
-        self,
-        fwk: Framework,
-        qpi: QueuedPodInfo,
-        status: Status,
-        cycle: int,
-        *,
-        nominated_node: str | None = None,
-    ) -> None:
-        """kube-scheduler's handleSchedulingFailure: requeue, event, condition."""
-        pod = qpi.pod
-        rejected = status.is_rejected()
-        reason = "Unschedulable" if rejected else "SchedulerError"
-        msg = status.message()
-        self.metrics.attempt(
-            "unschedulable" if rejected else "error",
-            fwk.profile_name,
-            self._attempt_seconds(pod.uid),
-        )
-        if rejected:
-            self.stats.unschedulable += 1
-            if status.plugin and status.code != Code.PENDING:
-                qpi.unschedulable_plugins.add(status.plugin)
-            elif status.plugin:
-                qpi.pending_plugins.add(status.plugin)
-        else:
-            self.stats.errors += 1
-            qpi.unschedulable_plugins = set()
-            qpi.pending_plugins = set()
-            log.warning("error scheduling pod %s: %s", pod.key, msg)
-        qpi.message = msg
-        self.stats.outcomes[pod.uid] = PodOutcome(None, "Unschedulable", msg, qpi.attempts)
-        queue = self.queues.queue(pod.scheduler_name)
-        latest = self.unscheduled.get(pod.uid)
-        if queue is not None and latest is not None:
-            # Requeue the latest version of the pod (it may have changed meanwhile).
-            qpi.pod = latest
-            queue.add_unschedulable(qpi, scheduling_cycle=cycle)
-        if nominated_node:
-            self.nominator.add(pod, nominated_node)
-        elif nominated_node == "":
-            self.nominator.delete(pod)
-            if not pod.nominated_node_name:
-                nominated_node = None  # nothing to clear in the pod's status
-        self._spawn(self._report_failure(fwk, pod, reason, msg, nominated_node))
-
-    async def _report_failure(
-        self, fwk: Framework, pod: Pod, reason: str, msg: str, nominated_node: str | None
-    ) -> None:
-        try:
-            await self.cluster.record_event(
-                pod,
-                event_type="Warning",
-                reason="FailedScheduling",
-                action="Scheduling",
-                message=msg,
-                reporting_controller=fwk.profile_name,
-            )
-            await self.cluster.patch_pod_status(
-                pod,
-                condition=PodCondition("PodScheduled", "False", reason, msg),
-                nominated_node_name=nominated_node,
-            )
-        except NotFound:
-            pass
-
-    async def _report_gone(self, fwk: Framework, pod: Pod, msg: str) -> None:
-        with contextlib.suppress(NotFound):
-            await self.cluster.record_event(
-                pod,
-                event_type="Warning",
-                reason="FailedScheduling",
-                action="Scheduling",
-                message=msg,
-                reporting_controller=fwk.profile_name,
-            )
-
-    # -- binding cycle ----------------------------------------------------------------------------------
-    async def _bind(self, fwk: Framework, state: CycleState, pod: Pod, node: str) -> Status | None:
-        """The Bind extension point, with transient failures retried in place (the pod
-        stays assumed meanwhile); see :mod:`kubesched.scheduler.bindretry`."""
-        policy = self.bind_retry
-        attempt = 1
-        while True:
-            t0 = time.perf_counter()
-            s = await fwk.run_bind(state, pod, node)
-            self.metrics.extension_point("Bind", s, fwk.profile_name, time.perf_counter() - t0)
-            if s is None:
-                return None
-            code = error_code(s)
-            self.metrics.bind_request_errors.labels(code).inc()
-            if attempt > 1 and assigned_node(s) == node:
-                # An earlier attempt landed (it failed or timed out on our side only).
-                log.info("pod %s: an earlier bind to %s succeeded (%s)", pod.key, node, s.message())
-                return None
-            if not is_transient(s) or attempt >= policy.attempts:
-                return s
-            delay = retry_delay(policy, attempt, s)
-            log.warning(
-                "pod %s: bind to %s failed (%s), retry %d in %.1f s",
-                pod.key,
-                node,
-                s.message(),
-                attempt,
-                delay,
-            )
-            self.metrics.bind_retries.labels(code).inc()
-            await asyncio.sleep(delay)
-            attempt += 1
-
-    async def _binding_cycle(
-        self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, assumed: Pod, cycle: int
-    ) -> None:
-        s = await fwk.wait_on_permit(assumed)
-        self._binding += 1
-        try:
-            await self._bind_cycle_after_permit(fwk, state, qpi, assumed, cycle, s)
-        finally:
-            self._binding -= 1
-            if self._binding < MAX_BINDS_IN_FLIGHT:
-                self._bind_room.set()
-            self.bound_once.set()
-
-    async def _bind_cycle_after_permit(
-        self,
-        fwk: Framework,
-        state: CycleState,
-        qpi: QueuedPodInfo,
-        assumed: Pod,
-        cycle: int,
-        s: Status | None,
-    ) -> None:
-        node = assumed.node_name
-        point = "Permit"
-        if s is None:
-            point, t0 = "PreBind", time.perf_counter()
-            s = await fwk.run_pre_bind(state, assumed, node)
-            self.metrics.extension_point(point, s, fwk.profile_name, time.perf_counter() - t0)
-        if s is None:
-            point = "Bind"
-            s = await self._bind(fwk, state, assumed, node)
-        if s is not None:
-            self.metrics.bind_errors.labels(point, fwk.profile_name).inc()
-            fwk.run_unreserve(state, assumed, node)
-            self.cache.forget_pod(assumed)
-            self.queues.move_all_to_active_or_backoff(ASSIGNED_POD_DELETE, assumed, None)
-            if point == "Bind" and not isinstance(s.error, NotFound | Conflict):
-                # kube-scheduler's message for a failed bind (handleBindingCycleError)
-                s = Status(
-                    s.code, f"Binding rejected: {s.message()}", plugin=s.plugin, error=s.error
-                )
-            if isinstance(s.error, NotFound) or (point == "Bind" and isinstance(s.error, Conflict)):
-                # The pod is gone, or (409 at Bind: "already assigned") someone else bound
-                # it -- another replica's last binds during a failover: the watch brings
-                # its node. Nothing to requeue; only the vanished pod gets an event.
-                if isinstance(s.error, Conflict):
-                    log.info("pod %s was bound by someone else: %s", assumed.key, s.error)
-                elif point == "Bind":
-                    # Deleted between its cycle and its bind. kube-scheduler still records
-                    # FailedScheduling (the Event outlives the pod): say why it never ran.
-                    log.info("pod %s was deleted before its bind: %s", assumed.key, s.error)
-                    self._spawn(self._report_gone(fwk, assumed, f"Binding rejected: {s.message()}"))
-                self.stats.outcomes.pop(assumed.uid, None)
-                self._attempt_start.pop(assumed.uid, None)
-                return
-            self._fail(fwk, qpi, s, cycle)
-            return
-        self.cache.finish_binding(assumed)
-        self.nominator.delete(assumed)
-        self.stats.scheduled += 1
-        self.stats.last_bind = time.perf_counter()
-        self.metrics.attempt("scheduled", fwk.profile_name, self._attempt_seconds(assumed.uid))
-        first = qpi.initial_attempt_timestamp
-        self.metrics.scheduled(
-            qpi.attempts,
-            None if first is None else asyncio.get_running_loop().time() - first,
-        )
-        self.stats.outcomes[assumed.uid] = PodOutcome(node, "Scheduled", "", qpi.attempts)
-        fwk.run_post_bind(state, assumed, node)
-        with contextlib.suppress(NotFound):
-            await self.cluster.record_event(
-                assumed,
-                event_type="Normal",
-                reason="Scheduled",
-                action="Binding",
-                message=f"Successfully assigned {assumed.key} to {node}",
-                reporting_controller=fwk.profile_name,
-            )
