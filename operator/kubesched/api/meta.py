@@ -10,7 +10,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kubesched.api import field_docstrings
 
-__all__ = ["Condition", "Model", "micro_time", "rfc3339"]
+__all__ = ["FINALIZER", "Condition", "Model", "micro_time", "rfc3339"]
+
+FINALIZER = "kubesched.dev/finalizer"
+"""Kopf's persistence finalizer (``operator/kopf_runner.py``), on every SchedulingProfile;
+on kubesched.dev PodGroups too before 2026-11, when a Kopf timer wrote their status (the
+leader takes it off those now: ``operator/podgroup_handlers.py``)."""
 
 
 class Model(BaseModel):

@@ -37,7 +37,7 @@ from kubesched.api.meta import micro_time, rfc3339
 from kubesched.cluster import kube_claims
 from kubesched.cluster.event_writer import EventWriter, QueuedEvent
 from kubesched.cluster.kinds import LIST_PATHS, in_namespace, object_key
-from kubesched.cluster.kube_http import KubeHTTP
+from kubesched.cluster.kube_http import STRATEGIC_MERGE, KubeHTTP
 from kubesched.cluster.kubeconfig import KubeconfigError, load_client_configuration
 from kubesched.cluster.managed_fields import STRUCT_ORDER_KINDS, without_managed_fields
 from kubesched.cluster.sessions import EVENTS, LISTS, RateLimiter
@@ -55,7 +55,6 @@ __all__ = [
 
 Obj = Mapping[str, Any]
 
-STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 NOTE_MAX_BYTES = 1024
 """events.k8s.io/v1 rejects a ``note`` longer than 1 kB; longer messages are cut."""
 

@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from kubesched.api.meta import rfc3339
+from kubesched.cluster.kube_http import STRATEGIC_MERGE
 from kubesched.framework.cluster_port import ClusterError, Conflict, NotFound
 
 __all__ = [
@@ -51,7 +52,6 @@ FINALIZER = "resource.kubernetes.io/delete-protection"
 CONFLICT_STEPS = 5
 """client-go's ``retry.DefaultRetry``: 5 attempts, 10 ms apart, 10% jitter."""
 CONFLICT_DELAY = 0.01
-STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 
 _HTTP_TEXT = re.compile(r"^[A-Z]+ \S+: \d{3} (?P<message>.*)$", re.S)
 

@@ -50,7 +50,14 @@ from kubesched.cluster.sessions import (
 )
 from kubesched.framework.cluster_port import ClusterError, Conflict, NotFound
 
-__all__ = ["KubeHTTP"]
+__all__ = ["JSON_PATCH", "MERGE_PATCH", "STRATEGIC_MERGE", "KubeHTTP"]
+
+JSON_PATCH = "application/json-patch+json"
+"""RFC 6902 operations (``test`` first, for a change that must see what was read)."""
+MERGE_PATCH = "application/merge-patch+json"
+"""RFC 7386: what our CRDs' status takes (no strategic merge for custom resources)."""
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+"""Built-in kinds: lists merged by their keys (a pod's conditions by ``type``)."""
 
 
 def _retry_after(value: str | None) -> float | None:

@@ -40,6 +40,7 @@ import aiohttp
 import kopf
 from kubernetes_asyncio import client as k8s_client
 
+from kubesched.api.meta import FINALIZER
 from kubesched.cluster.kinds import WATCHED
 from kubesched.cluster.sessions import session_for
 from kubesched.operator.settings import Settings
@@ -79,7 +80,7 @@ def kopf_settings(settings: Settings) -> kopf.OperatorSettings:
     s.peering.mandatory = False
     # Our own prefix, should Kopf ever write to an object we own (never to user pods:
     # only event handlers are registered for them).
-    s.persistence.finalizer = "kubesched.dev/finalizer"
+    s.persistence.finalizer = FINALIZER
     s.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="kubesched.dev")
     s.persistence.diffbase_storage = _WatchOnlyDiffBase(
         prefix="kubesched.dev", key="last-handled-configuration"

@@ -22,9 +22,10 @@ Only the leader computes and writes; a follower's ticks return at once. Nothing 
 stays on a PodGroup but its status: no finalizer, no annotation, so deleting one never
 waits for a running kubesched, and uninstalling kubesched leaves none stuck. Until
 2026-11 a Kopf timer did the ticks and, as Kopf does for every object with a timer, put
-its finalizer :data:`LEGACY_FINALIZER` on each kubesched.dev PodGroup; the leader takes
-that off any PodGroup still carrying it (:meth:`PodGroupStatusWriter.release`), so a
-group created under an older release can be deleted once this one has run.
+its finalizer (:data:`kubesched.api.meta.FINALIZER`) on each kubesched.dev PodGroup; the
+leader takes that off any PodGroup still carrying it
+(:meth:`PodGroupStatusWriter.release`), so a group created under an older release can be
+deleted once this one has run.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from kubesched.api.gangs import (
     pod_ref,
     resolve,
 )
-from kubesched.api.meta import rfc3339
+from kubesched.api.meta import FINALIZER, rfc3339
 from kubesched.api.podgroup import (
     CONDITION_SCHEDULED,
     GROUP,
@@ -59,12 +60,13 @@ from kubesched.api.podgroup import (
     validation_message,
 )
 from kubesched.cluster.kube import KubeCluster
+from kubesched.cluster.kube_http import JSON_PATCH, MERGE_PATCH
 from kubesched.framework.cluster_port import ClusterError, NotFound
 from kubesched.operator import gang_status
 from kubesched.operator.handlers import WatchRouter
 from kubesched.scheduler.scheduler import Scheduler
 
-__all__ = ["DEBOUNCE", "LEGACY_FINALIZER", "STATUS_INTERVAL", "PodGroupStatusWriter", "attach"]
+__all__ = ["DEBOUNCE", "STATUS_INTERVAL", "PodGroupStatusWriter", "attach"]
 
 log = logging.getLogger("kubesched.operator.podgroups")
 
@@ -75,11 +77,6 @@ STATUS_INTERVAL = 3.0
 timeout may be at most (member pod changes are written within :data:`DEBOUNCE`)."""
 DEBOUNCE = 0.25
 """Seconds a pod event waits for more of its gang's events before the status is written."""
-MERGE_PATCH = "application/merge-patch+json"
-JSON_PATCH = "application/json-patch+json"
-LEGACY_FINALIZER = f"{GROUP}/finalizer"
-"""The finalizer Kopf's PodGroup timer put on kubesched.dev PodGroups before 2026-11
-(Kopf's persistence finalizer of ``kopf_runner``; SchedulingProfiles still carry it)."""
 INVALID_SPEC = "InvalidSpec"
 """PodGroupScheduled=False: the spec does not validate (the CRD schema refuses most such
 specs at admission; one that gets through is reported here and on each member's events)."""
@@ -182,7 +179,7 @@ class PodGroupStatusWriter:
             elif (
                 old is None
                 or old.get("spec") != obj.get("spec")
-                or LEGACY_FINALIZER in (_mapping(obj.get("metadata")).get("finalizers") or ())
+                or FINALIZER in (_mapping(obj.get("metadata")).get("finalizers") or ())
             ):
                 self.touch(key)
 
@@ -381,16 +378,16 @@ class PodGroupStatusWriter:
             return self._invalid(group, validation_message(e, "spec"))
 
     async def release(self, group: Obj) -> bool:
-        """Take :data:`LEGACY_FINALIZER` off ``group`` if it carries it; True when taken.
+        """Take :data:`FINALIZER` off ``group`` if it carries it; True when taken.
         A JSON patch that first tests the list is what was read, so a finalizer another
         controller added meanwhile is never dropped: the test fails (422), and the next
         event or tick, with the object as it is now, tries again."""
         meta = _mapping(group.get("metadata"))
         finalizers = meta.get("finalizers")
-        if not isinstance(finalizers, list) or LEGACY_FINALIZER not in finalizers:
+        if not isinstance(finalizers, list) or FINALIZER not in finalizers:
             return False
         ns, name = _key(group)
-        rest = [f for f in finalizers if f != LEGACY_FINALIZER]
+        rest = [f for f in finalizers if f != FINALIZER]
         patch = [
             {"op": "test", "path": "/metadata/finalizers", "value": finalizers},
             {"op": "replace", "path": "/metadata/finalizers", "value": rest}
@@ -409,12 +406,10 @@ class PodGroupStatusWriter:
         except ClusterError as e:
             log.info(
                 "PodGroup %s/%s: %s (left by an older kubesched) not taken off yet: %s",
-                ns, name, LEGACY_FINALIZER, e,
+                ns, name, FINALIZER, e,
             )  # fmt: skip
             return False
-        log.info(
-            "PodGroup %s/%s: took off %s, left by an older kubesched", ns, name, LEGACY_FINALIZER
-        )
+        log.info("PodGroup %s/%s: took off %s, left by an older kubesched", ns, name, FINALIZER)
         return True
 
     async def tick(self) -> None:

@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 from kubesched.api.profile import ProfileSpec
 from kubesched.cluster.kinds import PROFILE
 from kubesched.cluster.kube import KubeCluster
+from kubesched.cluster.kube_http import JSON_PATCH
 from kubesched.framework.cluster_port import ClusterError, NotFound
 from kubesched.framework.labels import parse_label_selector
 from kubesched.framework.registry import Registry
@@ -67,7 +68,6 @@ log = logging.getLogger("kubesched.operator.profiles")
 GROUP, _, VERSION = PROFILE.group_version.partition("/")
 PLURAL = PROFILE.plural
 PATH = f"/apis/{GROUP}/{VERSION}/{PLURAL}"
-JSON_PATCH = "application/json-patch+json"
 RETRY_DELAY = 5.0
 """Seconds before Kopf retries a handler whose status write failed (API unavailable)."""
 LOAD_ATTEMPTS = 5

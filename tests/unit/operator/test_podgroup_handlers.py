@@ -11,15 +11,12 @@ from typing import Any, cast
 import pytest
 from kubernetes_asyncio import client as k8s_client
 
+from kubesched.api.meta import FINALIZER
 from kubesched.cluster.kube import KubeCluster
+from kubesched.cluster.kube_http import JSON_PATCH
 from kubesched.framework.cluster_port import ClusterError, NotFound
 from kubesched.operator.handlers import WatchRouter
-from kubesched.operator.podgroup_handlers import (
-    JSON_PATCH,
-    LEGACY_FINALIZER,
-    PodGroupStatusWriter,
-    attach,
-)
+from kubesched.operator.podgroup_handlers import PodGroupStatusWriter, attach
 from kubesched.plugins.coscheduling import GangReport
 from kubesched.scheduler.scheduler import Scheduler
 
@@ -279,9 +276,9 @@ def with_finalizers(obj: JSON, finalizers: list[str], deleting: bool = False) ->
 async def test_the_finalizer_an_older_release_left_is_taken_off_by_the_leader() -> None:
     s = Setup()
     path = "/apis/kubesched.dev/v1alpha1/namespaces/ns/podgroups/g"
-    s.put("PodGroup", with_finalizers(group(), ["example.com/keep", LEGACY_FINALIZER]))
+    s.put("PodGroup", with_finalizers(group(), ["example.com/keep", FINALIZER]))
     await asyncio.sleep(1)  # the debounce
-    listed = ["example.com/keep", LEGACY_FINALIZER]
+    listed = ["example.com/keep", FINALIZER]
     assert s.api.json_patches == [
         (
             path,
@@ -297,7 +294,7 @@ async def test_the_finalizer_an_older_release_left_is_taken_off_by_the_leader() 
     s.api.json_patches.clear()
     s.put(
         "PodGroup",
-        with_finalizers(group(rv="2"), [LEGACY_FINALIZER], deleting=True),
+        with_finalizers(group(rv="2"), [FINALIZER], deleting=True),
         "MODIFIED",
     )
     await asyncio.sleep(1)
@@ -305,7 +302,7 @@ async def test_the_finalizer_an_older_release_left_is_taken_off_by_the_leader() 
         (
             path,
             [
-                {"op": "test", "path": "/metadata/finalizers", "value": [LEGACY_FINALIZER]},
+                {"op": "test", "path": "/metadata/finalizers", "value": [FINALIZER]},
                 {"op": "remove", "path": "/metadata/finalizers"},
             ],
         )
@@ -315,7 +312,7 @@ async def test_the_finalizer_an_older_release_left_is_taken_off_by_the_leader() 
 
 async def test_a_follower_leaves_the_finalizer_and_a_refused_patch_is_tried_again() -> None:
     s = Setup(leading=False)
-    s.put("PodGroup", with_finalizers(group(), [LEGACY_FINALIZER]))
+    s.put("PodGroup", with_finalizers(group(), [FINALIZER]))
     await asyncio.sleep(1)
     await s.writer.tick()
     assert s.api.json_patches == []
