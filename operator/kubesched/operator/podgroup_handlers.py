@@ -66,7 +66,7 @@ from kubesched.operator import gang_status
 from kubesched.operator.handlers import WatchRouter
 from kubesched.scheduler.scheduler import Scheduler
 
-__all__ = ["DEBOUNCE", "STATUS_INTERVAL", "PodGroupStatusWriter", "attach"]
+__all__ = ["DEBOUNCE", "RELEASE_INTERVAL", "STATUS_INTERVAL", "PodGroupStatusWriter", "attach"]
 
 log = logging.getLogger("kubesched.operator.podgroups")
 
@@ -77,6 +77,12 @@ STATUS_INTERVAL = 3.0
 timeout may be at most (member pod changes are written within :data:`DEBOUNCE`)."""
 DEBOUNCE = 0.25
 """Seconds a pod event waits for more of its gang's events before the status is written."""
+RELEASE_INTERVAL = 30.0
+"""Seconds between two tries to take :data:`~kubesched.api.meta.FINALIZER` off one live
+PodGroup. During a rolling upgrade the older replicas' Kopf puts it back at once; the
+older replicas are gone within minutes, and until then this bounds the back and forth to
+a write a PodGroup every 30 s from each side. A PodGroup being deleted is released at
+every event and tick: Kopf adds no finalizer to those."""
 INVALID_SPEC = "InvalidSpec"
 """PodGroupScheduled=False: the spec does not validate (the CRD schema refuses most such
 specs at admission; one that gets through is reported here and on each member's events)."""
@@ -137,6 +143,8 @@ class PodGroupStatusWriter:
         """Group key -> keys (namespace/name) of the pods that name it."""
         self._group_of: dict[str, str] = {}
         self._written: dict[str, _Written] = {}
+        self._released: dict[str, float] = {}
+        """Group key -> loop time of the last try to take the finalizer off it."""
         """Our last write per group, until the watch brings it (the store may lag)."""
         self._locks: dict[str, asyncio.Lock] = {}
         self._dirty: set[str] = set()
@@ -176,6 +184,7 @@ class PodGroupStatusWriter:
             if event_type == "DELETED":
                 self._written.pop(key, None)
                 self._locks.pop(key, None)
+                self._released.pop(key, None)
             elif (
                 old is None
                 or old.get("spec") != obj.get("spec")
@@ -380,13 +389,20 @@ class PodGroupStatusWriter:
     async def release(self, group: Obj) -> bool:
         """Take :data:`FINALIZER` off ``group`` if it carries it; True when taken.
         A JSON patch that first tests the list is what was read, so a finalizer another
-        controller added meanwhile is never dropped: the test fails (422), and the next
-        event or tick, with the object as it is now, tries again."""
+        controller added meanwhile is never dropped: the test fails (422), and a later
+        event or tick, with the object as it is now, tries again (for a live PodGroup at
+        most every :data:`RELEASE_INTERVAL` seconds)."""
         meta = _mapping(group.get("metadata"))
         finalizers = meta.get("finalizers")
         if not isinstance(finalizers, list) or FINALIZER not in finalizers:
             return False
         ns, name = _key(group)
+        now = asyncio.get_running_loop().time()
+        key = gang_key(GangAPI.KUBESCHED, ns, name)
+        last = self._released.get(key)
+        if not meta.get("deletionTimestamp") and last is not None and now - last < RELEASE_INTERVAL:
+            return False
+        self._released[key] = now
         rest = [f for f in finalizers if f != FINALIZER]
         patch = [
             {"op": "test", "path": "/metadata/finalizers", "value": finalizers},

@@ -16,7 +16,7 @@ from kubesched.cluster.kube import KubeCluster
 from kubesched.cluster.kube_http import JSON_PATCH
 from kubesched.framework.cluster_port import ClusterError, NotFound
 from kubesched.operator.handlers import WatchRouter
-from kubesched.operator.podgroup_handlers import PodGroupStatusWriter, attach
+from kubesched.operator.podgroup_handlers import RELEASE_INTERVAL, PodGroupStatusWriter, attach
 from kubesched.plugins.coscheduling import GangReport
 from kubesched.scheduler.scheduler import Scheduler
 
@@ -324,7 +324,27 @@ async def test_a_follower_leaves_the_finalizer_and_a_refused_patch_is_tried_agai
     assert [p[1]["phase"] for p in s.api.patches] == ["Pending"]  # the status still is
     s.api.refuse_json_patch = None
     await s.writer.tick()
+    assert s.api.json_patches == []  # not again before RELEASE_INTERVAL
+    await asyncio.sleep(RELEASE_INTERVAL)
+    await s.writer.tick()
     assert len(s.api.json_patches) == 1
+
+
+async def test_a_finalizer_put_back_at_once_is_not_fought_over() -> None:
+    # A rolling upgrade: the older replicas' Kopf puts its finalizer back as soon as it
+    # is taken off. The leader tries again every RELEASE_INTERVAL, not at every event.
+    s = Setup()
+    s.put("PodGroup", with_finalizers(group(), [FINALIZER]))
+    await asyncio.sleep(1)
+    assert len(s.api.json_patches) == 1
+    for rv in range(2, 12):
+        s.put("PodGroup", with_finalizers(group(rv=str(rv)), [FINALIZER]), "MODIFIED")
+        await asyncio.sleep(1)
+        await s.writer.tick()
+    assert len(s.api.json_patches) == 1
+    await asyncio.sleep(RELEASE_INTERVAL)
+    await s.writer.tick()
+    assert len(s.api.json_patches) == 2
 
 
 async def test_reconcile_lists_no_pod_groups_when_their_crd_is_missing() -> None:
