@@ -143,9 +143,9 @@ class PodGroupStatusWriter:
         """Group key -> keys (namespace/name) of the pods that name it."""
         self._group_of: dict[str, str] = {}
         self._written: dict[str, _Written] = {}
+        """Our last write per group, until the watch brings it (the store may lag)."""
         self._released: dict[str, float] = {}
         """Group key -> loop time of the last try to take the finalizer off it."""
-        """Our last write per group, until the watch brings it (the store may lag)."""
         self._locks: dict[str, asyncio.Lock] = {}
         self._dirty: set[str] = set()
         self._flush: asyncio.TimerHandle | None = None

@@ -21,11 +21,12 @@ whose labels change is taken up, or forgotten as if deleted, by the same check (
 handler on ``metadata.labels``). The filter is ours, not a Kopf filter, on purpose: Kopf
 removes its finalizer from an object no handler of its matches, and every installation
 shares the finalizer ``kubesched.dev/finalizer``, so two installations with Kopf filters
-would take turns adding and removing it on each other's profiles. So every installation's Kopf keeps the finalizer and
-the diff-base annotation on every profile (the same content from each, as from replicas),
-and only the selected profiles are compiled, served, and given a status and Events. A
-profile deleted once another installation had already released its finalizer reaches us
-as a DELETED event only (no deletion handler call): a watch handler forgets it then.
+would take turns adding and removing it on each other's profiles. So every
+installation's Kopf keeps the finalizer and the diff-base annotation on every profile
+(the same content from each, as from replicas), and only the selected profiles are
+compiled, served, and given a status and Events. A profile deleted once another
+installation had already released its finalizer reaches us as a DELETED event only (no
+deletion handler call): a watch handler forgets it then.
 
 Replicas: every replica keeps its book current (followers compile too), so a new leader
 serves the same chains at once. Status is written by whichever replica finds it differs
