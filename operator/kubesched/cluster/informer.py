@@ -42,7 +42,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from kubesched.cluster.kinds import LIST_PATHS, OPTIONAL_KINDS, WATCHED
+from kubesched.cluster.kinds import LIST_PATHS, OPTIONAL_KINDS, REQUIRED_KINDS
 from kubesched.cluster.kube import KubeCluster, trim
 from kubesched.cluster.managed_fields import STRUCT_ORDER_KINDS, without_managed_fields
 from kubesched.cluster.prefetch import Page
@@ -54,10 +54,6 @@ log = logging.getLogger("kubesched.cluster.informer")
 
 Dispatch = Callable[[str, str | None, dict[str, Any]], None]
 """``(kind, event_type, obj)``: event_type is ADDED, MODIFIED, DELETED or None (listed)."""
-
-
-_REQUIRED = frozenset(k.kind for k in WATCHED if not k.optional)
-"""The watched kinds every API server serves: a 404 listing one is an error."""
 
 
 class WatchGone(Exception):
@@ -140,7 +136,7 @@ class Informer:
             except (ClusterError, aiohttp.ClientError, TimeoutError, ValueError) as e:
                 if (
                     isinstance(e, ClusterError)
-                    and (e.code == "403" or (e.code == "404" and self.kind in _REQUIRED))
+                    and (e.code == "403" or (e.code == "404" and self.kind in REQUIRED_KINDS))
                     and not self.synced.is_set()
                 ):
                     # Not allowed to list at all, or a kind that must be served is not:

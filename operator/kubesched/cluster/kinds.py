@@ -24,6 +24,7 @@ __all__ = [
     "LIST_PATHS",
     "OPTIONAL_KINDS",
     "PROFILE",
+    "REQUIRED_KINDS",
     "WATCHED",
     "Kind",
     "Reader",
@@ -133,6 +134,10 @@ LIST_PATHS: dict[str, tuple[str, str]] = {
 CLUSTER_SCOPED: frozenset[str] = frozenset(k.kind for k in KINDS if k.cluster_scoped)
 
 OPTIONAL_KINDS: frozenset[str] = frozenset(k.kind for k in WATCHED if k.optional)
+"""Watched kinds a cluster may not serve (a CRD not installed, an API group off): a 404
+listing one means none."""
+REQUIRED_KINDS: frozenset[str] = frozenset(k.kind for k in WATCHED if not k.optional)
+"""Watched kinds every API server serves: a 404 listing one is an error."""
 
 
 def object_key(kind: str, namespace: str | None, name: str) -> str:
