@@ -217,14 +217,7 @@ class BindingCycles:
         self, fwk: Framework, pod: Pod, reason: str, msg: str, nominated_node: str | None
     ) -> None:
         try:
-            await self.cluster.record_event(
-                pod,
-                event_type="Warning",
-                reason="FailedScheduling",
-                action="Scheduling",
-                message=msg,
-                reporting_controller=fwk.profile_name,
-            )
+            await self._failed_scheduling_event(fwk, pod, msg)
             await self.cluster.patch_pod_status(
                 pod,
                 condition=PodCondition("PodScheduled", "False", reason, msg),
@@ -235,14 +228,17 @@ class BindingCycles:
 
     async def _report_gone(self, fwk: Framework, pod: Pod, msg: str) -> None:
         with contextlib.suppress(NotFound):
-            await self.cluster.record_event(
-                pod,
-                event_type="Warning",
-                reason="FailedScheduling",
-                action="Scheduling",
-                message=msg,
-                reporting_controller=fwk.profile_name,
-            )
+            await self._failed_scheduling_event(fwk, pod, msg)
+
+    async def _failed_scheduling_event(self, fwk: Framework, pod: Pod, msg: str) -> None:
+        await self.cluster.record_event(
+            pod,
+            event_type="Warning",
+            reason="FailedScheduling",
+            action="Scheduling",
+            message=msg,
+            reporting_controller=fwk.profile_name,
+        )
 
     async def _bind(self, fwk: Framework, state: CycleState, pod: Pod, node: str) -> Status | None:
         """The Bind extension point, with transient failures retried in place (the pod
