@@ -364,15 +364,21 @@ def apply(api: RestClient, objects: list[JSON]) -> None:
         terminate(api, created)
 
 
+PENDING = ("Unschedulable", "SchedulerError", "Waiting")
+"""The outcomes of a pod left unbound (:func:`outcome`)."""
+
+
 def outcome(pod: JSON) -> tuple[str, str]:
-    """(node | Unschedulable | Waiting, the PodScheduled message)."""
+    """(node | Unschedulable | SchedulerError | Waiting, the PodScheduled message):
+    ``PodScheduled=False`` with reason Unschedulable or SchedulerError (tried, failed
+    with an error), Waiting for any other (or none)."""
     node = pod["spec"].get("nodeName")
     for c in pod.get("status", {}).get("conditions") or ():
         if c["type"] == "PodScheduled" and c["status"] == "False":
             if node:
                 break
-            if c.get("reason") == "Unschedulable":
-                return "Unschedulable", str(c.get("message") or "")
+            if c.get("reason") in ("Unschedulable", "SchedulerError"):
+                return str(c["reason"]), str(c.get("message") or "")
             return "Waiting", str(c.get("message") or "")
     return (node, "") if node else ("Waiting", "")
 
@@ -401,7 +407,7 @@ def settle(
         if met or time.monotonic() > deadline:
             break
         time.sleep(0.1)
-    if met and any(v == {"Waiting"} or v == {"Unschedulable"} for v in expected.values()):
+    if met and any(v and v <= set(PENDING) for v in expected.values()):
         time.sleep(QUIET)  # a pod expected to stay pending must not be bound meanwhile
         got = observe(api, keys)
     return got

@@ -64,6 +64,7 @@ from tests.e2e.differential_support import (
     KUBE_SCHEDULER,
     KUBESCHED,
     KUBESCHED_ONLY,
+    PENDING,
     TERMINATING,
     Controllers,
     Run,
@@ -136,7 +137,7 @@ def test_kube_scheduler_and_kubesched_agree(diff_cluster: ControlPlane, path: pa
         )
     for key, (where, message) in theirs.outcomes.items():
         mine, my_message = ours.outcomes[key]
-        if len(expected.get(key, ())) == 1 or where in ("Unschedulable", "Waiting"):
+        if len(expected.get(key, ())) == 1 or where in PENDING:
             assert mine == where, f"{key}: kube-scheduler {where}, kubesched {mine}{report}"
         if where == "Unschedulable":
             # the whole FailedScheduling message, byte for byte (the FitError summary,

@@ -36,6 +36,7 @@ from tests.e2e.differential_support import (
     CORPUS,
     KUBE_SCHEDULER,
     KUBESCHED,
+    PENDING,
     Controllers,
     Run,
     expectations,
@@ -145,11 +146,11 @@ def test_kube_scheduler_gangs_and_kubesched_agree(
         )
     for key, (where, _) in theirs.outcomes.items():
         mine = ours.outcomes[key][0]
-        if len(expected.get(key, ())) == 1 or where in ("Unschedulable", "Waiting"):
+        if len(expected.get(key, ())) == 1 or where in PENDING:
             assert mine == where, f"{key}: kube-scheduler {where}, kubesched {mine}{report}"
     for run in (theirs, ours):
         for group, members in gangs.items():
-            bound = [m for m in members if run.outcomes[m][0] not in ("Unschedulable", "Waiting")]
+            bound = [m for m in members if run.outcomes[m][0] not in PENDING]
             assert len(bound) in (0, len(members)), (
                 f"{run.scheduler} bound {group} partially: {bound}{report}"
             )

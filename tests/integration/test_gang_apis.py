@@ -148,3 +148,85 @@ async def test_deleting_a_foreign_pod_group_holds_its_pending_members(api: GangA
             within=400,
         )
     assert h.cluster.bindings == []
+
+
+MISMATCH = (
+    "all pods in a single pod group should have the same priority as the pod group's "
+    "priority, got 100 and 0"
+)
+
+
+def scheduled_condition(h: Harness, key: str) -> tuple[str, str, str]:
+    pod = h.cluster.pod(key) or {}
+    (c,) = [c for c in pod["status"].get("conditions") or () if c["type"] == "PodScheduled"]
+    return c["status"], c["reason"], c["message"]
+
+
+async def test_a_kubernetes_podgroup_whose_pods_disagree_is_not_tried() -> None:
+    # kube-scheduler 1.37's validatePodGroup: a member of priority 100 in a group of
+    # priority 0 (no class). None of the group is scheduled, though it would fit; the
+    # same gang in our API is scheduled (its priority is the group's or the lowest
+    # member's), and a gang of Kubernetes' whose pods agree binds beside it.
+    h = Harness()
+    up = members(GangAPI.UPSTREAM, "mixed", 2, "1")
+    up[1]["spec"]["priority"] = 100
+    ours = members(GangAPI.KUBESCHED, "ours", 2, "1")
+    ours[1]["spec"]["priority"] = 100
+    h.apply(
+        *two_nodes(),
+        group(GangAPI.UPSTREAM, "mixed", 2),
+        group(GangAPI.KUBESCHED, "ours", 2),
+        group(GangAPI.UPSTREAM, "fine", 2),
+        *up,
+        *ours,
+        *members(GangAPI.UPSTREAM, "fine", 2, "1"),
+    )
+    mixed = ["default/mixed-0", "default/mixed-1"]
+    bound = ["default/ours-0", "default/ours-1", "default/fine-0", "default/fine-1"]
+    async with running(h):
+        await h.wait_for(
+            lambda: (
+                all(h.node_of(k) for k in bound)
+                and all("FailedScheduling" in h.reasons(k) for k in mixed)
+            )
+        )
+    assert not any(h.node_of(k) for k in mixed)
+    for key in mixed:
+        assert scheduled_condition(h, key) == ("False", "SchedulerError", MISMATCH)
+        (event,) = [e for e in h.cluster.events_for(key) if e.reason == "FailedScheduling"][:1]
+        assert (event.type, event.message) == ("Warning", MISMATCH)
+    report = plugin(h).report("default", "mixed", GangAPI.UPSTREAM)
+    assert report is not None and (report.blocked, report.error) == (MISMATCH, True)
+    obj = h.cluster.get(STORE_KINDS[GangAPI.UPSTREAM], "default", "mixed")
+    assert obj is not None
+    (cond,) = (
+        upstream_conditions(
+            obj, scheduled=False, unschedulable=report.blocked, now=NOW, error=report.error
+        )
+        or []
+    )
+    assert (cond["status"], cond["reason"], cond["message"]) == (
+        "False",
+        "SchedulerError",
+        MISMATCH,
+    )
+
+
+async def test_a_spare_member_of_another_priority_fails_alone() -> None:
+    # The gang holds its minimum; a third member of priority 5 is checked as kube-scheduler
+    # checks the group (its pod, then the pods on nodes) and fails with the error.
+    h = Harness()
+    h.apply(*two_nodes(), group(GangAPI.UPSTREAM, "g", 2), *members(GangAPI.UPSTREAM, "g", 3, "1"))
+    async with running(h):
+        await h.wait_for(lambda: all(h.node_of(f"default/g-{i}") for i in range(3)))
+        spare = members(GangAPI.UPSTREAM, "g", 4, "1")[3]
+        spare["spec"]["priority"] = 5
+        h.apply(spare)
+        await h.wait_for(lambda: "FailedScheduling" in h.reasons("default/g-3"))
+    assert h.node_of("default/g-3") is None
+    assert scheduled_condition(h, "default/g-3") == (
+        "False",
+        "SchedulerError",
+        "all pods in a single pod group should have the same priority as the pod group's "
+        "priority, got 5 and 0",
+    )

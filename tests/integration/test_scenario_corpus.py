@@ -106,7 +106,9 @@ def test_scenario_places_pods_as_kube_scheduler_does(
             gang = message.startswith('pod group "') and (
                 ": 0/" in message or "placements are available" in message
             )
-            assert message.startswith("0/") or gang, "kube-scheduler's message shape"
+            # a Kubernetes PodGroup whose pods disagree is not tried: kube's error
+            disagree = message.startswith("all pods in a single pod group should have")
+            assert message.startswith("0/") or gang or disagree, "kube-scheduler's message shape"
     if evicted is not None:
         assert set(deleted_pods) == evicted, (
             f"evicted {sorted(deleted_pods)}, kube-scheduler evicts {sorted(evicted)}"

@@ -37,6 +37,7 @@ from kubesched.api.podgroup import (
 __all__ = [
     "INITIALLY_SCHEDULED",
     "REASON_SCHEDULED",
+    "REASON_SCHEDULER_ERROR",
     "REASON_UNSCHEDULABLE",
     "podgroup_status",
     "scheduler_plugins_status",
@@ -46,6 +47,7 @@ __all__ = [
 INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"
 REASON_SCHEDULED = "Scheduled"
 REASON_UNSCHEDULABLE = "Unschedulable"
+REASON_SCHEDULER_ERROR = "SchedulerError"
 
 
 def _phase(pod: Mapping[str, Any]) -> str:
@@ -104,15 +106,18 @@ def upstream_conditions(
     scheduled: bool,
     unschedulable: str,
     now: str,
+    error: bool = False,
 ) -> list[dict[str, Any]] | None:
     """The ``status.conditions`` a Kubernetes PodGroup should have, or None when nothing
     is to be said yet (no attempt made: kube-scheduler writes only after one).
     ``scheduled``: the gang holds its minimum (bound or assumed); ``unschedulable``: why
-    the last attempt failed ("" if none did)."""
+    the last attempt failed ("" if none did); ``error``: it failed with an error, not
+    for want of room (reason ``SchedulerError``)."""
     if scheduled:
         status, reason, message = "True", REASON_SCHEDULED, ""
     elif unschedulable:
-        status, reason, message = "False", REASON_UNSCHEDULABLE, unschedulable
+        reason = REASON_SCHEDULER_ERROR if error else REASON_UNSCHEDULABLE
+        status, message = "False", unschedulable
     else:
         return None
     meta = group.get("metadata") or {}

@@ -305,11 +305,12 @@ class PodGroupStatusWriter:
             or str(_mapping(p.get("metadata")).get("uid") or "") in waiting
         )
         blocked = invalid or (report.blocked if report is not None else "")
+        error = not invalid and report is not None and bool(report.blocked) and report.error
         if not blocked and report is not None and report.timed_out:
             blocked = f'pod group "{key}" timed out waiting at Permit'
         conditions = gang_status.upstream_conditions(
             group, scheduled=not invalid and placed >= min_member, unschedulable=blocked,
-            now=rfc3339(now),
+            now=rfc3339(now), error=error,
         )  # fmt: skip
         return None if conditions is None else {"conditions": conditions}
 

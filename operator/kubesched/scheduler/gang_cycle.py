@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kubesched.api.gang_apis import GangAPI
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.nodeinfo import QueuedPodInfo
 from kubesched.framework.runtime import Framework
@@ -36,6 +37,7 @@ from kubesched.framework.signature import PodSigner, signing_plugins
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import Pod
 from kubesched.plugins.coscheduling import plugin as cosched
+from kubesched.plugins.coscheduling.consistency import group_mismatch
 from kubesched.scheduler.algorithm import FitError, StatusError
 from kubesched.scheduler.batch import OpportunisticBatch
 from kubesched.scheduler.binding_cycle import PodOutcome
@@ -149,6 +151,16 @@ class GangCycle:
             self._fail_all(fwk, cos, key, members, msg, cycle)
             metrics.group_attempt("unschedulable", fwk.profile_name, time.perf_counter() - start)
             return
+        if view.spec.api is GangAPI.UPSTREAM:
+            mismatch = self._mismatch(view, members)
+            if mismatch:
+                # kube-scheduler's validatePodGroup: none of the group is tried.
+                invalid = Status.as_error(mismatch)
+                self._fail_all(
+                    fwk, cos, key, members, "", cycle, error=invalid, clear_nominated=True
+                )
+                metrics.group_attempt("error", fwk.profile_name, time.perf_counter() - start)
+                return
         attempt = gang_topology.place(self, fwk, view, members, need)
         self.last[key] = attempt.to_dict()
         metrics.group_algorithm(time.perf_counter() - start)
@@ -174,6 +186,17 @@ class GangCycle:
             # Spare members that found no node: they fail alone, the gang is placed.
             self._fail_one(fwk, m, m.error or "the pod group's minimum was placed first", cycle)
         metrics.group_attempt("scheduled", fwk.profile_name, time.perf_counter() - start)
+
+    def _mismatch(self, view: cosched.GroupView, members: list[Member]) -> str:
+        """Why a Kubernetes PodGroup's pods cannot be scheduled together ("" if they can):
+        :mod:`kubesched.plugins.coscheduling.consistency`. Queued members in the order
+        they arrived (kube's: the first is the reference), then those on nodes."""
+        get = self.sched.cache.get_pod
+        placed = sorted(
+            (p for uid in view.placed if (p := get(uid)) is not None), key=lambda p: p.name
+        )
+        queued = [m.pod for m in sorted(members, key=lambda m: m.qpi.seq)]
+        return group_mismatch(view.spec.priority, queued, placed)
 
     def try_members(
         self,
@@ -310,9 +333,14 @@ class GangCycle:
         cycle: int,
         *,
         error: Status | None = None,
+        clear_nominated: bool = False,
     ) -> None:
-        """Every member fails with the gang's reason (or the error), together."""
-        cos.group_failed(key, msg if error is None else error.message())
+        """Every member fails with the gang's reason (or the error), together;
+        ``clear_nominated``: their nominated nodes are cleared too."""
+        if error is None:
+            cos.group_failed(key, msg)
+        else:
+            cos.group_failed(key, error.message(), error=True)
         plugins: set[str] = {cosched.NAME}
         pending: set[str] = set()
         for m in members:
@@ -320,7 +348,9 @@ class GangCycle:
             pending |= m.pending
         for m in members:
             if error is not None:
-                self.sched._fail(fwk, m.qpi, error, cycle)
+                self.sched._fail(
+                    fwk, m.qpi, error, cycle, nominated_node="" if clear_nominated else None
+                )
                 continue
             m.qpi.unschedulable_plugins = set(plugins)
             m.qpi.pending_plugins = set(pending)

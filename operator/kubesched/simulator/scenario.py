@@ -12,6 +12,7 @@ Objects are then defaulted the way the API server (and, for nodes, the kubelet) 
   ``metadata.generateName`` without a name gets a deterministic suffix;
 - ``metadata.uid`` (kept if given), ``metadata.creationTimestamp`` (one second apart, in
   document order) and ``metadata.resourceVersion`` are set;
+- Kubernetes' PodGroups (``scheduling.k8s.io/v1beta1``): ``spec.priority`` as for pods;
 - pods: ``spec.priority`` and ``spec.preemptionPolicy`` come from the PriorityClass named
   by ``spec.priorityClassName`` (the ``globalDefault`` class when none is named, priority 0
   when there is none); a ``schedulerName`` that is missing or ``default-scheduler`` means
@@ -277,6 +278,36 @@ def _default_pod(c: _Checked, classes: dict[str, _PriorityClass], global_default
         status["phase"] = "Running" if spec.get("nodeName") else "Pending"
 
 
+def _default_upstream_podgroup(
+    c: _Checked, classes: dict[str, _PriorityClass], global_default: str
+) -> None:
+    """kube-apiserver's Priority admission for a ``scheduling.k8s.io`` PodGroup, as for
+    a pod (:func:`_default_pod`, and as leniently): ``spec.priority`` from the
+    PriorityClass it names, else the ``globalDefault`` class, else 0; a priority given
+    that contradicts a class is refused."""
+    spec = c.obj.get("spec")
+    if not isinstance(spec, dict):
+        return  # the PodGroup's validation reports it
+    pc_name = spec.get("priorityClassName")
+    if pc_name:
+        pc = classes.get(pc_name) if isinstance(pc_name, str) else None
+        if pc is None:
+            raise c.fail(f"spec.priorityClassName: no PriorityClass named {pc_name!r}")
+    elif global_default and "priority" not in spec:
+        pc_name = spec["priorityClassName"] = global_default
+        pc = classes[global_default]
+    else:
+        spec.setdefault("priority", 0)
+        return
+    given = spec.get("priority")
+    if given is not None and given != pc.value:
+        raise c.fail(
+            f"spec.priority: {given!r} contradicts PriorityClass {pc_name!r} "
+            f"(value {pc.value}); leave spec.priority out"
+        )
+    spec["priority"] = pc.value
+
+
 def _default_node(c: _Checked) -> None:
     status = c.obj.get("status")
     if isinstance(status, dict) and "allocatable" not in status and "capacity" in status:
@@ -376,6 +407,8 @@ def prepare(documents: Sequence[Document], *, now: datetime | None = None) -> li
                 raise c.fail(str(e)) from None
         elif c.kind == "Node":
             _default_node(c)
+        elif kind == gangs.STORE_KINDS[gangs.GangAPI.UPSTREAM]:
+            _default_upstream_podgroup(c, classes, global_default)
         if c.kind != "PriorityClass":
             try:
                 SUPPORTED_KINDS[c.kind].validate(c.obj)

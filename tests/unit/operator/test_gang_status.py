@@ -126,6 +126,18 @@ def test_upstream_condition_as_kube_scheduler_writes_it() -> None:
     assert again == later
 
 
+def test_upstream_condition_of_a_group_not_tried_says_scheduler_error() -> None:
+    # kube-scheduler's reason when the group failed with an error (its pods disagree),
+    # not for want of room
+    (c,) = (
+        upstream_conditions(
+            upstream_group(), scheduled=False, unschedulable="pods differ", now="t0", error=True
+        )
+        or []
+    )
+    assert (c["status"], c["reason"], c["message"]) == ("False", "SchedulerError", "pods differ")
+
+
 async def test_writer_patches_each_foreign_api_in_its_shape() -> None:
     s = Setup()
     s.plugin.reports["ns/g"] = GangReport(frozenset(), "1/2 members fit; 1 pods: x", False, None)

@@ -585,3 +585,37 @@ def test_built_in_class_may_be_restated_but_not_changed() -> None:
         load(builtin.replace("2000000000", "5"))
     with pytest.raises(ScenarioError, match="the prefix 'system-' is reserved"):
         load(HIGH.replace("high", "system-mine"))
+
+
+UPSTREAM_GROUP = """\
+apiVersion: scheduling.k8s.io/v1beta1
+kind: PodGroup
+metadata: {name: g}
+spec:
+  schedulingPolicy: {gang: {minCount: 2}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("docs", "priority"),
+    [
+        pytest.param([UPSTREAM_GROUP], 0, id="no-class"),
+        pytest.param([HIGH, UPSTREAM_GROUP + "  priorityClassName: high\n"], 1000, id="named"),
+        pytest.param([GLOBAL_DEFAULT, UPSTREAM_GROUP], 50, id="global-default"),
+    ],
+)
+def test_a_kubernetes_podgroup_gets_its_priority_as_the_api_server_gives_it(
+    docs: list[str], priority: int
+) -> None:
+    # kube-scheduler compares it with its pods' (a group whose pods differ is not tried)
+    group = next(o for o in load(*docs) if o["kind"] == "PodGroup")
+    assert group["spec"]["priority"] == priority
+
+
+def test_a_kubernetes_podgroup_priority_that_contradicts_its_class_is_refused() -> None:
+    with pytest.raises(ScenarioError) as e:
+        load(HIGH, UPSTREAM_GROUP + "  priorityClassName: high\n  priority: 5\n")
+    assert str(e.value) == (
+        "scenario.yaml document 1 (PodGroup default/g): spec.priority: 5 contradicts "
+        "PriorityClass 'high' (value 1000); leave spec.priority out"
+    )

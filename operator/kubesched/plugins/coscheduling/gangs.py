@@ -97,10 +97,12 @@ class Gang:
     """PreEnqueue saw minMember members and activated the gated ones."""
     blocked: str = ""
     """Why the gang does not fit (the last group cycle), for status and messages."""
+    error: bool = False
+    """``blocked`` is an error (kube's ``SchedulerError``), not "does not fit"."""
     schedule_start: float | None = None
     not_found_reported: set[str] = field(default_factory=set)
 
-    def fail(self, now: float, message: str) -> None:
+    def fail(self, now: float, message: str, *, error: bool = False) -> None:
         """A group cycle failed: the gang goes behind the pods queued since. It stays
         released: its members were counted, the group cycle counts them again, and a
         member activated by the release being let through PreEnqueue must not release
@@ -108,6 +110,7 @@ class Gang:
         self.sort_time = now
         if message:
             self.blocked = message
+            self.error = error
 
 
 class AssignedIndex:

@@ -73,6 +73,7 @@ from kubesched.framework.interface import (
 from kubesched.framework.nodeinfo import NodeInfo, QueuedPodInfo
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import Node, Pod
+from kubesched.plugins.coscheduling.consistency import group_mismatch
 from kubesched.plugins.coscheduling.gangs import AssignedIndex, Gang, GangKeys
 
 __all__ = [
@@ -139,6 +140,9 @@ class GangReport:
     blocked: str
     timed_out: bool
     schedule_start: float | None
+    error: bool = False
+    """``blocked`` is a scheduler error (a Kubernetes PodGroup whose pods disagree:
+    :mod:`.consistency`), not "does not fit": kube's reason ``SchedulerError``."""
 
 
 class Coscheduling(
@@ -206,7 +210,7 @@ class Coscheduling(
         g = self._gangs.get(gang_key(api, namespace, name))
         if g is None:
             return None
-        return GangReport(frozenset(), g.blocked, False, g.schedule_start)
+        return GangReport(frozenset(), g.blocked, False, g.schedule_start, g.error)
 
     # -- QueueSort --------------------------------------------------------------------------
     def sort_key(self, qpi: QueuedPodInfo) -> tuple[int, float, str, str, int]:
@@ -314,13 +318,14 @@ class Coscheduling(
     def group_scheduled(self, key: str) -> None:
         """A group cycle placed the gang's minimum: nothing blocks it any more."""
         g = self._gang(key)
-        g.blocked = ""
+        g.blocked, g.error = "", False
         g.released = False  # members arriving later are counted again by PreEnqueue
 
-    def group_failed(self, key: str, message: str) -> None:
-        """A group cycle could not place the gang: say why (status, messages), and let
-        the gang queue behind the pods that arrived since (QueueSort)."""
-        self._gang(key).fail(self._now(), message)
+    def group_failed(self, key: str, message: str, *, error: bool = False) -> None:
+        """A group cycle could not place the gang (``error``: could not try it): say why
+        (status, messages), and let the gang queue behind the pods that arrived since
+        (QueueSort)."""
+        self._gang(key).fail(self._now(), message, error=error)
 
     # -- PreFilter ---------------------------------------------------------------------------
     def pre_filter(
@@ -345,9 +350,18 @@ class Coscheduling(
         progress = self._progress(g)
         if len(progress) >= spec.min_member:
             # The gang holds minMember: a spare member, in its gang's Required domain.
+            if spec.api is GangAPI.UPSTREAM and (mismatch := self._mismatch(spec, pod, progress)):
+                return None, Status.as_error(mismatch)
             return self._held_domain(spec, progress), None
         # Members of a gang below its minimum are placed by the whole-group cycle only.
         return None, Status.unschedulable(_below_message(key, len(progress), spec.min_member))
+
+    def _mismatch(self, spec: GangSpec, pod: Pod, placed: set[str]) -> str:
+        """kube-scheduler's check of a Kubernetes PodGroup (:mod:`.consistency`) for a
+        member scheduled alone: the pod, then one member on a node (those were checked
+        together when the gang's minimum was placed, so one stands for all)."""
+        on_node = self._handle.get_pod(min(placed))
+        return group_mismatch(spec.priority, [pod], [] if on_node is None else [on_node])
 
     def _held_domain(self, spec: GangSpec, placed: set[str]) -> PreFilterResult | None:
         """The nodes of the Required topology domain(s) the placed members are in."""
