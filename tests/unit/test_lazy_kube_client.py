@@ -26,7 +26,7 @@ PROBE = textwrap.dedent(
     from pathlib import Path
 
     import kubesched.operator.run  # kopf, the handlers, the kube adapter
-    from kubesched.cluster.kube import load_client_configuration
+    from kubesched.cluster.kubeconfig import load_client_configuration
     from kubesched.lazy_kube_client import loaded_models
 
     async def load(path):

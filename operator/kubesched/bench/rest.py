@@ -11,7 +11,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from kubesched.cluster.kube import load_client_configuration
+from kubesched.cluster.kubeconfig import load_client_configuration
 
 __all__ = ["ApiError", "Rest"]
 

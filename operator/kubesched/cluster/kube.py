@@ -38,7 +38,6 @@ from kubesched.cluster import kube_claims
 from kubesched.cluster.event_writer import EventWriter, QueuedEvent
 from kubesched.cluster.kinds import LIST_PATHS, in_namespace, object_key
 from kubesched.cluster.kube_http import STRATEGIC_MERGE, KubeHTTP
-from kubesched.cluster.kubeconfig import KubeconfigError, load_client_configuration
 from kubesched.cluster.managed_fields import STRUCT_ORDER_KINDS, without_managed_fields
 from kubesched.cluster.sessions import EVENTS, LISTS, RateLimiter
 from kubesched.framework.cluster_port import ClusterError, Conflict, NotFound, PodCondition
@@ -47,8 +46,6 @@ from kubesched.framework.types import Pod
 __all__ = [
     "LIST_PAGE_SIZE",
     "KubeCluster",
-    "KubeconfigError",
-    "load_client_configuration",
     "trim",
 ]
 

@@ -18,7 +18,7 @@ import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kubesched.cluster.kube import load_client_configuration
+from kubesched.cluster.kubeconfig import load_client_configuration
 from kubesched.operator.handlers import build_registry
 from kubesched.operator.profile_handlers import register as register_profile_handlers
 from kubesched.operator.stopping import wait_first

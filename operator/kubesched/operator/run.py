@@ -29,7 +29,8 @@ from kubernetes_asyncio import client as k8s_client
 from kubesched.cluster.event_writer import EventWriterCollector
 from kubesched.cluster.informer import Informer
 from kubesched.cluster.kinds import WATCHED
-from kubesched.cluster.kube import KubeCluster, load_client_configuration
+from kubesched.cluster.kube import KubeCluster
+from kubesched.cluster.kubeconfig import load_client_configuration
 from kubesched.cluster.prefetch import Page, Prefetch
 from kubesched.cluster.sessions import RateLimiter
 from kubesched.operator import logredact, podgroup_handlers

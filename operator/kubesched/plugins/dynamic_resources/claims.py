@@ -28,6 +28,7 @@ __all__ = [
     "claim_key",
     "is_for_pod",
     "is_reserved_for",
+    "names_claim",
     "pod_claim_names",
 ]
 
