@@ -230,3 +230,27 @@ async def test_a_spare_member_of_another_priority_fails_alone() -> None:
         "all pods in a single pod group should have the same priority as the pod group's "
         "priority, got 5 and 0",
     )
+
+
+async def test_an_error_that_stays_is_logged_once_per_pod(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The group backs off and is tried again; each attempt records its event, the log
+    # says it once (then at DEBUG).
+    h = Harness()
+    up = members(GangAPI.UPSTREAM, "mixed", 2, "1")
+    up[1]["spec"]["priority"] = 100
+    h.apply(*two_nodes(), group(GangAPI.UPSTREAM, "mixed", 2), *up)
+    with caplog.at_level("DEBUG", logger="kubesched.scheduler"):
+        async with running(h):
+            await h.wait_for(lambda: h.reasons("default/mixed-0").count("FailedScheduling") >= 3)
+    lines = [
+        r
+        for r in caplog.records
+        if r.name == "kubesched.scheduler" and r.getMessage().startswith("error scheduling pod")
+    ]
+    warned = [r.getMessage() for r in lines if r.levelname == "WARNING"]
+    assert sorted(warned) == [
+        f"error scheduling pod default/mixed-{i}: {MISMATCH}" for i in range(2)
+    ]
+    assert sum(r.levelname == "DEBUG" for r in lines) >= 2

@@ -43,7 +43,7 @@ from kubesched.scheduler.bindretry import (
 )
 from kubesched.scheduler.metrics import SchedulerMetrics
 
-__all__ = ["MAX_BINDS_IN_FLIGHT", "BindingCycles", "PodOutcome", "Stats"]
+__all__ = ["ERRORS_REMEMBERED", "MAX_BINDS_IN_FLIGHT", "BindingCycles", "PodOutcome", "Stats"]
 
 log = logging.getLogger("kubesched.scheduler")
 
@@ -80,6 +80,11 @@ class Stats:
     outcomes: dict[str, PodOutcome] = field(default_factory=dict)
 
 
+ERRORS_REMEMBERED = 4096
+"""Pods whose last scheduling error is remembered, so that it is logged once
+(:meth:`BindingCycles._log_error`)."""
+
+
 class BindingCycles:
     """The binding cycles and failure path of a :class:`Scheduler` (mixed into it)."""
 
@@ -97,6 +102,7 @@ class BindingCycles:
     _binding: int
     _bind_room: asyncio.Event
     _attempt_start: dict[str, float]
+    _errors_logged: dict[str, str]
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         t = asyncio.create_task(coro)
@@ -196,7 +202,7 @@ class BindingCycles:
             self.stats.errors += 1
             qpi.unschedulable_plugins = set()
             qpi.pending_plugins = set()
-            log.warning("error scheduling pod %s: %s", pod.key, msg)
+            self._log_error(pod, msg)
         qpi.message = msg
         self.stats.outcomes[pod.uid] = PodOutcome(None, "Unschedulable", msg, qpi.attempts)
         queue = self.queues.queue(pod.scheduler_name)
@@ -212,6 +218,20 @@ class BindingCycles:
             if not pod.nominated_node_name:
                 nominated_node = None  # nothing to clear in the pod's status
         self._spawn(self._report_failure(fwk, pod, reason, msg, nominated_node))
+
+    def _log_error(self, pod: Pod, msg: str) -> None:
+        """A scheduling error, at WARNING the first time a pod meets it: the pod backs off
+        and is tried again, and an error that stays (a PodGroup whose pods disagree) would
+        otherwise repeat the line at every attempt. Each attempt still records its
+        FailedScheduling event; repeats are logged at DEBUG."""
+        logged = self._errors_logged
+        if logged.get(pod.uid) == msg:
+            log.debug("error scheduling pod %s (again): %s", pod.key, msg)
+            return
+        if len(logged) >= ERRORS_REMEMBERED:
+            logged.clear()
+        logged[pod.uid] = msg
+        log.warning("error scheduling pod %s: %s", pod.key, msg)
 
     async def _report_failure(
         self, fwk: Framework, pod: Pod, reason: str, msg: str, nominated_node: str | None

@@ -96,6 +96,7 @@ class Scheduler(BindingCycles):
         self.metrics.watch_queues(self.queues)
         self.algorithm.on_extension_point = self.metrics.extension_point
         self._attempt_start: dict[str, float] = {}
+        self._errors_logged: dict[str, str] = {}
         self.opportunistic_batching = opportunistic_batching
         """kube-scheduler's OpportunisticBatching feature gate (on by default since 1.35):
         reuse a pod's Filter/Score work for the next pod of the same signature
