@@ -42,6 +42,8 @@ KUBE_SCHEDULER = "default-scheduler"
 SETTLE_TIMEOUT = 20.0
 #: After the expectations are met, how long pods expected to stay pending are watched.
 QUIET = 1.0
+#: The pod condition of an in-place resize the kubelet has not done (or cannot do).
+RESIZE = "PodResizePending"
 
 ANN_BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
 ANN_BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
@@ -290,6 +292,13 @@ def prepare(objects: list[JSON], scheduler_name: str) -> tuple[list[JSON], list[
             if status.get("nominatedNodeName"):
                 # ... and a nomination (a preemption's, earlier): tried first.
                 o.setdefault("status", {})["nominatedNodeName"] = status["nominatedNodeName"]
+            if status.get("containerStatuses"):
+                # ... and what a kubelet reports of an in-place resize: the resources
+                # allocated and in use, and whether the resize is pending
+                o.setdefault("status", {})["containerStatuses"] = status["containerStatuses"]
+                resize = [c for c in status.get("conditions") or () if c["type"] == RESIZE]
+                if resize:
+                    o["status"]["conditions"] = resize
             if (
                 not spec.get("priorityClassName")
                 and not (global_default is not None and priority == global_default["value"])

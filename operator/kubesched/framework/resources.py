@@ -9,7 +9,7 @@ top. Pod-level ``spec.resources.requests`` (cpu, memory) override the aggregate.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kubesched.framework.quantity import QuantityError, milli_value, value
@@ -25,6 +25,7 @@ __all__ = [
     "parse_resource_list",
     "pod_request_pair",
     "pod_requests",
+    "status_request_pair",
 ]
 
 CPU = "cpu"
@@ -267,11 +268,18 @@ def pod_request_pair(spec: Mapping[str, Any]) -> tuple[Resource, Resource]:
     return pair
 
 
-def _parse_request_pair(spec: Mapping[str, Any]) -> tuple[Resource, Resource]:
+Pick = Callable[[Mapping[str, Any], str], tuple[Resource, Resource]]
+"""A container (checked to be a map) and its field -> the requests counted for it and
+their non-zero figure (fresh objects: the aggregation adds to them)."""
+
+
+def _aggregate(spec: Mapping[str, Any], pick: Pick) -> tuple[Resource, Resource]:
+    """The containers' requests as ``PodRequests`` sums them (app containers, sidecars,
+    the running maximum of init containers), each container's as ``pick`` gives them."""
     total, total_nz = Resource(), Resource()
     for i, c in enumerate(_items(spec.get("containers"), "spec.containers")):
         field = f"spec.containers[{i}]"
-        r, nz = _container_requests(_section(c, field), field)
+        r, nz = pick(_section(c, field), field)
         total.add(r)
         total_nz.add(nz)
     sidecars, sidecars_nz = Resource(), Resource()
@@ -279,7 +287,7 @@ def _parse_request_pair(spec: Mapping[str, Any]) -> tuple[Resource, Resource]:
     for i, c in enumerate(_items(spec.get("initContainers"), "spec.initContainers")):
         field = f"spec.initContainers[{i}]"
         init = _section(c, field)
-        creq, cnz = _container_requests(init, field)
+        creq, cnz = pick(init, field)
         if init.get("restartPolicy") == "Always":
             total.add(creq)
             total_nz.add(cnz)
@@ -295,19 +303,219 @@ def _parse_request_pair(spec: Mapping[str, Any]) -> tuple[Resource, Resource]:
         init_max_nz.set_max(cnz)
     total.set_max(init_max)
     total_nz.set_max(init_max_nz)
-    pod_level = _section(
-        _section(spec.get("resources"), "spec.resources").get("requests"),
-        "spec.resources.requests",
-    )
-    if pod_level:
-        pl = parse_resource_list(pod_level, field="spec.resources.requests")
-        if CPU in pod_level:
-            total.milli_cpu = total_nz.milli_cpu = pl.milli_cpu
-        if MEMORY in pod_level:
-            total.memory = total_nz.memory = pl.memory
+    return total, total_nz
+
+
+def _pod_level_and_overhead(
+    spec: Mapping[str, Any], total: Resource, total_nz: Resource, pod_level: dict[str, int]
+) -> tuple[Resource, Resource]:
+    """Pod-level requests (``pod_level``: cpu, memory) over the containers' sum, then
+    the overhead."""
+    if CPU in pod_level:
+        total.milli_cpu = total_nz.milli_cpu = pod_level[CPU]
+    if MEMORY in pod_level:
+        total.memory = total_nz.memory = pod_level[MEMORY]
     overhead = _section(spec.get("overhead"), "spec.overhead")
     if overhead:
         ov = parse_resource_list(overhead, field="spec.overhead")
         total.add(ov)
         total_nz.add(ov)
     return total, total_nz
+
+
+def _pod_level(rl: Mapping[str, Any], field: str) -> dict[str, int]:
+    """The cpu and memory of a pod-level resource list, those it states."""
+    if not rl:
+        return {}
+    amounts = parse_resource_list(rl, field=field)
+    return {name: amounts.get(name) for name in (CPU, MEMORY) if name in rl}
+
+
+def _spec_pod_level(spec: Mapping[str, Any]) -> Mapping[str, Any]:
+    return _section(
+        _section(spec.get("resources"), "spec.resources").get("requests"),
+        "spec.resources.requests",
+    )
+
+
+def _parse_request_pair(spec: Mapping[str, Any]) -> tuple[Resource, Resource]:
+    total, total_nz = _aggregate(spec, _container_requests)
+    pod_level = _pod_level(_spec_pod_level(spec), "spec.resources.requests")
+    return _pod_level_and_overhead(spec, total, total_nz, pod_level)
+
+
+# -- a resize in the status ----------------------------------------------------------------
+_STATUS_LISTS: dict[tuple[tuple[str, object], ...], Resource] = {}
+"""Status resource lists already parsed (the kubelet reports the same few again and
+again: every running pod's status update carries them)."""
+
+
+def _parse_status_list(rl: Mapping[str, Any], field: str) -> Resource:
+    key = tuple(rl.items())
+    try:
+        seen = _STATUS_LISTS.get(key)
+    except TypeError:  # an unhashable value: parsed (and refused) below
+        seen, key = None, ()
+    if seen is not None:
+        return seen.copy()
+    r = parse_resource_list(rl, field=field)
+    if key:
+        if len(_STATUS_LISTS) >= _SEEN_MAX:
+            _STATUS_LISTS.clear()
+        _STATUS_LISTS[key] = r.copy()
+    return r
+
+
+def _list_pair(rl: object, field: str) -> tuple[Resource, Resource]:
+    """A status's resource list and its non-zero figure (kube's defaults for a missing
+    cpu or memory, as for a container that states none)."""
+    req = _section(rl, field)
+    r = _parse_status_list(req, field)
+    if CPU in req and MEMORY in req:
+        return r, r
+    nz = r.copy()
+    if CPU not in req:
+        nz.milli_cpu = DEFAULT_MILLI_CPU_REQUEST
+    if MEMORY not in req:
+        nz.memory = DEFAULT_MEMORY_REQUEST
+    return r, nz
+
+
+def _resize_infeasible(status: Mapping[str, Any]) -> bool:
+    """``PodResizePending`` with reason ``Infeasible`` (the first such condition)."""
+    for c in _items(status.get("conditions"), "status.conditions"):
+        if type(c) is dict and c.get("type") == "PodResizePending":
+            return c.get("reason") == "Infeasible"
+    return False
+
+
+def _matches_spec(spec: Mapping[str, Any], by_name: Mapping[object, Mapping[str, Any]]) -> bool:
+    """Whether every container's allocated and actuated requests in the status are
+    exactly its spec's (the common case: no resize under way)."""
+    for key in ("containers", "initContainers"):
+        for c in _items(spec.get(key), f"spec.{key}"):
+            if type(c) is not dict:
+                return False
+            res = c.get("resources")
+            if res is not None and type(res) is not dict:
+                return False
+            req = (res or {}).get("requests") or {}
+            limits = (res or {}).get("limits")
+            if limits:
+                if type(limits) is not dict or (req and type(req) is not dict):
+                    return False
+                req = {**limits, **req}  # the API server's defaulting, as counted
+            cs = by_name.get(c.get("name"))
+            if cs is None:
+                continue
+            allocated = cs.get("allocatedResources")
+            if allocated is not None and allocated != req:
+                return False
+            actuated = cs.get("resources")
+            if actuated is not None and (
+                type(actuated) is not dict
+                or (actuated.get("requests") is not None and actuated["requests"] != req)
+            ):
+                return False
+    return True
+
+
+def status_request_pair(
+    spec: Mapping[str, Any], status: Mapping[str, Any]
+) -> tuple[Resource, Resource] | None:
+    """A pod's requests as kube-scheduler 1.37 counts them once its status reports
+    resources (``PodRequests`` with ``UseStatusResources``; in-place resize is GA and
+    ``InPlacePodLevelResourcesVerticalScaling`` beta, both on): per resource the largest
+    of the spec's, the allocated (``allocatedResources``) and the actuated
+    (``resources.requests``) requests, container by container, or from the pod-level
+    status maps when the kubelet reports both; the spec's left out while the resize is
+    infeasible (``PodResizePending``, reason ``Infeasible``). None when the status says
+    nothing the spec does not, or is malformed: the spec's figures stand."""
+    statuses = status.get("containerStatuses"), status.get("initContainerStatuses")
+    pod_allocated = status.get("allocatedResources")
+    pod_resources = status.get("resources")
+    if not statuses[0] and not statuses[1] and pod_allocated is None and pod_resources is None:
+        return None
+    try:
+        by_name = {
+            cs.get("name"): cs
+            for group in statuses
+            for cs in _items(group, "status.containerStatuses")
+            if type(cs) is dict
+        }
+        infeasible = _resize_infeasible(status)
+        if (
+            not infeasible
+            and pod_allocated is None
+            and pod_resources is None
+            and _matches_spec(spec, by_name)
+        ):
+            return None
+        return _status_pair(spec, by_name, infeasible, pod_allocated, pod_resources)
+    except (QuantityError, AttributeError, TypeError):
+        return None
+
+
+def _status_pair(
+    spec: Mapping[str, Any],
+    by_name: Mapping[object, Mapping[str, Any]],
+    infeasible: bool,
+    pod_allocated: object,
+    pod_resources: object,
+) -> tuple[Resource, Resource]:
+    def allocated_pick(c: Mapping[str, Any], field: str) -> tuple[Resource, Resource]:
+        cs = by_name.get(c.get("name"))
+        if cs is not None and cs.get("allocatedResources") is not None:
+            return _list_pair(cs["allocatedResources"], f"{field} allocatedResources")
+        if infeasible:
+            return _list_pair(None, field)
+        return _container_requests(c, field)
+
+    def actuated_pick(c: Mapping[str, Any], field: str) -> tuple[Resource, Resource]:
+        cs = by_name.get(c.get("name"))
+        if cs is not None:
+            actuated = _section(cs.get("resources"), f"{field} status resources")
+            if actuated.get("requests") is not None:
+                return _list_pair(actuated["requests"], f"{field} status resources.requests")
+            if cs.get("allocatedResources") is not None:
+                return _list_pair(cs["allocatedResources"], f"{field} allocatedResources")
+        if infeasible:
+            return _list_pair(None, field)
+        return _container_requests(c, field)
+
+    pod_actuated = _section(pod_resources, "status.resources").get("requests")
+    if pod_allocated is not None and pod_actuated is not None:
+        # the kubelet's pod-level maps: already the sum over the containers
+        allocated = _parse_status_list(
+            _section(pod_allocated, "status.allocatedResources"), "status.allocatedResources"
+        )
+        actuated = _parse_status_list(
+            _section(pod_actuated, "status.resources.requests"), "status.resources.requests"
+        )
+        allocated_pair, actuated_pair = (allocated, allocated), (actuated, actuated)
+    else:
+        allocated_pair = _aggregate(spec, allocated_pick)
+        actuated_pair = _aggregate(spec, actuated_pick)
+    if infeasible:
+        total, total_nz = actuated_pair[0].copy(), actuated_pair[1].copy()
+    elif not spec.get("resources") and not spec.get("overhead"):
+        total, total_nz = pod_request_pair(spec)  # the containers' sum, parsed once
+    else:
+        total, total_nz = _aggregate(spec, _container_requests)
+        total.set_max(actuated_pair[0])
+        total_nz.set_max(actuated_pair[1])
+    total.set_max(allocated_pair[0])
+    total_nz.set_max(allocated_pair[1])
+    spec_level = _spec_pod_level(spec)
+    pod_level = _pod_level(spec_level, "spec.resources.requests")
+    if spec_level and pod_resources is not None:
+        # the largest of the spec's (unless infeasible) and the status's pod-level maps
+        if infeasible:
+            pod_level = {}
+        for rl, field in (
+            (pod_actuated, "status.resources.requests"),
+            (pod_allocated, "status.allocatedResources"),
+        ):
+            for name, amount in _pod_level(_section(rl, field), field).items():
+                pod_level[name] = max(amount, pod_level.get(name, amount))
+    return _pod_level_and_overhead(spec, total, total_nz, pod_level)

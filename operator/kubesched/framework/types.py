@@ -15,6 +15,7 @@ from kubesched.framework.resources import (
     Resource,
     parse_resource_list,
     pod_request_pair,
+    status_request_pair,
 )
 
 __all__ = [
@@ -215,7 +216,9 @@ class Pod:
             raise ObjectError("spec.containers: expected a list")
         try:
             self.requests: Resource
-            self.requests, nz = pod_request_pair(spec)
+            # a running pod's status may report a resize (kube counts the larger figures)
+            pair = status_request_pair(spec, status) if status else None
+            self.requests, nz = pair if pair is not None else pod_request_pair(spec)
         except QuantityError as e:
             raise ObjectError(str(e)) from None
         except (AttributeError, TypeError) as e:

@@ -16,7 +16,9 @@ from kubesched.framework.resources import (
     Resource,
     pod_request_pair,
     pod_requests,
+    status_request_pair,
 )
+from kubesched.framework.types import Pod
 from tests.builders import make_pod
 
 Mi = 2**20
@@ -285,3 +287,97 @@ def test_a_quantity_refused_once_is_refused_again() -> None:
         for _ in range(2):
             with pytest.raises(QuantityError):
                 pod_requests({"containers": [{"resources": resources}]})
+
+
+# -- an in-place resize in the status (PodRequests with UseStatusResources) ---------------
+def resized(
+    spec_cpu: str,
+    allocated: str | None,
+    actuated: str | None,
+    *,
+    infeasible: bool = False,
+    memory: str = "1Gi",
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    spec = {"containers": [container({"cpu": spec_cpu, "memory": memory})]}
+    spec["containers"][0]["name"] = "c"
+    cs: dict[str, Any] = {"name": "c"}
+    if allocated is not None:
+        cs["allocatedResources"] = {"cpu": allocated, "memory": memory}
+    if actuated is not None:
+        cs["resources"] = {"requests": {"cpu": actuated, "memory": memory}}
+    status: dict[str, Any] = {"containerStatuses": [cs]}
+    if infeasible:
+        status["conditions"] = [{"type": "PodResizePending", "reason": "Infeasible"}]
+    return spec, status
+
+
+def cpu_of(spec: dict[str, Any], status: dict[str, Any]) -> int | None:
+    pair = status_request_pair(spec, status)
+    return None if pair is None else pair[0].milli_cpu
+
+
+def test_a_status_that_repeats_the_spec_leaves_the_spec_figures() -> None:
+    assert status_request_pair(*resized("1", None, None)) is None
+    assert status_request_pair(*resized("1", "1", "1")) is None
+    assert status_request_pair({"containers": [container({"cpu": "1"})]}, {}) is None
+
+
+@pytest.mark.parametrize(
+    ("spec_cpu", "allocated", "actuated", "infeasible", "want"),
+    [
+        pytest.param("1", "3", "3", False, 3000, id="scaled-down-in-spec-not-yet-in-use"),
+        pytest.param("3", "3", "1", False, 3000, id="scaled-up-allocated-not-yet-in-use"),
+        pytest.param("2", "1", None, False, 2000, id="actuated-falls-back-to-allocated"),
+        pytest.param("8", "1", "1", True, 1000, id="infeasible-leaves-the-spec-out"),
+        pytest.param("8", "1", "2", True, 2000, id="infeasible-largest-of-the-status"),
+    ],
+)
+def test_the_largest_of_spec_allocated_and_actuated(
+    spec_cpu: str, allocated: str, actuated: str | None, infeasible: bool, want: int
+) -> None:
+    assert cpu_of(*resized(spec_cpu, allocated, actuated, infeasible=infeasible)) == want
+
+
+def test_a_resize_counts_in_the_pod_view_and_its_non_zero_figure() -> None:
+    spec, status = resized("1", "3", "3")
+    pod = make_pod("p").obj()
+    pod["spec"].update(spec, nodeName="n1")
+    pod["status"].update(status)
+    view = Pod(pod)
+    assert (view.requests.milli_cpu, view.non_zero_cpu) == (3000, 3000)
+    # a container that states no memory keeps kube's default in the non-zero figure
+    spec2 = {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}
+    status2 = {"containerStatuses": [{"name": "c", "allocatedResources": {"cpu": "2"}}]}
+    req, nz = status_request_pair(spec2, status2) or (None, None)
+    assert req is not None and nz is not None
+    assert (req.milli_cpu, req.memory, nz.memory) == (2000, 0, DEFAULT_MEMORY_REQUEST)
+
+
+def test_pod_level_status_maps_and_sidecars() -> None:
+    # the kubelet's pod-level maps stand for the containers' sum
+    spec = {"containers": [container({"cpu": "1"}), container({"cpu": "1"})]}
+    status = {
+        "allocatedResources": {"cpu": "5"},
+        "resources": {"requests": {"cpu": "4"}},
+        "containerStatuses": [{"name": "x"}],
+    }
+    assert cpu_of(spec, status) == 5000
+    # pod-level requests in the spec: the largest of the spec's and the status's
+    spec_pl = {"resources": {"requests": {"cpu": "2"}}, "containers": [container({"cpu": "1"})]}
+    assert (
+        cpu_of(spec_pl, {"resources": {"requests": {"cpu": "3"}}, "allocatedResources": {}}) == 3000
+    )
+    # a sidecar's allocation is found by its name among the init container statuses
+    sidecar = container({"cpu": "1"}, sidecar=True)
+    sidecar["name"] = "side"
+    app = container({"cpu": "1"})
+    app["name"] = "app"
+    spec_sc = {"initContainers": [sidecar], "containers": [app]}
+    status_sc = {"initContainerStatuses": [{"name": "side", "allocatedResources": {"cpu": "2"}}]}
+    assert cpu_of(spec_sc, status_sc) == 3000
+
+
+def test_a_malformed_status_leaves_the_spec_figures() -> None:
+    spec, status = resized("1", "3", "3")
+    status["containerStatuses"][0]["allocatedResources"] = {"cpu": "lots"}
+    assert status_request_pair(spec, status) is None
