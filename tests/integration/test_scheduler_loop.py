@@ -185,3 +185,29 @@ async def test_malformed_pod_is_reported_and_the_loop_keeps_scheduling() -> None
         await h.wait_for(lambda: h.node_of("default/good") == "n1")
     assert len(h.bad) == 1
     assert "Pod default/bad" in h.bad[0] and "spec.containers[0].resources.requests.cpu" in h.bad[0]
+
+
+async def test_a_victim_waiting_at_permit_fails_with_kubes_preemption_error() -> None:
+    # kube-scheduler 1.37 stops a preempted pod waiting at Permit with an error
+    # (waitingPod.Preempt), not a rejection: its binding cycle fails with "waiting on
+    # permit for pod: preempted" (reason SchedulerError), and the preemptor binds.
+    h, plugin = permit_harness(timeout=60)
+    h.apply(make_node("n1").alloc(cpu="2", memory="4Gi").obj())
+    h.apply(make_pod("w").label("hold", "yes").req(cpu="2").obj())
+    async with running(h):
+        fwk = h.sched.profiles["kubesched"].framework
+        await h.wait_for(lambda: bool(fwk.iterate_waiting_pods()))
+        h.apply(make_pod("high").priority(100).req(cpu="2").obj())
+        await h.wait_for(lambda: h.node_of("default/high") == "n1")
+    failed = [e for e in h.cluster.events_for("default/w") if e.reason == "FailedScheduling"]
+    assert failed and failed[0].message == "waiting on permit for pod: preempted"
+    preempted = [e for e in h.cluster.events_for("default/w") if e.reason == "Preempted"]
+    assert [e.message for e in preempted] == [
+        f"Preempted by pod {h.cluster.pod('default/high')['metadata']['uid']} on node n1 "  # type: ignore[index]
+        "(in kube-scheduler memory)."
+    ]
+    assert plugin.unreserved[:1] == ["default/w"]
+    # preempted once, in memory: the preemptor's next cycle found it gone from the node
+    # (not still there and no longer waiting, which once had it deleted through the API)
+    assert h.cluster.pod("default/w") is not None
+    assert h.node_of("default/w") is None

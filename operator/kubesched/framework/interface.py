@@ -197,6 +197,12 @@ class WaitingPod(Protocol):
 
     def reject(self, plugin: str, message: str) -> None: ...
 
+    def preempt(self, plugin: str, message: str) -> None:
+        """Stop waiting because preemption evicts the pod (kube's ``Preempt``): not a
+        rejection but an error, so the pod is tried again without being marked
+        unschedulable."""
+        ...
+
 
 # -- the handle given to plugin factories -----------------------------------------------------
 class Handle(Protocol):

@@ -311,9 +311,13 @@ class Framework(FilterPhase, ScorePhase):
         if wp is None:
             return None
         try:
-            return await wp.wait()
+            s = await wp.wait()
         finally:
             self.waiting_pods.pop(pod.uid, None)
+        if s is None or s.is_rejected():
+            return s
+        # kube's WaitOnPermit: anything but a rejection (preemption's) is an error
+        return Status.as_error(f"waiting on permit for pod: {s.message()}", plugin=s.plugin)
 
     # -- binding cycle ------------------------------------------------------------------------------
     async def run_pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:

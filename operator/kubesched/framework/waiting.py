@@ -58,6 +58,10 @@ class WaitingPodImpl:
     def reject(self, plugin: str, message: str) -> None:
         self._finish(Status(Code.UNSCHEDULABLE, message, plugin=plugin))
 
+    def preempt(self, plugin: str, message: str) -> None:
+        """Evicted by preemption (kube's ``Preempt``): an error, not a rejection."""
+        self._finish(Status(Code.ERROR, message, plugin=plugin))
+
     def _finish(self, status: Status | None) -> None:
         if self._future.done():
             return

@@ -24,6 +24,7 @@ Preemption needs DefaultPreemption in the profile's PostFilter, as for single po
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import weakref
 from collections.abc import Iterator, Sequence
@@ -323,8 +324,8 @@ async def _evict(
     victims: list[Pod],
     evicting: set[str],
 ) -> None:
-    """kube's pod group preemption executor: victims waiting at Permit are rejected in
-    memory, the others get ``DisruptionTarget`` and are deleted; each a ``Preempted``
+    """kube's pod group preemption executor: victims waiting at Permit are preempted in
+    memory (an error in their binding cycle), the others get ``DisruptionTarget`` and are deleted; each a ``Preempted``
     event naming the PodGroup's uid."""
     try:
         await _evict_all(sched, fwk, spec, members, victims)
@@ -346,8 +347,9 @@ async def _evict_all(
         try:
             wp = fwk.get_waiting_pod(victim.uid)
             if wp is not None:
-                wp.reject(dp.NAME, "preempted")
+                wp.preempt(dp.NAME, "preempted")
                 message += " (in kube-scheduler memory)."
+                await asyncio.sleep(0)  # its binding cycle unwinds first (see DefaultPreemption)
             else:
                 cond = PodCondition(
                     dp.DISRUPTION_TARGET,

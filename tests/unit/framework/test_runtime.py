@@ -445,6 +445,23 @@ async def test_permit_reject_while_waiting() -> None:
 
 
 @pytest.mark.looptime
+async def test_a_waiting_pod_preempted_fails_with_kubes_error_not_a_rejection() -> None:
+    # kube-scheduler 1.37's Preempt: the victim's binding cycle fails with an error, so
+    # it is tried again without being marked unschedulable (reason SchedulerError)
+    fwk = waiting_framework({"Gang": 60})
+    wp = fwk.get_waiting_pod(POD.uid)
+    assert wp is not None
+    asyncio.get_running_loop().call_later(2, wp.preempt, "DefaultPreemption", "preempted")
+    st = await fwk.wait_on_permit(POD)
+    assert st is not None and (st.code, st.plugin, st.message()) == (
+        Code.ERROR,
+        "DefaultPreemption",
+        "waiting on permit for pod: preempted",
+    )
+    assert fwk.get_waiting_pod(POD.uid) is None
+
+
+@pytest.mark.looptime
 async def test_permit_timeout_rejects_naming_the_plugin_that_timed_out() -> None:
     fwk = waiting_framework({"Slow": 90, "Quick": 10})
     st = await fwk.wait_on_permit(POD)

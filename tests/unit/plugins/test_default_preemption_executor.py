@@ -136,9 +136,13 @@ class Waiting:
     def __init__(self, pod: Pod) -> None:
         self.pod = pod
         self.rejected: list[tuple[str, str]] = []
+        self.preempted: list[tuple[str, str]] = []
 
     def reject(self, plugin: str, message: str) -> None:
         self.rejected.append((plugin, message))
+
+    def preempt(self, plugin: str, message: str) -> None:
+        self.preempted.append((plugin, message))
 
 
 async def test_a_waiting_victim_goes_in_memory_and_activates_the_preemptor() -> None:
@@ -153,7 +157,7 @@ async def test_a_waiting_victim_goes_in_memory_and_activates_the_preemptor() -> 
     plugin.handle.get_waiting_pod = get_waiting_pod  # type: ignore[method-assign]
     plugin.prepare_candidate_async(dp.Candidate("n1", [v], 0), PREEMPTOR)
     await plugin.wait()
-    assert waiting.rejected == [("DefaultPreemption", "preempted")]
+    assert (waiting.preempted, waiting.rejected) == ([("DefaultPreemption", "preempted")], [])
     assert rec.deleted == []
     assert rec.events == [("w", "Preempted by pod uid-high on node n1 (in kube-scheduler memory).")]
     assert rec.activated == ["high"]

@@ -55,9 +55,9 @@ Deliberate differences:
   cache's (random); ours is the object store's.
 - A preemptor held by PreEnqueue is let go by the next deletion of an assigned pod once
   its eviction is over (kube's hint always skips: it waits for the 5-minute flush).
-- A victim waiting at Permit is rejected with an Unschedulable status (kube 1.37 fails
-  it with an Error, "waiting on permit for pod: preempted"); a victim in PreBind is
-  deleted through the API (kube cancels its binding cycle in memory).
+- A victim in PreBind is deleted through the API (kube cancels its binding cycle in
+  memory). A victim waiting at Permit is stopped there as kube stops it: its binding
+  cycle fails with the Error "waiting on permit for pod: preempted".
 - Extenders are not supported. Workload-aware (PodGroup) preemption is not this
   plugin's PostFilter: the whole-group cycle runs it for a gang (:mod:`.gang`,
   ``kubesched.scheduler.gang_preemption``) when the profile enables this plugin.
@@ -416,14 +416,19 @@ class DefaultPreemption(PreEnqueuePlugin, PostFilterPlugin, EnqueueExtensions):
 
     async def preempt_pod(self, c: Candidate, preemptor: Pod, victim: Pod) -> bool:
         """Evict one victim with its Preempted event; True when it went in memory (a pod
-        waiting at Permit, rejected) rather than through the API."""
+        waiting at Permit, preempted there) rather than through the API."""
         h = self.handle
         message = f"Preempted by pod {preemptor.uid} on node {c.node}"
         wp = h.get_waiting_pod(victim.uid)
         in_memory = wp is not None
         if wp is not None:
-            wp.reject(self.name, "preempted")
+            wp.preempt(self.name, "preempted")
             message += " (in kube-scheduler memory)."
+            # The victim's binding cycle unwinds (forgets its assumed pod) when the event
+            # loop next runs it: let it, before the preemptor is activated. Otherwise the
+            # preemptor's next cycle can find the victim still on the node, no longer
+            # waiting, and delete the pending pod through the API.
+            await asyncio.sleep(0)
         else:
             cond = PodCondition(
                 DISRUPTION_TARGET,
