@@ -211,3 +211,35 @@ async def test_a_victim_waiting_at_permit_fails_with_kubes_preemption_error() ->
     # (not still there and no longer waiting, which once had it deleted through the API)
     assert h.cluster.pod("default/w") is not None
     assert h.node_of("default/w") is None
+
+
+async def test_a_pod_waiting_at_permit_is_nominated_to_its_node_until_bound() -> None:
+    # kube-scheduler 1.37's NominatedNodeNameForExpectation (beta, on): the cluster
+    # autoscaler sees a pod held at Permit (or with PreBind work) is about to land on its
+    # node; the API server clears the nomination at the bind. A pod with neither is
+    # bound without it.
+    h, _ = permit_harness(timeout=60)
+    h.apply(make_node("n1").obj(), make_pod("w").label("hold", "yes").obj())
+    nominations: list[tuple[str, str | None]] = []
+    patch = h.cluster.patch_pod_status
+
+    async def recording(pod: Pod, **kw: Any) -> None:
+        nominations.append((pod.key, kw.get("nominated_node_name")))
+        await patch(pod, **kw)
+
+    h.cluster.patch_pod_status = recording  # type: ignore[method-assign]
+    async with running(h):
+        fwk = h.sched.profiles["kubesched"].framework
+        await h.wait_for(lambda: bool(fwk.iterate_waiting_pods()))
+        await h.wait_for(lambda: nominations == [("default/w", "n1")])
+        status = (h.cluster.pod("default/w") or {}).get("status") or {}
+        assert status.get("nominatedNodeName") == "n1"
+        assert h.node_of("default/w") is None
+        (wp,) = fwk.iterate_waiting_pods()
+        wp.allow("TestPermit")
+        await h.wait_for(lambda: h.node_of("default/w") == "n1")
+        h.apply(make_pod("plain").obj())
+        await h.wait_for(lambda: h.node_of("default/plain") == "n1")
+    status = (h.cluster.pod("default/w") or {}).get("status") or {}
+    assert "nominatedNodeName" not in status
+    assert nominations == [("default/w", "n1")]

@@ -251,6 +251,9 @@ class MemoryCluster:
             ]
             conds.append({"type": "PodScheduled", "status": "True"})
             new["status"]["conditions"] = conds
+            # kube-apiserver 1.35+ clears the nomination at the bind
+            # (ClearingNominatedNodeNameAfterBinding, beta, on by default)
+            new["status"].pop("nominatedNodeName", None)
 
         self._replace_pod(pod.key, assign)
         self.bindings.append((pod.key, node_name))

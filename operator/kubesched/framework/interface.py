@@ -461,6 +461,17 @@ class PreBindPlugin(Protocol):
 
 
 @runtime_checkable
+class PreBindPreFlightPlugin(Protocol):
+    """kube's PreBindPreFlight: before the binding cycle waits at Permit, whether this
+    plugin's PreBind will do something for the pod (None), nothing (Skip), or an Error.
+    A PreBind plugin without it is taken to have work."""
+
+    name: str
+
+    def pre_bind_pre_flight(self, state: CycleState, pod: Pod, node_name: str) -> Status | None: ...
+
+
+@runtime_checkable
 class BindPlugin(Protocol):
     name: str
 

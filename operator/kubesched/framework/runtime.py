@@ -319,7 +319,35 @@ class Framework(FilterPhase, ScorePhase):
         # kube's WaitOnPermit: anything but a rejection (preemption's) is an error
         return Status.as_error(f"waiting on permit for pod: {s.message()}", plugin=s.plugin)
 
+    def will_wait_on_permit(self, pod: Pod) -> bool:
+        """Whether ``pod`` is held at Permit (kube's WillWaitOnPermit)."""
+        return pod.uid in self.waiting_pods
+
     # -- binding cycle ------------------------------------------------------------------------------
+    def run_pre_bind_pre_flights(
+        self, state: CycleState, pod: Pod, node_name: str
+    ) -> Status | None:
+        """kube's RunPreBindPreFlights: None when a PreBind plugin will do something for
+        the pod on ``node_name`` (bind volumes, write claims), Skip when none will, an
+        Error (``running PreBindPreFlight "X": ...``) when one failed to say."""
+        result: Status | None = Status.skip()
+        for p in self.chain.pre_bind:
+            pre_flight = getattr(p, "pre_bind_pre_flight", None)  # PreBindPreFlightPlugin
+            if pre_flight is None:
+                result = None
+                continue
+            try:
+                s: Status | None = pre_flight(state, pod, node_name)
+            except Exception as e:
+                s = Status.as_error(e)
+            if s is None or s.code == Code.SUCCESS:
+                result = None
+            elif s.code != Code.SKIP:
+                return Status.as_error(
+                    f'running PreBindPreFlight "{p.name}": {s.message()}', plugin=p.name
+                )
+        return result
+
     async def run_pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         for p in self.chain.pre_bind:
             try:

@@ -295,7 +295,13 @@ class BindingCycles:
     async def _binding_cycle(
         self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, assumed: Pod, cycle: int
     ) -> None:
-        s = await fwk.wait_on_permit(assumed)
+        s = fwk.run_pre_bind_pre_flights(state, assumed, assumed.node_name)
+        if s is not None and s.code == Code.ERROR:
+            fwk.reject_waiting_pod(assumed.uid, s.plugin, s.message())
+        else:
+            if s is None or fwk.will_wait_on_permit(assumed):
+                await self._nominate_expected(assumed)
+            s = await fwk.wait_on_permit(assumed)
         self._binding += 1
         try:
             await self._bind_cycle_after_permit(fwk, state, qpi, assumed, cycle, s)
@@ -304,6 +310,22 @@ class BindingCycles:
             if self._binding < MAX_BINDS_IN_FLIGHT:
                 self._bind_room.set()
             self.bound_once.set()
+
+    async def _nominate_expected(self, assumed: Pod) -> None:
+        """kube-scheduler 1.37's NominatedNodeNameForExpectation (beta, on): a pod that
+        waits at Permit or whose PreBind has work (volumes to bind, claims to write) gets
+        ``status.nominatedNodeName`` set to its node first, so that the cluster autoscaler
+        sees it is about to land there and adds no node for it. The API server clears it
+        at the bind. A failure is logged; the binding goes on."""
+        node = assumed.node_name
+        if assumed.nominated_node_name == node:
+            return
+        try:
+            await self.cluster.patch_pod_status(assumed, nominated_node_name=node)
+        except NotFound:
+            pass
+        except Exception as e:
+            log.warning("pod %s: nominatedNodeName %s not set: %s", assumed.key, node, e)
 
     async def _bind_cycle_after_permit(
         self,

@@ -579,3 +579,45 @@ def test_an_entry_point_clashing_with_an_in_tree_plugin_is_refused(
     reg.register_module(plugin_module("NodeName", "kubesched.plugins.node_name"))
     with pytest.raises(DuplicatePluginError, match=r"by kubesched\.plugins\.node_name"):
         reg.load_entry_points()
+
+
+# -- PreBindPreFlight ----------------------------------------------------------------------------
+class FakePreFlight:
+    def __init__(self, name: str, answer: Status | Exception | None) -> None:
+        self.name = name
+        self.answer = answer
+
+    def pre_bind_pre_flight(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+    async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        return None
+
+
+class NoPreFlight:
+    name = "Legacy"
+
+    async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        return None
+
+
+def pre_flights(*plugins: Any) -> Status | None:
+    return framework(pre_bind=list(plugins)).run_pre_bind_pre_flights(CycleState(), POD, "n1")
+
+
+def test_pre_bind_pre_flights_say_whether_prebind_has_work() -> None:
+    # kube's RunPreBindPreFlights: Skip when every plugin skips (or there is none)
+    skipped = pre_flights(FakePreFlight("A", Status.skip()), FakePreFlight("B", Status.skip()))
+    assert skipped is not None and skipped.code == Code.SKIP
+    no_plugins = pre_flights()
+    assert no_plugins is not None and no_plugins.code == Code.SKIP
+    # any plugin with work (or one that cannot say: no PreBindPreFlight) -> work
+    assert pre_flights(FakePreFlight("A", Status.skip()), FakePreFlight("B", None)) is None
+    assert pre_flights(FakePreFlight("A", Status.skip()), NoPreFlight()) is None
+    # an error names the plugin in kube's words; an Unschedulable is an error there too
+    for answer in (Status.as_error("no state"), Status.unschedulable("no"), RuntimeError("x")):
+        st = pre_flights(FakePreFlight("A", None), FakePreFlight("B", answer))
+        assert st is not None and st.code == Code.ERROR and st.plugin == "B"
+        assert st.message().startswith('running PreBindPreFlight "B": ')

@@ -248,6 +248,18 @@ async def test_pre_bind_writes_allocation_and_reservation() -> None:
     )
 
 
+def test_pre_bind_pre_flight_says_prebind_has_work_for_a_pod_with_claims() -> None:
+    # kube's PreBindPreFlight: Success with claims (their status is written at PreBind),
+    # Skip without (the binding cycle then sets no nominatedNodeName for it)
+    pl, _ = plugin(device_class(), gpus(1, "n1"), claim("c"))
+    pod = pod_with("c")
+    state, _, _ = run_filter(pl, pod)
+    assert pl.pre_bind_pre_flight(state, pod, "n1") is None
+    plain = make_pod("plain").pod()
+    st = pl.pre_bind_pre_flight(CycleState(), plain, "n1")
+    assert st is not None and st.code == Code.SKIP
+
+
 async def test_pre_bind_of_a_claim_allocated_elsewhere_meanwhile_is_an_error() -> None:
     pl, memory = plugin(device_class(), gpus(2, "n1"), claim("c"))
     pod = pod_with("c")

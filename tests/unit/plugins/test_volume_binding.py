@@ -261,6 +261,23 @@ def test_all_bound_prebind_writes_nothing() -> None:
     assert handle.cluster.volume_binds == []
 
 
+def test_pre_bind_pre_flight_says_prebind_has_work_unless_all_are_bound() -> None:
+    # kube's PreBindPreFlight: Skip when every claim is bound; work (None) when a claim
+    # is to be bound on the node (the binding cycle then nominates the pod there first)
+    # (asked after Reserve, as the binding cycle asks)
+    pl, _ = plugin(make_pvc("data", volume="pv1"), make_pv("pv1", claim="data"))
+    state, _, _, _ = filter_all(pl, POD)
+    assert pl.reserve(state, POD, "n1") is None
+    st = pl.pre_bind_pre_flight(state, POD, "n1")
+    assert st is not None and st.is_skip()
+    pl, _ = plugin(make_pvc("data", sc="fast"), DYNAMIC)
+    state, _, _, _ = filter_all(pl, POD)
+    assert pl.reserve(state, POD, "n1") is None
+    assert pl.pre_bind_pre_flight(state, POD, "n1") is None
+    err = pl.pre_bind_pre_flight(state, POD, "n9")
+    assert err is not None and err.message() == 'no pod volumes found for node "n9"'
+
+
 # -- v1.37: StorageCapacityScoring (beta, on) --------------------------------------------------------
 def test_score_skips_without_static_bindings() -> None:
     pl, _ = plugin()

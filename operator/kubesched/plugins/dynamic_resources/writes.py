@@ -147,6 +147,14 @@ class ClaimWrites(ReservePlugin, PreBindPlugin):
             log.warning("unreserve of ResourceClaim %s failed: %s", claim_key(raw), e)
 
     # -- PreBind -----------------------------------------------------------------------------
+    def pre_bind_pre_flight(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        """kube's PreBindPreFlight: PreBind has work when the pod has claims (its own or
+        the implicit one of its extended resources): Skip otherwise."""
+        data: StateData | None = state.get(STATE_KEY)
+        if data is None or (not data.claims and data.extended is None):
+            return Status.skip()
+        return None
+
     async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         data: StateData | None = state.get(STATE_KEY)
         if data is None:

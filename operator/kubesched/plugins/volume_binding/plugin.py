@@ -430,6 +430,16 @@ class VolumeBinding(
             self.pvc_cache.restore(pvc)
 
     # -- PreBind -----------------------------------------------------------------------------
+    def pre_bind_pre_flight(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        """kube's PreBindPreFlight: PreBind has work unless every claim is bound
+        (Skip); an Error when the node has no volume decisions."""
+        data: StateData | None = state.get(STATE_KEY)
+        if data is None or data.all_bound:
+            return Status.skip()
+        if node_name not in data.by_node:
+            return Status.as_error(f'no pod volumes found for node "{node_name}"', plugin=NAME)
+        return None
+
     async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         data: StateData | None = state.get(STATE_KEY)
         if data is None:
