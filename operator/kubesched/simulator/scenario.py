@@ -235,10 +235,13 @@ class _PriorityClass:
     preemption_policy: str
 
 
-def _default_pod(c: _Checked, classes: dict[str, _PriorityClass], global_default: str) -> None:
-    spec = c.obj.get("spec")
-    if not isinstance(spec, dict):
-        return  # the Pod validator reports it
+def _priority(
+    c: _Checked, spec: dict[str, Any], classes: dict[str, _PriorityClass], global_default: str
+) -> tuple[str, _PriorityClass] | None:
+    """The Priority admission's part for a pod or a Kubernetes PodGroup: ``spec.priority``
+    from the PriorityClass ``spec.priorityClassName`` names (else the ``globalDefault``
+    class, unless a priority is given; else 0), a given priority that contradicts the
+    class refused. The class (and its name) when one applies."""
     pc_name = spec.get("priorityClassName")
     if pc_name:
         pc = classes.get(pc_name) if isinstance(pc_name, str) else None
@@ -248,15 +251,25 @@ def _default_pod(c: _Checked, classes: dict[str, _PriorityClass], global_default
         pc_name = spec["priorityClassName"] = global_default
         pc = classes[global_default]
     else:
-        pc = None
-    if pc is not None:
-        given = spec.get("priority")
-        if given is not None and given != pc.value:
-            raise c.fail(
-                f"spec.priority: {given!r} contradicts PriorityClass {pc_name!r} "
-                f"(value {pc.value}); leave spec.priority out"
-            )
-        spec["priority"] = pc.value
+        spec.setdefault("priority", 0)
+        return None
+    given = spec.get("priority")
+    if given is not None and given != pc.value:
+        raise c.fail(
+            f"spec.priority: {given!r} contradicts PriorityClass {pc_name!r} "
+            f"(value {pc.value}); leave spec.priority out"
+        )
+    spec["priority"] = pc.value
+    return str(pc_name), pc
+
+
+def _default_pod(c: _Checked, classes: dict[str, _PriorityClass], global_default: str) -> None:
+    spec = c.obj.get("spec")
+    if not isinstance(spec, dict):
+        return  # the Pod validator reports it
+    resolved = _priority(c, spec, classes, global_default)
+    if resolved is not None:
+        pc_name, pc = resolved
         policy = spec.get("preemptionPolicy")
         if policy is not None and policy != pc.preemption_policy:
             raise c.fail(
@@ -265,7 +278,6 @@ def _default_pod(c: _Checked, classes: dict[str, _PriorityClass], global_default
             )
         spec["preemptionPolicy"] = pc.preemption_policy
     else:
-        spec.setdefault("priority", 0)
         spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
     if spec["preemptionPolicy"] not in PREEMPTION_POLICIES:
         raise c.fail(f"spec.preemptionPolicy: must be one of {', '.join(PREEMPTION_POLICIES)}")
@@ -281,31 +293,11 @@ def _default_pod(c: _Checked, classes: dict[str, _PriorityClass], global_default
 def _default_upstream_podgroup(
     c: _Checked, classes: dict[str, _PriorityClass], global_default: str
 ) -> None:
-    """kube-apiserver's Priority admission for a ``scheduling.k8s.io`` PodGroup, as for
-    a pod (:func:`_default_pod`, and as leniently): ``spec.priority`` from the
-    PriorityClass it names, else the ``globalDefault`` class, else 0; a priority given
-    that contradicts a class is refused."""
+    """kube-apiserver's Priority admission for a ``scheduling.k8s.io`` PodGroup, as for a
+    pod (:func:`_priority`): kube-scheduler compares its priority with its pods'."""
     spec = c.obj.get("spec")
-    if not isinstance(spec, dict):
-        return  # the PodGroup's validation reports it
-    pc_name = spec.get("priorityClassName")
-    if pc_name:
-        pc = classes.get(pc_name) if isinstance(pc_name, str) else None
-        if pc is None:
-            raise c.fail(f"spec.priorityClassName: no PriorityClass named {pc_name!r}")
-    elif global_default and "priority" not in spec:
-        pc_name = spec["priorityClassName"] = global_default
-        pc = classes[global_default]
-    else:
-        spec.setdefault("priority", 0)
-        return
-    given = spec.get("priority")
-    if given is not None and given != pc.value:
-        raise c.fail(
-            f"spec.priority: {given!r} contradicts PriorityClass {pc_name!r} "
-            f"(value {pc.value}); leave spec.priority out"
-        )
-    spec["priority"] = pc.value
+    if isinstance(spec, dict):  # else the PodGroup's validation reports it
+        _priority(c, spec, classes, global_default)
 
 
 def _default_node(c: _Checked) -> None:
