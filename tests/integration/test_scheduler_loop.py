@@ -243,3 +243,36 @@ async def test_a_pod_waiting_at_permit_is_nominated_to_its_node_until_bound() ->
     status = (h.cluster.pod("default/w") or {}).get("status") or {}
     assert "nominatedNodeName" not in status
     assert nominations == [("default/w", "n1")]
+
+
+class SlowPreBind:
+    """PreBind of pods labelled ``slow=yes`` takes 5 s (a volume or claim write)."""
+
+    name = "TestPreBind"
+
+    async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        if pod.labels.get("slow") == "yes":
+            await asyncio.sleep(5)
+        return None
+
+
+async def test_a_victim_in_prebind_is_cancelled_in_memory_not_deleted() -> None:
+    # kube-scheduler's executor cancels a victim in PreBind (CancelPod) instead of deleting
+    # it: the pod is not bound, fails with "preempted by DefaultPreemption", and stays
+    registry: Registry = in_tree_registry()
+    registry.register("TestPreBind", lambda args, handle: SlowPreBind())
+    spec = ProfileSpec(plugins=Plugins(pre_bind=PluginSet(enabled=[PluginRef(name="TestPreBind")])))
+    h = Harness(profiles=[spec], registry=registry)
+    h.apply(make_node("n1").alloc(cpu="2", memory="4Gi").obj())
+    h.apply(make_pod("low").label("slow", "yes").req(cpu="2").obj())
+    async with running(h):
+        fwk = h.sched.profiles["kubesched"].framework
+        await h.wait_for(lambda: bool(fwk.pods_in_pre_bind))
+        h.apply(make_pod("high").priority(100).req(cpu="2").obj())
+        await h.wait_for(lambda: h.node_of("default/high") == "n1", within=60)
+    assert h.cluster.pod("default/low") is not None, "a victim in PreBind must not be deleted"
+    assert h.node_of("default/low") is None
+    failed = [e for e in h.cluster.events_for("default/low") if e.reason == "FailedScheduling"]
+    assert failed and failed[0].message == "preempted by DefaultPreemption"
+    preempted = [e.message for e in h.cluster.events_for("default/low") if e.reason == "Preempted"]
+    assert preempted and all(m.endswith("(in kube-scheduler memory).") for m in preempted)

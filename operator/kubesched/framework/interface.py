@@ -204,6 +204,14 @@ class WaitingPod(Protocol):
         ...
 
 
+class PreBinding(Protocol):
+    """A pod in PreBind (kube's PodInPreBind)."""
+
+    def cancel(self, message: str) -> bool:
+        """Cancel its binding in memory (True), unless PreBind is over."""
+        ...
+
+
 # -- the handle given to plugin factories -----------------------------------------------------
 class Handle(Protocol):
     """What a plugin may use of the scheduler around it."""
@@ -235,6 +243,8 @@ class Handle(Protocol):
     def iterate_waiting_pods(self) -> Iterable[WaitingPod]: ...
 
     def reject_waiting_pod(self, uid: str, plugin: str, message: str) -> bool: ...
+
+    def get_pod_in_pre_bind(self, uid: str) -> PreBinding | None: ...
 
     def activate(self, pods: Iterable[Pod]) -> None:
         """Move these pods (if queued and not gated) to activeQ now."""

@@ -54,7 +54,7 @@ from kubesched.framework.score_phase import ScorePhase
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import Pod
-from kubesched.framework.waiting import WaitingPodImpl
+from kubesched.framework.waiting import PodInPreBind, WaitingPodImpl
 
 __all__ = ["Framework", "FrameworkServices", "PluginChain"]
 
@@ -189,6 +189,8 @@ class Framework(FilterPhase, ScorePhase):
         """The plain plugins: what the profile lists, and what unsampled cycles run."""
         self.events: dict[str, list[ClusterEventWithHint]] = {}
         self.waiting_pods: dict[str, WaitingPodImpl] = {}
+        self.pods_in_pre_bind: dict[str, PodInPreBind] = {}
+        """Pods whose PreBind plugins are running, by uid (preemption cancels them)."""
         self._plain = _Runnable.of(self.chain)
         self._timed = self._plain
         """What sampled cycles run: the instrumented chain, or the plain one if none."""
@@ -245,6 +247,9 @@ class Framework(FilterPhase, ScorePhase):
 
     def get_waiting_pod(self, uid: str) -> WaitingPodImpl | None:
         return self.waiting_pods.get(uid)
+
+    def get_pod_in_pre_bind(self, uid: str) -> PodInPreBind | None:
+        return self.pods_in_pre_bind.get(uid)
 
     def iterate_waiting_pods(self) -> list[WaitingPodImpl]:
         return list(self.waiting_pods.values())
@@ -349,6 +354,20 @@ class Framework(FilterPhase, ScorePhase):
         return result
 
     async def run_pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        """PreBind, the pod held in :attr:`pods_in_pre_bind` meanwhile: cancelled there by
+        preemption, it fails with kube's cause (``preempted by DefaultPreemption``)."""
+        entry = self.pods_in_pre_bind[pod.uid] = PodInPreBind()
+        try:
+            s = await self._run_pre_bind_plugins(state, pod, node_name)
+        finally:
+            self.pods_in_pre_bind.pop(pod.uid, None)
+        if s is None and not entry.mark_prebound():
+            return Status.as_error(entry.cause)
+        return s
+
+    async def _run_pre_bind_plugins(
+        self, state: CycleState, pod: Pod, node_name: str
+    ) -> Status | None:
         for p in self.chain.pre_bind:
             try:
                 s: Status | None = await p.pre_bind(state, pod, node_name)

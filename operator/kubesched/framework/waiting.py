@@ -9,7 +9,7 @@ from collections.abc import Callable
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import Pod
 
-__all__ = ["WaitingPodImpl"]
+__all__ = ["PodInPreBind", "WaitingPodImpl"]
 
 
 class WaitingPodImpl:
@@ -75,6 +75,35 @@ class WaitingPodImpl:
 
     def done(self) -> bool:
         return self._future.done()
+
+
+class PodInPreBind:
+    """A pod whose PreBind plugins are running (kube's podInPreBind): preemption cancels it
+    here, in memory, instead of deleting it, and its binding cycle, once PreBind is done,
+    fails with the cause instead of binding (:meth:`mark_prebound`)."""
+
+    __slots__ = ("canceled", "cause", "finished")
+
+    def __init__(self) -> None:
+        self.canceled = False
+        self.finished = False
+        self.cause = ""
+
+    def cancel(self, message: str) -> bool:
+        """Cancel the binding (True), unless PreBind is over: the pod is being bound."""
+        if self.finished:
+            return False
+        if not self.canceled:
+            self.cause = message
+        self.canceled = True
+        return True
+
+    def mark_prebound(self) -> bool:
+        """PreBind is done: bind (True), unless it was cancelled meanwhile."""
+        if self.canceled:
+            return False
+        self.finished = True
+        return True
 
 
 def _duration(seconds: float) -> str:

@@ -346,10 +346,13 @@ async def _evict_all(
         message = f"Preempted by podgroup {uid} on node cluster"
         try:
             wp = fwk.get_waiting_pod(victim.uid)
+            pre_binding = fwk.get_pod_in_pre_bind(victim.uid) if wp is None else None
             if wp is not None:
                 wp.preempt(dp.NAME, "preempted")
                 message += " (in kube-scheduler memory)."
                 await asyncio.sleep(0)  # its binding cycle unwinds first (see DefaultPreemption)
+            elif pre_binding is not None and pre_binding.cancel(f"preempted by {dp.NAME}"):
+                message += " (in kube-scheduler memory)."
             else:
                 cond = PodCondition(
                     dp.DISRUPTION_TARGET,

@@ -22,6 +22,7 @@ from kubesched.framework.runtime import Framework, FrameworkServices, PluginChai
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import Pod
+from kubesched.framework.waiting import PodInPreBind
 from tests.builders import make_node, make_pod
 
 Calls = list[str]
@@ -621,3 +622,41 @@ def test_pre_bind_pre_flights_say_whether_prebind_has_work() -> None:
         st = pre_flights(FakePreFlight("A", None), FakePreFlight("B", answer))
         assert st is not None and st.code == Code.ERROR and st.plugin == "B"
         assert st.message().startswith('running PreBindPreFlight "B": ')
+
+
+class SlowPreBind:
+    name = "Slow"
+
+    def __init__(self) -> None:
+        self.done = False
+
+    async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        await asyncio.sleep(1)
+        self.done = True
+        return None
+
+
+@pytest.mark.looptime
+async def test_a_pod_cancelled_in_prebind_fails_with_the_cause_once_prebind_returns() -> None:
+    # kube's podInPreBind: preemption cancels it in memory; the binding does not go on
+    slow = SlowPreBind()
+    fwk = framework(pre_bind=[slow])
+    loop = asyncio.get_running_loop()
+    cancelled: list[bool] = []
+    loop.call_later(
+        0.5,
+        lambda: cancelled.append(
+            fwk.get_pod_in_pre_bind(POD.uid).cancel("preempted by DefaultPreemption")  # type: ignore[union-attr]
+        ),
+    )
+    st = await fwk.run_pre_bind(CycleState(), POD, "n1")
+    assert cancelled == [True] and slow.done
+    assert st is not None and (st.code, st.message()) == (
+        Code.ERROR,
+        "preempted by DefaultPreemption",
+    )
+    assert fwk.get_pod_in_pre_bind(POD.uid) is None
+    # not cancelled: it binds; and once PreBind is over nothing can cancel it
+    assert await fwk.run_pre_bind(CycleState(), POD, "n1") is None
+    entry = PodInPreBind()
+    assert entry.mark_prebound() and not entry.cancel("late")

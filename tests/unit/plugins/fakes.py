@@ -8,7 +8,7 @@ from typing import Any
 from kubesched.cluster.kinds import CLUSTER_SCOPED
 from kubesched.framework.cluster_port import PodCondition
 from kubesched.framework.cycle_state import CycleState
-from kubesched.framework.interface import PreFilterResult, WaitingPod
+from kubesched.framework.interface import PreBinding, PreFilterResult, WaitingPod
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Status
@@ -155,6 +155,9 @@ class FakeHandle:
 
     def reject_waiting_pod(self, uid: str, plugin: str, message: str) -> bool:
         return False
+
+    def get_pod_in_pre_bind(self, uid: str) -> PreBinding | None:
+        return None
 
     def activate(self, pods: Iterable[Pod]) -> None:
         pass

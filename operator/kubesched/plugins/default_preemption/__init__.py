@@ -30,8 +30,9 @@ feature gates at their defaults: async preemption on, GenericWorkload off):
 5. Preparation runs asynchronously (kube's async preemption, on by default since
    v1.33): lower-priority pods nominated to the node lose their nomination, victims get
    the ``DisruptionTarget`` condition (reason ``PreemptionByScheduler``) and are
-   deleted, the last one after all the others (waiting pods are rejected instead:
-   " (in kube-scheduler memory)." ends their event), each with a ``Preempted`` event.
+   deleted, the last one after all the others (a pod waiting at Permit or in PreBind is
+   stopped in memory instead, as kube's executor does: " (in kube-scheduler memory)."
+   ends their event), each with a ``Preempted`` event.
    PreEnqueue holds the preemptor back ("waiting for the preemption for this pod to be
    finished") until that is done or the last victim is seen terminating. The preemptor
    is activated only after an error or an in-memory last victim; otherwise the victims'
@@ -55,9 +56,9 @@ Deliberate differences:
   cache's (random); ours is the object store's.
 - A preemptor held by PreEnqueue is let go by the next deletion of an assigned pod once
   its eviction is over (kube's hint always skips: it waits for the 5-minute flush).
-- A victim in PreBind is deleted through the API (kube cancels its binding cycle in
-  memory). A victim waiting at Permit is stopped there as kube stops it: its binding
-  cycle fails with the Error "waiting on permit for pod: preempted".
+- A victim in PreBind is cancelled as kube cancels it, but its PreBind plugins run to
+  their end (kube's are interrupted through their context): the binding cycle then fails
+  with the Error "preempted by DefaultPreemption" instead of binding.
 - Extenders are not supported. Workload-aware (PodGroup) preemption is not this
   plugin's PostFilter: the whole-group cycle runs it for a gang (:mod:`.gang`,
   ``kubesched.scheduler.gang_preemption``) when the profile enables this plugin.
@@ -415,11 +416,14 @@ class DefaultPreemption(PreEnqueuePlugin, PostFilterPlugin, EnqueueExtensions):
                 h.activate([pod])
 
     async def preempt_pod(self, c: Candidate, preemptor: Pod, victim: Pod) -> bool:
-        """Evict one victim with its Preempted event; True when it went in memory (a pod
-        waiting at Permit, preempted there) rather than through the API."""
+        """Evict one victim with its Preempted event; True when it went in memory at once
+        (a pod waiting at Permit, preempted there), so the preemptor may be activated. A
+        pod in PreBind is cancelled in memory too (never deleted), but False: it holds its
+        node until PreBind returns, and its unwinding requeues the preemptor."""
         h = self.handle
         message = f"Preempted by pod {preemptor.uid} on node {c.node}"
         wp = h.get_waiting_pod(victim.uid)
+        pre_binding = h.get_pod_in_pre_bind(victim.uid) if wp is None else None
         in_memory = wp is not None
         if wp is not None:
             wp.preempt(self.name, "preempted")
@@ -429,6 +433,12 @@ class DefaultPreemption(PreEnqueuePlugin, PostFilterPlugin, EnqueueExtensions):
             # preemptor's next cycle can find the victim still on the node, no longer
             # waiting, and delete the pending pod through the API.
             await asyncio.sleep(0)
+        elif pre_binding is not None and pre_binding.cancel(f"preempted by {self.name}"):
+            # In PreBind: its binding cycle fails once PreBind returns (kube's CancelPod).
+            # Not reported as in memory to the caller: the preemptor is not activated
+            # now, while the victim still holds the node, but by the victim's unwinding
+            # (an assigned pod gone), as after a deletion.
+            message += " (in kube-scheduler memory)."
         else:
             cond = PodCondition(
                 DISRUPTION_TARGET,
