@@ -6,8 +6,13 @@ from __future__ import annotations
 import pytest
 
 from kubesched.simulator.scenario import ScenarioError
-# _in_tmp: test_scenario's autouse fixture (files named relative to a temporary folder)
-from tests.unit.simulator.test_scenario import HIGH, POD, _in_tmp, by_name, load  # noqa: F401
+from tests.unit.simulator.test_scenario import (  # noqa: F401 (_in_tmp: its autouse fixture)
+    HIGH,
+    POD,
+    _in_tmp,
+    by_name,
+    load,
+)
 
 GLOBAL_DEFAULT = """\
 apiVersion: scheduling.k8s.io/v1
