@@ -191,7 +191,12 @@ def _container_requests(c: Mapping[str, Any], field: str) -> tuple[Resource, Res
         if req:
             merged.update(req)
         req = merged
-    r = parse_resource_list(req, field=f"{field}.resources.requests")
+    return _with_non_zero(parse_resource_list(req, field=f"{field}.resources.requests"), req)
+
+
+def _with_non_zero(r: Resource, req: Mapping[str, Any]) -> tuple[Resource, Resource]:
+    """``r`` (parsed from ``req``) and its non-zero figure: kube's defaults for a cpu or
+    memory ``req`` does not state (the same object when it states both)."""
     if req and CPU in req and MEMORY in req:
         return r, r
     nz = r.copy()
@@ -370,15 +375,7 @@ def _list_pair(rl: object, field: str) -> tuple[Resource, Resource]:
     """A status's resource list and its non-zero figure (kube's defaults for a missing
     cpu or memory, as for a container that states none)."""
     req = _section(rl, field)
-    r = _parse_status_list(req, field)
-    if CPU in req and MEMORY in req:
-        return r, r
-    nz = r.copy()
-    if CPU not in req:
-        nz.milli_cpu = DEFAULT_MILLI_CPU_REQUEST
-    if MEMORY not in req:
-        nz.memory = DEFAULT_MEMORY_REQUEST
-    return r, nz
+    return _with_non_zero(_parse_status_list(req, field), req)
 
 
 def _resize_infeasible(status: Mapping[str, Any]) -> bool:

@@ -24,7 +24,6 @@ Preemption needs DefaultPreemption in the profile's PostFilter, as for single po
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import weakref
 from collections.abc import Iterator, Sequence
@@ -345,14 +344,8 @@ async def _evict_all(
             continue  # its graceful deletion has begun: no second call
         message = f"Preempted by podgroup {uid} on node cluster"
         try:
-            wp = fwk.get_waiting_pod(victim.uid)
-            pre_binding = fwk.get_pod_in_pre_bind(victim.uid) if wp is None else None
-            if wp is not None:
-                wp.preempt(dp.NAME, "preempted")
-                message += " (in kube-scheduler memory)."
-                await asyncio.sleep(0)  # its binding cycle unwinds first (see DefaultPreemption)
-            elif pre_binding is not None and pre_binding.cancel(f"preempted by {dp.NAME}"):
-                message += " (in kube-scheduler memory)."
+            if await dp.stop_in_memory(fwk, victim, dp.NAME):
+                message += dp.IN_MEMORY
             else:
                 cond = PodCondition(
                     dp.DISRUPTION_TARGET,

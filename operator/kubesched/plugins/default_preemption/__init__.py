@@ -106,8 +106,11 @@ from kubesched.plugins.default_preemption.ordering import (
 __all__ = [
     "DISRUPTION_TARGET",
     "ERR_NOT_HELPFUL",
+    "IN_MEMORY",
+    "IN_PRE_BIND",
     "NAME",
     "PREEMPTION_BY_SCHEDULER",
+    "WAITING",
     "Args",
     "Candidate",
     "DefaultPreemption",
@@ -117,6 +120,7 @@ __all__ = [
     "more_important_key",
     "new",
     "pick_one_node_for_preemption",
+    "stop_in_memory",
 ]
 
 log = logging.getLogger("kubesched.plugins.default_preemption")
@@ -422,23 +426,9 @@ class DefaultPreemption(PreEnqueuePlugin, PostFilterPlugin, EnqueueExtensions):
         node until PreBind returns, and its unwinding requeues the preemptor."""
         h = self.handle
         message = f"Preempted by pod {preemptor.uid} on node {c.node}"
-        wp = h.get_waiting_pod(victim.uid)
-        pre_binding = h.get_pod_in_pre_bind(victim.uid) if wp is None else None
-        in_memory = wp is not None
-        if wp is not None:
-            wp.preempt(self.name, "preempted")
-            message += " (in kube-scheduler memory)."
-            # The victim's binding cycle unwinds (forgets its assumed pod) when the event
-            # loop next runs it: let it, before the preemptor is activated. Otherwise the
-            # preemptor's next cycle can find the victim still on the node, no longer
-            # waiting, and delete the pending pod through the API.
-            await asyncio.sleep(0)
-        elif pre_binding is not None and pre_binding.cancel(f"preempted by {self.name}"):
-            # In PreBind: its binding cycle fails once PreBind returns (kube's CancelPod).
-            # Not reported as in memory to the caller: the preemptor is not activated
-            # now, while the victim still holds the node, but by the victim's unwinding
-            # (an assigned pod gone), as after a deletion.
-            message += " (in kube-scheduler memory)."
+        stopped = await stop_in_memory(h, victim, self.name)
+        if stopped:
+            message += IN_MEMORY
         else:
             cond = PodCondition(
                 DISRUPTION_TARGET,
@@ -459,7 +449,34 @@ class DefaultPreemption(PreEnqueuePlugin, PostFilterPlugin, EnqueueExtensions):
             reporting_controller=h.profile_name,
             related=preemptor,
         )
-        return in_memory
+        return stopped == WAITING
+
+
+WAITING = "waiting"
+IN_PRE_BIND = "pre-bind"
+IN_MEMORY = " (in kube-scheduler memory)."
+"""The end of a ``Preempted`` event's message for a victim stopped in memory."""
+
+
+async def stop_in_memory(h: Handle, victim: Pod, plugin: str) -> str:
+    """kube's executor for a victim not yet bound: one waiting at Permit is preempted
+    there (:data:`WAITING`), one in PreBind cancelled (:data:`IN_PRE_BIND`); "" for any
+    other, which the caller deletes. Neither is ever deleted.
+
+    A waiting victim's binding cycle unwinds (forgets its assumed pod) when the event loop
+    next runs it: it is let do so before returning, so that the preemptor, activated next,
+    finds the node free (it once found the victim still there, no longer waiting, and
+    deleted the pending pod). A victim in PreBind holds its node until PreBind returns:
+    its unwinding (an assigned pod gone) requeues the preemptor, as a deletion would."""
+    wp = h.get_waiting_pod(victim.uid)
+    if wp is not None:
+        wp.preempt(plugin, "preempted")
+        await asyncio.sleep(0)
+        return WAITING
+    pre_binding = h.get_pod_in_pre_bind(victim.uid)
+    if pre_binding is not None and pre_binding.cancel(f"preempted by {plugin}"):
+        return IN_PRE_BIND
+    return ""
 
 
 def new(args: Args, handle: Handle) -> DefaultPreemption:
