@@ -20,6 +20,7 @@ import numpy.typing as npt
 
 from kubesched.framework.cycle_state import CycleState, StateKey
 from kubesched.framework.interface import (
+    FilterAsIf,
     FilterPlugin,
     PostFilterResult,
     PreFilterExtensions,
@@ -35,6 +36,9 @@ if TYPE_CHECKING:
     from kubesched.framework.runtime import PluginChain, _Runnable
 
 __all__ = ["FilterPhase", "go_list"]
+
+_REJECTION_CHECKS: StateKey[tuple[FilterAsIf, ...]] = StateKey("framework/rejection-checks")
+"""The ``filter_as_if`` of the cycle's Filter plugins that PreFilter did not skip."""
 
 _PRE_FILTER_EXTENSIONS: StateKey[tuple[tuple[str, PreFilterExtensions], ...]] = StateKey(
     "framework/pre-filter-extensions"
@@ -112,6 +116,34 @@ class FilterPhase:
             for p in self._runnable(state).chain.filter
             if getattr(p, "filter_reads_node_only", False)
         )
+
+    def filter_rejects_as_if(
+        self, state: CycleState, pod: Pod, node_info: NodeInfo, removed: Sequence[Pod]
+    ) -> bool:
+        """True when Filter on ``node_info`` with ``removed`` (pods on it) taken off, and
+        the pods nominated there at ``pod``'s priority or above put on, rejects ``pod``
+        for certain: a Filter plugin PreFilter did not skip says so (``filter_as_if``).
+        False when none can tell. Asked before a copy of the node is made."""
+        checks = state.get(_REJECTION_CHECKS)
+        if checks is None:
+            skip = state.skip_filter_plugins
+            checks = tuple(
+                check
+                for p in self.chain_for(state).filter
+                if p.name not in skip and (check := getattr(p, "filter_as_if", None)) is not None
+            )
+            state.write(_REJECTION_CHECKS, checks)
+        if not checks:
+            return False
+        added = self._nominated.to_add(pod, node_info)
+        for check in checks:
+            try:
+                st = check(state, pod, node_info, removed, added)
+            except Exception:  # cannot tell: the dry run answers it
+                continue
+            if st is not None and st.code != Code.SUCCESS:
+                return True
+        return False
 
     def filter_masks(
         self, state: CycleState, pod: Pod, snapshot: Snapshot

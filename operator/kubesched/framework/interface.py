@@ -15,7 +15,7 @@ tests pin the two to agree.
 from __future__ import annotations
 
 import enum
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -38,6 +38,8 @@ __all__ = [
     "ClusterEvent",
     "EnqueueExtensions",
     "EventResource",
+    "FilterAsIf",
+    "FilterAsIfPlugin",
     "FilterPlugin",
     "Handle",
     "PermitPlugin",
@@ -287,6 +289,16 @@ class Handle(Protocol):
         the plugins not to run (default: those PreFilter said to skip)."""
         ...
 
+    def filter_rejects_as_if(
+        self, state: CycleState, pod: Pod, node_info: NodeInfo, removed: Sequence[Pod]
+    ) -> bool:
+        """True when Filter on ``node_info`` with ``removed`` (pods on it) taken off and the
+        pods nominated there at ``pod``'s priority or above put on rejects ``pod`` for
+        certain (a Filter plugin's :meth:`FilterAsIfPlugin.filter_as_if`); False
+        when no plugin can tell. Costs no copy of the node: preemption asks it before
+        its dry run."""
+        ...
+
     def skip_with_node_filters(self, state: CycleState) -> frozenset[str]:
         """PreFilter's skip set and the ``filter_reads_node_only`` Filter plugins: once the
         whole Filter passed on a node, ``skip`` of :meth:`run_filter` on that node whatever
@@ -370,6 +382,32 @@ class FilterPlugin(Protocol):
     name: str
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None: ...
+
+
+FilterAsIf = Callable[[CycleState, Pod, NodeInfo, Sequence[Pod], Sequence[Pod]], "Status | None"]
+"""``filter_as_if(state, pod, node_info, removed, added)`` of a :class:`FilterAsIfPlugin`."""
+
+
+@runtime_checkable
+class FilterAsIfPlugin(Protocol):
+    """A Filter plugin that can say, from a node's figures alone, what its ``filter``
+    returns on a copy of the node with some of its pods taken off and others put on
+    (every PreFilter extension's RemovePod/AddPod run on the copy too): that Status when
+    it rejects the pod, None when it passes or cannot tell without the copy. Preemption
+    skips the dry run of a node it rejects (no copy, no Filter calls) while other nodes
+    give it candidates; Filter's first pass on a node with nominated pods takes its
+    answer when it is the first plugin to run there."""
+
+    name: str
+
+    def filter_as_if(
+        self,
+        state: CycleState,
+        pod: Pod,
+        node_info: NodeInfo,
+        removed: Sequence[Pod],
+        added: Sequence[Pod],
+    ) -> Status | None: ...
 
 
 @runtime_checkable

@@ -26,7 +26,9 @@ Two facts let most of that go:
 And on a node every vector Filter mask of the cycle passed, the pass without the nominated
 pods needs only the plugins with no mask, and the pass with them can skip the masked
 plugins that read only the Node object (``filter_reads_node_only``): the pods added do not
-change their answer.
+change their answer. There, the first plugin the first pass runs may answer from the
+node's figures with the nominated pods counted in (``filter_as_if``: NodeResourcesFit),
+without the copy: its rejection is the pass's answer, as Filter on the copy would give it.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from typing import TYPE_CHECKING
 from kubesched.framework.cycle_state import CycleState, StateKey
 from kubesched.framework.interface import FilterPlugin
 from kubesched.framework.nodeinfo import NodeInfo
-from kubesched.framework.status import Status
+from kubesched.framework.status import Code, Status
 from kubesched.framework.types import Pod
 
 if TYPE_CHECKING:
@@ -47,6 +49,30 @@ __all__ = ["NominatedFilter", "NominatedViews"]
 
 _MASKED_NODE_FILTERS: StateKey[frozenset[str]] = StateKey("framework/masked-node-filters")
 """What the first pass on a node every mask passed skips."""
+
+
+_AsIf = Callable[[CycleState, Pod, NodeInfo, Sequence[Pod], Sequence[Pod]], Status | None]
+
+_LEAD_AS_IF: StateKey[tuple[_AsIf | None]] = StateKey("framework/lead-filter-as-if")
+"""What :meth:`NominatedFilter._lead_as_if` found this cycle."""
+
+
+def _named(plugin: str, as_if: _AsIf) -> _AsIf:
+    """``as_if`` whose rejection carries the plugin's name, as the Filter phase returns it."""
+
+    def call(
+        state: CycleState,
+        pod: Pod,
+        node_info: NodeInfo,
+        removed: Sequence[Pod],
+        added: Sequence[Pod],
+    ) -> Status | None:
+        st = as_if(state, pod, node_info, removed, added)
+        if st is None or st.code == Code.SUCCESS:
+            return None
+        return st.with_plugin(plugin)
+
+    return call
 
 
 class NominatedViews:
@@ -116,6 +142,15 @@ class NominatedFilter:
                 if error is not None:
                     return error
             else:
+                if scalar is not None:
+                    lead = self._lead_as_if(state, scalar)
+                    if lead is not None:
+                        try:
+                            first = lead(state, pod, node_info, (), nominated)
+                        except Exception:  # the long way answers it
+                            first = None
+                        if first is not None:
+                            return first
                 state_n, info_n = state, self.views.view(node_info, nominated)
             skip = None if scalar is None else self._masked_node_filters(state, scalar)
             status = fwk.run_filter(state_n, pod, info_n, skip)
@@ -153,6 +188,20 @@ class NominatedFilter:
     def _extensions_run(self, state: CycleState) -> bool:
         """Would an AddPod run this cycle?"""
         return bool(self._fwk.pre_filter_extensions_of(state))
+
+    def _lead_as_if(self, state: CycleState, scalar: Sequence[FilterPlugin]) -> _AsIf | None:
+        """On a node every mask passed, the first pass runs first the first Filter plugin
+        not in :meth:`_masked_node_filters`: its ``filter_as_if`` (the node with the
+        nominated pods added, without the copy), whose rejection is then the pass's
+        answer; None when it has none. Asked once per cycle."""
+        known = state.get(_LEAD_AS_IF)
+        if known is None:
+            skip = self._masked_node_filters(state, scalar)
+            lead = next((p for p in self._fwk.chain_for(state).filter if p.name not in skip), None)
+            as_if = None if lead is None else getattr(lead, "filter_as_if", None)
+            known = (None,) if as_if is None else (_named(lead.name, as_if),)  # type: ignore[union-attr]
+            state.write(_LEAD_AS_IF, known)
+        return known[0]
 
     def _masked_node_filters(
         self, state: CycleState, scalar: Sequence[FilterPlugin]

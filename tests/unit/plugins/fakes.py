@@ -190,6 +190,11 @@ class FakeHandle:
     def skip_with_node_filters(self, state: CycleState) -> frozenset[str]:
         raise NotImplementedError
 
+    def filter_rejects_as_if(
+        self, state: CycleState, pod: Pod, node_info: NodeInfo, removed: Sequence[Pod]
+    ) -> bool:
+        raise NotImplementedError
+
     def add_nominated_pods(
         self, state: CycleState, pod: Pod, node_info: NodeInfo
     ) -> tuple[bool, CycleState, NodeInfo, Status | None]:

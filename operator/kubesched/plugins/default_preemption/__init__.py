@@ -12,7 +12,10 @@ feature gates at their defaults: async preemption on, GenericWorkload off):
 2. Candidates: only nodes whose Filter status was Unschedulable (not
    UnschedulableAndUnresolvable). They are dry-run from a random offset until
    ``max(minCandidateNodesAbsolute, N * minCandidateNodesPercentage / 100)`` (at most N)
-   candidates are found, with at least one that violates no PodDisruptionBudget.
+   candidates are found, with at least one that violates no PodDisruptionBudget. A node
+   where Filter rejects the pod even with every lower-priority pod gone, as a Filter
+   plugin can tell from the node's figures (``filter_as_if``), gives no candidate: its
+   dry run is skipped, and made only if no node gives one (its status is then read).
 3. Victims on a node: every pod of lower priority is removed (PreFilter ``remove_pod``
    extensions keep plugin state right); if the pod then fits (Filter, with nominated
    pods), victims are reprieved one by one — PDB-violating ones first, then the others,
@@ -300,26 +303,57 @@ class DefaultPreemption(PreEnqueuePlugin, PostFilterPlugin, EnqueueExtensions):
         offset, want = self.offset_and_num_candidates(len(potential))
         non_violating: list[Candidate] = []
         violating: list[Candidate] = []
-        node_statuses: dict[str, Status] = {}
-        errors: list[str] = []
+        # The nodes walked that gave no candidate, in order, each with its dry run's
+        # status; None where the dry run was skipped: Filter rejects the pod there even
+        # with every lower-priority pod gone (``filter_rejects_as_if``, no copy made).
+        failed: list[tuple[NodeInfo, Status | None]] = []
         n = len(potential)
         for i in range(n):
             ni = potential[(offset + i) % n]
-            victims, violations, st = self.select_victims_on_node(
-                state.clone(), pod, ni.clone(), pdbs
-            )
-            if st is None and victims:
-                c = Candidate(ni.name, victims, violations)
-                (violating if violations else non_violating).append(c)
+            lower = [p for p in ni.pods if p.priority < pod.priority]
+            if not lower:
+                failed.append((ni, Status.unresolvable(ERR_NO_VICTIMS)))
+                continue
+            if self.handle.filter_rejects_as_if(state, pod, ni, lower):
+                failed.append((ni, None))
+                continue
+            c, st = self._dry_run(state, pod, ni, pdbs)
+            if c is not None:
+                (violating if c.num_pdb_violations else non_violating).append(c)
                 if non_violating and len(non_violating) + len(violating) >= want:
                     break
                 continue
+            failed.append((ni, st))
+        candidates = non_violating[:want] + violating[:want]
+        node_statuses: dict[str, Status] = {}
+        errors: list[str] = []
+        if candidates:
+            # kube-scheduler reads the failed nodes' statuses and errors only when there is
+            # no candidate: the skipped dry runs stay skipped.
+            return candidates, node_statuses, errors
+        for ni, st in failed:
             if st is None:
-                st = Status.as_error(f'expected at least one victim pod on node "{ni.name}"')
+                # Their statuses say why preemption cannot help: the dry run, for them now.
+                c, st = self._dry_run(state, pod, ni, pdbs)
+                if c is not None:  # not reached while ``filter_as_if`` is exact
+                    candidates.append(c)
+                    continue
             if st.code == Code.ERROR:
                 errors.append(st.message())
             node_statuses[ni.name] = st
-        return non_violating[:want] + violating[:want], node_statuses, errors
+        return candidates, node_statuses, errors
+
+    def _dry_run(
+        self, state: CycleState, pod: Pod, ni: NodeInfo, pdbs: Sequence[PdbInfo]
+    ) -> tuple[Candidate | None, Status]:
+        """SelectVictimsOnNode on copies of the state and the node: a candidate, or why
+        there is none."""
+        victims, violations, st = self.select_victims_on_node(state.clone(), pod, ni.clone(), pdbs)
+        if st is None and victims:
+            return Candidate(ni.name, victims, violations), Status(Code.SUCCESS)
+        if st is None:
+            st = Status.as_error(f'expected at least one victim pod on node "{ni.name}"')
+        return None, st
 
     def select_victims_on_node(
         self, state: CycleState, pod: Pod, node_info: NodeInfo, pdbs: Sequence[PdbInfo]

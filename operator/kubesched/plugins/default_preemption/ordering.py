@@ -5,6 +5,7 @@ text); the plugin in ``__init__`` applies them."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -38,6 +39,13 @@ def start_time(pod: Pod) -> float:
     raw = (pod.raw.get("status") or {}).get("startTime")
     if not isinstance(raw, str) or not raw:
         return math.inf
+    return _timestamp(raw)
+
+
+@functools.lru_cache(maxsize=4096)
+def _timestamp(raw: str) -> float:
+    """An RFC 3339 time as epoch seconds (+inf if malformed); the dry run sorts the same
+    pods' start times over and over, and pods started in the same second share one."""
     try:
         return datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()
     except ValueError:

@@ -217,13 +217,45 @@ class NodeResourcesFit(
         order: pods, cpu, memory, ephemeral-storage, scalar resources. Unresolvable: the
         request exceeds the node's whole allocatable, so no preemption can help. A
         resource of ``dra`` the node has none of is left to DynamicResources."""
+        return self._lacking(
+            req, node_info.allocatable, len(node_info.pods), node_info.requested, dra
+        )
+
+    def filter_as_if(
+        self,
+        state: CycleState,
+        pod: Pod,
+        node_info: NodeInfo,
+        removed: Sequence[Pod],
+        added: Sequence[Pod],
+    ) -> Status | None:
+        """What ``filter`` returns on a copy of ``node_info`` with ``removed`` (pods on it)
+        taken off and ``added`` put on, without the copy: the figures are the ones
+        ``NodeInfo.remove_pod``/``add_pod`` change, and no PreFilter extension touches what
+        this plugin reads."""
+        used = node_info.requested
+        if removed or added:
+            used = used.copy()
+            for p in removed:
+                used.add(p.requests, -1)
+            for p in added:
+                used.add(p.requests)
+        count = len(node_info.pods) - len(removed) + len(added)
+        lacking = self._lacking(
+            self._requests(state, pod), node_info.allocatable, count, used, self._dra(state, pod)
+        )
+        return self._rejection(lacking) if lacking else None
+
+    def _lacking(
+        self, req: Resource, alloc: Resource, pods: int, used: Resource, dra: frozenset[str]
+    ) -> list[tuple[str, bool]]:
+        """``insufficient_resources`` over figures: the node's allocatable, the number of
+        pods on it and their requests."""
         out: list[tuple[str, bool]] = []
-        alloc = node_info.allocatable
-        if len(node_info.pods) + 1 > alloc.allowed_pods:
+        if pods + 1 > alloc.allowed_pods:
             out.append((REASON_TOO_MANY_PODS, False))
         if not (req.milli_cpu or req.memory or req.ephemeral_storage or req.scalar):
             return out
-        used = node_info.requested
         if req.milli_cpu > 0 and req.milli_cpu > alloc.milli_cpu - used.milli_cpu:
             out.append(("Insufficient cpu", req.milli_cpu > alloc.milli_cpu))
         if req.memory > 0 and req.memory > alloc.memory - used.memory:
@@ -234,7 +266,7 @@ class NodeResourcesFit(
             out.append(
                 ("Insufficient ephemeral-storage", req.ephemeral_storage > alloc.ephemeral_storage)
             )
-        for name, q in self._checked_scalars(req):
+        for name, q in self._checked_scalars(req) if req.scalar else ():
             a = alloc.scalar.get(name, 0)
             if a <= 0 and name in dra:
                 continue
@@ -246,8 +278,10 @@ class NodeResourcesFit(
         lacking = self.insufficient_resources(
             self._requests(state, pod), node_info, self._dra(state, pod)
         )
-        if not lacking:
-            return None
+        return self._rejection(lacking) if lacking else None
+
+    @staticmethod
+    def _rejection(lacking: list[tuple[str, bool]]) -> Status:
         code = (
             Code.UNSCHEDULABLE_AND_UNRESOLVABLE
             if any(u for _, u in lacking)
