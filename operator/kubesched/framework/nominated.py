@@ -70,7 +70,7 @@ def _named(plugin: str, as_if: _AsIf) -> _AsIf:
         st = as_if(state, pod, node_info, removed, added)
         if st is None or st.code == Code.SUCCESS:
             return None
-        return st.with_plugin(plugin)
+        return st if st.plugin == plugin else st.with_plugin(plugin)
 
     return call
 

@@ -141,6 +141,8 @@ class NodeResourcesFit(
         if strategy.requested_to_capacity_ratio is not None:
             self._table = _rtcr_table(strategy.requested_to_capacity_ratio)
         self._table_list: list[int] = [] if self._table is None else self._table.tolist()
+        self._rejections: dict[tuple[tuple[str, bool], ...], Status] = {}
+        """One Status per combination of lacking resources (Statuses are not changed)."""
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         # A deleted or scaled-down pod frees resources; a new node or more allocatable adds
@@ -280,14 +282,20 @@ class NodeResourcesFit(
         )
         return self._rejection(lacking) if lacking else None
 
-    @staticmethod
-    def _rejection(lacking: list[tuple[str, bool]]) -> Status:
-        code = (
-            Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-            if any(u for _, u in lacking)
-            else Code.UNSCHEDULABLE
-        )
-        return Status(code, *(r for r, _ in lacking), plugin=NAME)
+    def _rejection(self, lacking: list[tuple[str, bool]]) -> Status:
+        key = tuple(lacking)
+        st = self._rejections.get(key)
+        if st is None:
+            code = (
+                Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+                if any(u for _, u in lacking)
+                else Code.UNSCHEDULABLE
+            )
+            st = Status(code, *(r for r, _ in lacking), plugin=NAME)
+            if len(self._rejections) >= 256:  # extended resources' names are open-ended
+                self._rejections.clear()
+            self._rejections[key] = st
+        return st
 
     def filter_mask(
         self, state: CycleState, pod: Pod, snapshot: Snapshot
