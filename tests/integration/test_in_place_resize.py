@@ -46,3 +46,25 @@ async def test_a_pod_waits_for_a_resize_to_free_the_cpu_it_needs() -> None:
         current["status"]["containerStatuses"] = done["status"]["containerStatuses"]
         h.apply(current)
         await h.wait_for(lambda: h.node_of("default/new") == "n1")
+
+
+async def test_a_resize_down_of_ephemeral_storage_wakes_the_pod_waiting_for_it() -> None:
+    """Any resource a resize lowers is a scale-down event (kube-scheduler's
+    extractPodScaleDown looks at every resource), not only cpu and memory: the waiting pod
+    is requeued at once, not at the five-minute flush."""
+    h = Harness()
+    running_pod = make_pod("shrinking").req(ephemeral_storage="3Gi").node("n1").obj()
+    h.apply(
+        make_node("n1").alloc(cpu="4", memory="32Gi", ephemeral_storage="4Gi").obj(),
+        running_pod,
+    )
+    h.apply(make_pod("new").req(ephemeral_storage="2Gi").obj())
+    async with running(h):
+        await h.wait_for(lambda: "FailedScheduling" in h.reasons("default/new"))
+        assert h.node_of("default/new") is None
+        stored = h.cluster.pod("default/shrinking")
+        assert stored is not None
+        current = copy.deepcopy(dict(stored))
+        current["spec"]["containers"][0]["resources"] = {"requests": {"ephemeral-storage": "1Gi"}}
+        h.apply(current)
+        await h.wait_for(lambda: h.node_of("default/new") == "n1", within=60)

@@ -204,8 +204,10 @@ def _scaled_down(old: Pod, new: Pod) -> bool:
 
 
 def pod_update_actions(old: Pod, new: Pod) -> ActionType:
-    """The kinds of change from ``old`` to ``new`` as one flag (kube-scheduler's
-    ``PodSchedulingPropertiesChange``); ``UPDATE_OTHER`` when none of the named ones."""
+    """The kinds of change from ``old`` to ``new`` as one flag (kube-scheduler v1.37's
+    ``PodSchedulingPropertiesChange``, whose events are one per kind); ``UPDATE_OTHER``
+    when none of the named ones. As kube's: tolerations by their number (the API server
+    lets them be added only), the generated claims by the status that names them."""
     actions = ActionType(0)
     if old.labels != new.labels:
         actions |= ActionType.UPDATE_POD_LABEL
@@ -213,8 +215,11 @@ def pod_update_actions(old: Pod, new: Pod) -> ActionType:
         actions |= ActionType.UPDATE_POD_SCALE_DOWN
     if old.scheduling_gates and not new.scheduling_gates:
         actions |= ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED
-    if old.spec.get("tolerations") != new.spec.get("tolerations"):
+    if len(old.spec.get("tolerations") or ()) != len(new.spec.get("tolerations") or ()):
         actions |= ActionType.UPDATE_POD_TOLERATIONS
+    o, n = old.raw.get("status") or {}, new.raw.get("status") or {}
+    if any(o.get(k) != n.get(k) for k in _SCHEDULING_STATUS):
+        actions |= ActionType.UPDATE_POD_GENERATED_RESOURCE_CLAIM
     return actions or ActionType.UPDATE_OTHER
 
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kubesched.api.gangs import GANG_STORE_KINDS, WORKLOAD_STORE_KIND
+from kubesched.backend.queue_events import pod_update_event
 from kubesched.framework.interface import ActionType, ClusterEvent, EventResource
 from kubesched.framework.types import Node, ObjectError, Pod
 from kubesched.scheduler.scheduler import Scheduler
@@ -70,21 +71,6 @@ def node_update_action(old: Node, new: Node) -> ActionType:
     ):
         a |= ActionType.UPDATE_NODE_DECLARED_FEATURE
     return a
-
-
-def pod_update_action(old: Pod, new: Pod) -> ActionType:
-    a = ActionType(0)
-    if old.labels != new.labels:
-        a |= ActionType.UPDATE_POD_LABEL
-    if old.requests.milli_cpu > new.requests.milli_cpu or old.requests.memory > new.requests.memory:
-        a |= ActionType.UPDATE_POD_SCALE_DOWN
-    if [(t.key, t.operator, t.value, t.effect) for t in old.tolerations] != [
-        (t.key, t.operator, t.value, t.effect) for t in new.tolerations
-    ]:
-        a |= ActionType.UPDATE_POD_TOLERATIONS
-    if old.scheduling_gates and not new.scheduling_gates:
-        a |= ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED
-    return a or ActionType.UPDATE_OTHER
 
 
 class EventHandlers:
@@ -179,9 +165,7 @@ class EventHandlers:
                 )
             else:
                 s.cache.update_pod(old, new)
-                s.queues.move_all_to_active_or_backoff(
-                    ClusterEvent(EventResource.ASSIGNED_POD, pod_update_action(old, new)), old, new
-                )
+                s.queues.move_all_to_active_or_backoff(pod_update_event(old, new), old, new)
             return
         if s.responsible_for(new):
             s.unscheduled[new.uid] = new

@@ -263,17 +263,49 @@ def _image(r: dict[str, Any]) -> None:
     r["spec"]["containers"][0]["image"] = "other"
 
 
+def _shrink_scratch(r: dict[str, Any]) -> None:
+    r["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1", "ephemeral-storage": "1Gi"}}
+
+
+def _tolerate(r: dict[str, Any]) -> None:
+    r["spec"]["tolerations"] = [
+        {"key": "a", "effect": "NoExecute", "tolerationSeconds": 60},
+        {"key": "b", "operator": "Exists"},
+    ]
+
+
+def _toleration_seconds(r: dict[str, Any]) -> None:
+    r["spec"]["tolerations"] = [{"key": "a", "effect": "NoExecute", "tolerationSeconds": 30}]
+
+
+def _claim_generated(r: dict[str, Any]) -> None:
+    r["status"]["resourceClaimStatuses"] = [{"name": "gpu", "resourceClaimName": "p-gpu-x1"}]
+
+
 UPDATE_CASES = [
     pytest.param(_relabel, ActionType.UPDATE_POD_LABEL, id="labels"),
     pytest.param(_shrink, ActionType.UPDATE_POD_SCALE_DOWN, id="scale-down"),
+    pytest.param(_shrink_scratch, ActionType.UPDATE_POD_SCALE_DOWN, id="scale-down-scratch"),
     pytest.param(_ungate, ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED, id="gates"),
+    pytest.param(_tolerate, ActionType.UPDATE_POD_TOLERATIONS, id="toleration-added"),
+    # kube-scheduler counts tolerations: a changed tolerationSeconds is no toleration event
+    pytest.param(_toleration_seconds, ActionType.UPDATE_OTHER, id="toleration-seconds"),
+    pytest.param(
+        _claim_generated, ActionType.UPDATE_POD_GENERATED_RESOURCE_CLAIM, id="generated-claim"
+    ),
     pytest.param(_image, ActionType.UPDATE_OTHER, id="other"),
 ]
 
 
 @pytest.mark.parametrize(("edit", "action"), UPDATE_CASES)
 def test_pod_update_actions(edit: Callable[[dict[str, Any]], None], action: ActionType) -> None:
-    old = make_pod("p").req(cpu="1").gate("g").pod()
+    old = make_pod("p").req(cpu="1", ephemeral_storage="2Gi").gate("g").pod()
+    old = changed(
+        old,
+        lambda r: r["spec"].update(
+            tolerations=[{"key": "a", "effect": "NoExecute", "tolerationSeconds": 60}]
+        ),
+    )
     new = changed(old, edit)
     assert pod_update_actions(old, new) == action
     assert is_pod_updated(old, new)
