@@ -34,10 +34,10 @@ without the copy: its rejection is the pass's answer, as Filter on the copy woul
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kubesched.framework.cycle_state import CycleState, StateKey
-from kubesched.framework.interface import FilterPlugin
+from kubesched.framework.interface import FilterAsIf, FilterPlugin
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import Pod
@@ -51,23 +51,15 @@ _MASKED_NODE_FILTERS: StateKey[frozenset[str]] = StateKey("framework/masked-node
 """What the first pass on a node every mask passed skips."""
 
 
-_AsIf = Callable[[CycleState, Pod, NodeInfo, Sequence[Pod], Sequence[Pod]], Status | None]
-
-_LEAD_AS_IF: StateKey[tuple[_AsIf | None]] = StateKey("framework/lead-filter-as-if")
+_LEAD_AS_IF: StateKey[tuple[FilterAsIf | None]] = StateKey("framework/lead-filter-as-if")
 """What :meth:`NominatedFilter._lead_as_if` found this cycle."""
 
 
-def _named(plugin: str, as_if: _AsIf) -> _AsIf:
+def _named(plugin: str, as_if: FilterAsIf) -> FilterAsIf:
     """``as_if`` whose rejection carries the plugin's name, as the Filter phase returns it."""
 
-    def call(
-        state: CycleState,
-        pod: Pod,
-        node_info: NodeInfo,
-        removed: Sequence[Pod],
-        added: Sequence[Pod],
-    ) -> Status | None:
-        st = as_if(state, pod, node_info, removed, added)
+    def call(*args: Any) -> Status | None:
+        st = as_if(*args)
         if st is None or st.code == Code.SUCCESS:
             return None
         return st if st.plugin == plugin else st.with_plugin(plugin)
@@ -189,7 +181,7 @@ class NominatedFilter:
         """Would an AddPod run this cycle?"""
         return bool(self._fwk.pre_filter_extensions_of(state))
 
-    def _lead_as_if(self, state: CycleState, scalar: Sequence[FilterPlugin]) -> _AsIf | None:
+    def _lead_as_if(self, state: CycleState, scalar: Sequence[FilterPlugin]) -> FilterAsIf | None:
         """On a node every mask passed, the first pass runs first the first Filter plugin
         not in :meth:`_masked_node_filters`: its ``filter_as_if`` (the node with the
         nominated pods added, without the copy), whose rejection is then the pass's

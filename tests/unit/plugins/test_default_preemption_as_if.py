@@ -8,7 +8,7 @@ says."""
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
 from hypothesis import given, settings
@@ -108,12 +108,18 @@ def cluster(nodes: Sequence[NodeSpec], port: int) -> tuple[list[NodeInfo], Nomin
 node_specs = st.tuples(st.lists(specs, max_size=5), st.lists(specs, max_size=2), st.booleans())
 
 
-@given(
-    nodes=st.lists(node_specs, min_size=1, max_size=7),
-    incoming=specs,
-    port=st.sampled_from([0, 0, 8080]),
-)
-@settings(max_examples=200, deadline=None)
+def clusters(test: Callable[[list[NodeSpec], PodSpec, int], None]) -> Callable[[], None]:
+    """Up to seven nodes (running pods, nominated pods, cordoned or not), the incoming pod,
+    and a host port the incoming pod and the first pods of each node ask for (or none)."""
+    cases = given(
+        nodes=st.lists(node_specs, min_size=1, max_size=7),
+        incoming=specs,
+        port=st.sampled_from([0, 0, 8080]),
+    )
+    return settings(max_examples=200, deadline=None)(cases(test))
+
+
+@clusters
 def test_preemption_walk_matches_a_dry_run_of_every_node(
     nodes: list[NodeSpec], incoming: PodSpec, port: int
 ) -> None:
@@ -144,12 +150,7 @@ def test_preemption_walk_matches_a_dry_run_of_every_node(
 
 
 # -- Filter's first pass on a node with nominated pods -------------------------------------------------
-@given(
-    nodes=st.lists(node_specs, min_size=1, max_size=7),
-    incoming=specs,
-    port=st.sampled_from([0, 0, 8080]),
-)
-@settings(max_examples=200, deadline=None)
+@clusters
 def test_first_pass_answered_by_its_first_plugin_matches_the_long_way(
     nodes: list[NodeSpec], incoming: PodSpec, port: int
 ) -> None:
