@@ -201,9 +201,18 @@ class SchedulingQueue:
             return
         if (qpi := self._unsched.get(uid)) is not None:
             qpi.pod = new
-            if is_pod_updated(old, new):
+            if not is_pod_updated(old, new):
+                return
+            # kube-scheduler 1.37 asks the pod's rejecting plugins' hints about its own
+            # update (the event's resource: TargetPod, UnscheduledPod here).
+            strategy = (
+                self._hints.worth(qpi, pod_update_event(old, new), old, new)
+                if self._use_hints and old is not None
+                else Strategy.AFTER_BACKOFF
+            )
+            if strategy is not Strategy.SKIP:
                 del self._unsched[uid]
-                if self._requeue(qpi, Strategy.AFTER_BACKOFF) == ACTIVE:
+                if self._requeue(qpi, strategy) == ACTIVE:
                     self._notify()
             return
         self.add(new)

@@ -16,7 +16,10 @@ from kubesched.backend.queue import SchedulingQueue
 from kubesched.backend.queue_heap import PodHeap
 from kubesched.backend.queue_set import QueueClosed, QueueSet
 from kubesched.framework.interface import (
+    ActionType,
+    ClusterEvent,
     ClusterEventWithHint,
+    EventResource,
 )
 from kubesched.framework.nodeinfo import QueuedPodInfo
 from kubesched.framework.status import Status
@@ -206,16 +209,26 @@ async def test_activated_in_flight_pod_backs_off_instead_of_parking() -> None:
 
 # -- updates, deletes, duplicates ---------------------------------------------------------
 @pytest.mark.looptime
-async def test_update_of_a_parked_pod() -> None:
-    q = queue()
+@pytest.mark.parametrize(
+    ("rejector", "hints", "after_relabel"),
+    [
+        # kube-scheduler 1.37: the pod's own update asks its rejecting plugins' hints
+        ("A", True, "unschedulable"),  # A registered for node adds only: stays parked
+        ("L", True, "backoff"),  # L registered for pod label updates
+        ("A", False, "backoff"),  # without queueing hints, any update moves it
+    ],
+)
+async def test_update_of_a_parked_pod(rejector: str, hints: bool, after_relabel: str) -> None:
+    label_update = ClusterEvent(EventResource.POD, ActionType.UPDATE_POD_LABEL)
+    q = queue(events={**EVENTS, "L": [ClusterEventWithHint(label_update)]}, queueing_hints=hints)
     p = pod("p")
-    parked(q, p, "A")
+    parked(q, p, rejector)
     status_only = changed(p, lambda r: r["status"].update(conditions=[{"type": "PodScheduled"}]))
     q.update(p, status_only)
     assert where(q, p) == "unschedulable"
     relabelled = changed(status_only, lambda r: r["metadata"].update(labels={"x": "y"}))
     q.update(status_only, relabelled)
-    assert where(q, p) == "backoff"
+    assert where(q, p) == after_relabel
 
 
 @pytest.mark.looptime

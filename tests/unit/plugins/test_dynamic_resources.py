@@ -9,6 +9,7 @@ import pytest
 
 from kubesched.cluster.memory import MemoryCluster
 from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.interface import ActionType, EventResource
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import Pod
@@ -423,3 +424,29 @@ async def test_a_bound_claim_deleted_later_frees_its_device() -> None:
     assert run_filter(pl, other)[2]["n1"] == unresolvable("cannot allocate all claims")
     memory.delete("ResourceClaim", "default/c")
     assert run_filter(pl, other)[2]["n1"] is None
+
+
+def test_the_pods_own_update_requeues_it_once_its_generated_claims_can_be_found() -> None:
+    """kube's TargetPod hint: the pod's status names the claim made from its template, and
+    that claim, made for this pod, is in the store."""
+    pl, memory = plugin()
+    waiting = pod_with(templates=("one-gpu",))
+    raw = dict(waiting.raw)
+    named = Pod(
+        {
+            **raw,
+            "status": {"resourceClaimStatuses": [{"name": "t-one-gpu", "resourceClaimName": "g"}]},
+        }
+    )
+    assert pl._own_claims_named(named, waiting, named) is False  # the claim is not made yet
+    made = claim("g")
+    made["metadata"]["ownerReferences"] = [
+        {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "p", "controller": True}
+    ]
+    memory.apply(made)
+    assert pl._own_claims_named(waiting, waiting, waiting) is False  # its status names none
+    assert pl._own_claims_named(named, waiting, named) is True
+    (reg,) = [
+        r for r in pl.events_to_register() if r.event.resource is EventResource.UNSCHEDULED_POD
+    ]
+    assert reg.event.action == ActionType.UPDATE_POD_GENERATED_RESOURCE_CLAIM

@@ -210,7 +210,26 @@ class DynamicResources(
                 ClusterEvent(EventResource.RESOURCE_SLICE, ActionType.ADD | ActionType.UPDATE),
                 ungates=False,
             ),
+            # kube's TargetPod registration: the pod's own status names its generated
+            # claims. (A pod PreEnqueue holds runs it again at any update of its own.)
+            ClusterEventWithHint(
+                ClusterEvent(
+                    EventResource.UNSCHEDULED_POD, ActionType.UPDATE_POD_GENERATED_RESOURCE_CLAIM
+                ),
+                self._own_claims_named,
+                ungates=False,
+            ),
         ]  # PreEnqueue reads claims and PodGroups only: nodes, classes, slices never ungate
+
+    def _own_claims_named(self, pod: Pod, old_obj: object, new_obj: object) -> bool:
+        """kube's isSchedulableAfterTargetPodUpdate: every claim of the updated pod can
+        now be found (named, in the store, not being deleted, its own)."""
+        target = new_obj if isinstance(new_obj, Pod) else pod
+        try:
+            self._pod_claims(target)
+        except ClaimNameError:
+            return False
+        return True
 
     def _claim_changed(self, pod: Pod, old_obj: object, new_obj: object) -> bool:
         """kube's isSchedulableAfterClaimChange."""
