@@ -253,14 +253,17 @@ def _priority(
     else:
         spec.setdefault("priority", 0)
         return None
-    given = spec.get("priority")
-    if given is not None and given != pc.value:
-        raise c.fail(
-            f"spec.priority: {given!r} contradicts PriorityClass {pc_name!r} "
-            f"(value {pc.value}); leave spec.priority out"
-        )
-    spec["priority"] = pc.value
+    _from_class(c, spec, "priority", pc.value, f"PriorityClass {pc_name!r} (value {pc.value})")
     return str(pc_name), pc
+
+
+def _from_class(c: _Checked, spec: dict[str, Any], key: str, value: object, cls: str) -> None:
+    """``spec[key]`` set from the PriorityClass (``cls``: how the refusal names it); a value
+    given that differs from it refused, as the Priority admission refuses it."""
+    given = spec.get(key)
+    if given is not None and given != value:
+        raise c.fail(f"spec.{key}: {given!r} contradicts {cls}; leave spec.{key} out")
+    spec[key] = value
 
 
 def _default_pod(c: _Checked, classes: dict[str, _PriorityClass], global_default: str) -> None:
@@ -270,13 +273,8 @@ def _default_pod(c: _Checked, classes: dict[str, _PriorityClass], global_default
     resolved = _priority(c, spec, classes, global_default)
     if resolved is not None:
         pc_name, pc = resolved
-        policy = spec.get("preemptionPolicy")
-        if policy is not None and policy != pc.preemption_policy:
-            raise c.fail(
-                f"spec.preemptionPolicy: {policy!r} contradicts PriorityClass {pc_name!r} "
-                f"({pc.preemption_policy}); leave spec.preemptionPolicy out"
-            )
-        spec["preemptionPolicy"] = pc.preemption_policy
+        policy = pc.preemption_policy
+        _from_class(c, spec, "preemptionPolicy", policy, f"PriorityClass {pc_name!r} ({policy})")
     else:
         spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
     if spec["preemptionPolicy"] not in PREEMPTION_POLICIES:

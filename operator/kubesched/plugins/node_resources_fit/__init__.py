@@ -366,14 +366,18 @@ class NodeResourcesFit(
         table = [self._status_of(int(c), checks) for c in distinct.tolist()]
         return [table[i] for i in inverse.tolist()]
 
-    @staticmethod
-    def _status_of(code: int, checks: Sequence[tuple[str, object, object]]) -> Status | None:
+    def _status_of(self, code: int, checks: Sequence[tuple[str, object, object]]) -> Status | None:
+        """The Status of one combination of ``filter_statuses``' bits (lacking, and
+        unresolvable, per check), as :meth:`_rejection` makes it for ``filter``."""
         if code == 0:
             return None
-        reasons = [r for bit, (r, _, _) in enumerate(checks) if code >> (2 * bit) & 1]
-        unresolvable = any(code >> (2 * bit + 1) & 1 for bit in range(len(checks)))
-        kind = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
-        return Status(kind, *reasons, plugin=NAME)
+        return self._rejection(
+            [
+                (r, bool(code >> (2 * bit + 1) & 1))
+                for bit, (r, _, _) in enumerate(checks)
+                if code >> (2 * bit) & 1
+            ]
+        )
 
     # -- PreScore / Score -----------------------------------------------------------------
     def pod_requests(self, pod: Pod) -> list[int]:
