@@ -245,6 +245,21 @@ async def test_a_pod_waiting_at_permit_is_nominated_to_its_node_until_bound() ->
     assert nominations == [("default/w", "n1")]
 
 
+async def test_a_pre_bind_pre_flight_error_lets_go_of_a_pod_held_at_permit() -> None:
+    # kube's binding cycle fails with the PreBindPreFlight error; the pod leaves Permit
+    # with it (nothing is left waiting for a timeout that no one awaits)
+    h, _ = permit_harness(timeout=60)
+    h.apply(make_node("n1").obj())
+    async with running(h):
+        fwk = h.sched.profiles["kubesched"].framework
+        error = Status.as_error('running PreBindPreFlight "X": no luck', plugin="X")
+        fwk.run_pre_bind_pre_flights = lambda *_: error  # type: ignore[method-assign]
+        h.apply(make_pod("w").label("hold", "yes").obj())
+        await h.wait_for(lambda: "FailedScheduling" in h.reasons("default/w"))
+        await h.wait_for(lambda: not fwk.iterate_waiting_pods() and not fwk.waiting_pods)
+        assert h.node_of("default/w") is None
+
+
 class SlowPreBind:
     """PreBind of pods labelled ``slow=yes`` takes 5 s (a volume or claim write)."""
 
