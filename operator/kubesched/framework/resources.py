@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from kubesched.framework.memo import remember
 from kubesched.framework.quantity import QuantityError, milli_value, value
 
 __all__ = [
@@ -267,9 +268,7 @@ def pod_request_pair(spec: Mapping[str, Any]) -> tuple[Resource, Resource]:
             return seen[0].copy(), seen[1].copy()
     pair = _parse_request_pair(spec)
     if key is not None:
-        if len(_SEEN) >= _SEEN_MAX:
-            _SEEN.clear()
-        _SEEN[key] = (pair[0].copy(), pair[1].copy())
+        remember(_SEEN, key, (pair[0].copy(), pair[1].copy()), _SEEN_MAX)
     return pair
 
 
@@ -365,9 +364,7 @@ def _parse_status_list(rl: Mapping[str, Any], field: str) -> Resource:
         return seen.copy()
     r = parse_resource_list(rl, field=field)
     if key:
-        if len(_STATUS_LISTS) >= _SEEN_MAX:
-            _STATUS_LISTS.clear()
-        _STATUS_LISTS[key] = r.copy()
+        remember(_STATUS_LISTS, key, r.copy(), _SEEN_MAX)
     return r
 
 

@@ -55,6 +55,7 @@ from kubesched.framework.interface import (
     VectorScorePlugin,
 )
 from kubesched.framework.labels import NodeSelectorTerm, compile_node_selector_term
+from kubesched.framework.memo import remember
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.status import Status
 from kubesched.framework.types import Node, ObjectError, Pod
@@ -369,9 +370,7 @@ class NodeAffinity(
         key = repr((pod.spec.get("nodeSelector"), _required_raw(pod)))
         req = self._compiled.get(key)
         if req is None:
-            if len(self._compiled) >= _MEMO_LIMIT:
-                self._compiled.clear()
-            req = self._compiled[key] = RequiredAffinity.of_pod(pod)
+            req = remember(self._compiled, key, RequiredAffinity.of_pod(pod), _MEMO_LIMIT)
         return _PreFilterState(key, req)
 
     def pre_filter(
@@ -426,9 +425,7 @@ class NodeAffinity(
             pref = PreferredTerms.compile(
                 raw, "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
             )
-            if len(self._compiled_pref) >= _MEMO_LIMIT:
-                self._compiled_pref.clear()
-            self._compiled_pref[key] = pref
+            remember(self._compiled_pref, key, pref, _MEMO_LIMIT)
         return _PreScoreState(key, pref)
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:

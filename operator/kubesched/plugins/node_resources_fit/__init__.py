@@ -48,6 +48,7 @@ from kubesched.framework.interface import (
     VectorFilterPlugin,
     VectorScorePlugin,
 )
+from kubesched.framework.memo import remember
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.resources import Resource
 from kubesched.framework.status import Code, Status
@@ -292,9 +293,7 @@ class NodeResourcesFit(
                 else Code.UNSCHEDULABLE
             )
             st = Status(code, *(r for r, _ in lacking), plugin=NAME)
-            if len(self._rejections) >= 256:  # extended resources' names are open-ended
-                self._rejections.clear()
-            self._rejections[key] = st
+            remember(self._rejections, key, st, 256)  # extended resources' names: open-ended
         return st
 
     def filter_mask(

@@ -16,6 +16,7 @@ from typing import Any
 
 from kubesched.framework.cluster_port import ObjectStore
 from kubesched.framework.labels import NodeSelector, compile_label_selector
+from kubesched.framework.memo import remember
 from kubesched.framework.storage import (
     ANN_BOUND_BY_CONTROLLER,
     ANN_SELECTED_NODE,
@@ -145,11 +146,10 @@ class AffinityCache:
         ``metadata.name`` never match), no affinity matches every node."""
         m = _meta(pv)
         key = (str(m.get("name")), str(m.get("resourceVersion") or id(pv)))
-        if key not in self._cache:
-            if len(self._cache) > 50_000:
-                self._cache.clear()
-            self._cache[key] = pv_node_affinity(pv)
-        sel = self._cache[key]
+        if key in self._cache:
+            sel = self._cache[key]
+        else:
+            sel = remember(self._cache, key, pv_node_affinity(pv), 50_000)
         return sel is None or sel.matches(node_labels, "")
 
 
