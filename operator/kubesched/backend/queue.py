@@ -187,7 +187,11 @@ class SchedulingQueue:
         flight = self._in_flight.get(uid)
         if flight is not None:
             flight.latest, flight.replaced = new, True
-            if is_pod_updated(old, new):
+            if self._use_hints and old is not None:
+                # As kube-scheduler 1.37: the update joins the events seen while pods are
+                # in flight; if this attempt fails, its rejectors' hints are asked about it.
+                self._events.append((pod_update_event(old, new), old, new))
+            elif is_pod_updated(old, new):
                 flight.requeue = True
             return
         if (qpi := self._gated.get(uid)) is not None:
@@ -201,15 +205,15 @@ class SchedulingQueue:
             return
         if (qpi := self._unsched.get(uid)) is not None:
             qpi.pod = new
-            if not is_pod_updated(old, new):
+            if self._use_hints and old is not None:
+                # kube-scheduler 1.37 asks the pod's rejecting plugins' hints about any
+                # update of its own (the event's resource: TargetPod, UnscheduledPod
+                # here); one that names no kind of change is a general update.
+                strategy = self._hints.worth(qpi, pod_update_event(old, new), old, new)
+            elif is_pod_updated(old, new):
+                strategy = Strategy.AFTER_BACKOFF
+            else:
                 return
-            # kube-scheduler 1.37 asks the pod's rejecting plugins' hints about its own
-            # update (the event's resource: TargetPod, UnscheduledPod here).
-            strategy = (
-                self._hints.worth(qpi, pod_update_event(old, new), old, new)
-                if self._use_hints and old is not None
-                else Strategy.AFTER_BACKOFF
-            )
             if strategy is not Strategy.SKIP:
                 del self._unsched[uid]
                 if self._requeue(qpi, strategy) == ACTIVE:

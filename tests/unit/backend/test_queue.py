@@ -210,22 +210,33 @@ async def test_activated_in_flight_pod_backs_off_instead_of_parking() -> None:
 # -- updates, deletes, duplicates ---------------------------------------------------------
 @pytest.mark.looptime
 @pytest.mark.parametrize(
-    ("rejector", "hints", "after_relabel"),
+    ("rejector", "hints", "after_status", "after_relabel"),
     [
         # kube-scheduler 1.37: the pod's own update asks its rejecting plugins' hints
-        ("A", True, "unschedulable"),  # A registered for node adds only: stays parked
-        ("L", True, "backoff"),  # L registered for pod label updates
-        ("A", False, "backoff"),  # without queueing hints, any update moves it
+        ("A", True, "unschedulable", "unschedulable"),  # A: node adds only; stays parked
+        ("L", True, "unschedulable", "backoff"),  # L: pod label updates
+        # U: any update of the pod (kube's Pod/Update, as NodeDeclaredFeatures' TargetPod
+        # registration): a status-only update is a general update, which it covers
+        ("U", True, "backoff", "backoff"),
+        ("A", False, "unschedulable", "backoff"),  # no hints: any but a status update moves it
     ],
 )
-async def test_update_of_a_parked_pod(rejector: str, hints: bool, after_relabel: str) -> None:
+async def test_update_of_a_parked_pod(
+    rejector: str, hints: bool, after_status: str, after_relabel: str
+) -> None:
     label_update = ClusterEvent(EventResource.POD, ActionType.UPDATE_POD_LABEL)
-    q = queue(events={**EVENTS, "L": [ClusterEventWithHint(label_update)]}, queueing_hints=hints)
+    any_update = ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.UPDATE)
+    events = {
+        **EVENTS,
+        "L": [ClusterEventWithHint(label_update)],
+        "U": [ClusterEventWithHint(any_update)],
+    }
+    q = queue(events=events, queueing_hints=hints)
     p = pod("p")
     parked(q, p, rejector)
     status_only = changed(p, lambda r: r["status"].update(conditions=[{"type": "PodScheduled"}]))
     q.update(p, status_only)
-    assert where(q, p) == "unschedulable"
+    assert where(q, p) == after_status
     relabelled = changed(status_only, lambda r: r["metadata"].update(labels={"x": "y"}))
     q.update(status_only, relabelled)
     assert where(q, p) == after_relabel

@@ -25,6 +25,7 @@ from kubesched.framework.types import Pod
 from tests.builders import make_node, make_pod
 from tests.unit.backend.queue_helpers import (
     ASSIGNED_POD_DELETE,
+    EVENTS,
     NODE_ADD,
     NODE_LABEL,
     POD_DELETE,
@@ -215,15 +216,28 @@ async def test_pod_deleted_in_flight_is_not_requeued() -> None:
 
 
 @pytest.mark.looptime
-async def test_pod_updated_in_flight_is_requeued_in_its_new_version() -> None:
-    q = queue()
+@pytest.mark.parametrize(
+    ("rejector", "hints", "expected"),
+    [
+        # kube-scheduler 1.37: the update is one of the events seen in flight, and the
+        # failed attempt's rejectors' hints are asked about it
+        ("A", True, "unschedulable"),  # A registered for node adds only
+        ("L", True, "backoff"),  # L registered for pod label updates
+        ("A", False, "backoff"),  # without queueing hints, any update moves it
+    ],
+)
+async def test_pod_updated_in_flight_is_requeued_in_its_new_version(
+    rejector: str, hints: bool, expected: str
+) -> None:
+    label_update = ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.UPDATE_POD_LABEL)
+    q = queue(events={**EVENTS, "L": [ClusterEventWithHint(label_update)]}, queueing_hints=hints)
     p = pod("p")
     q.add(p)
     qpi = pop(q)
     newer = changed(p, lambda r: r["metadata"].update(labels={"fixed": "yes"}))
     q.update(p, newer)
-    fail(q, qpi, "A")
-    assert where(q, p) == "backoff"
+    fail(q, qpi, rejector)
+    assert where(q, p) == expected
     got = q.get(p.uid)
     assert got is not None and got.pod.labels == {"fixed": "yes"}
 
