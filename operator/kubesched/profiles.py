@@ -14,7 +14,6 @@ and a message that names the field.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,8 +60,6 @@ __all__ = [
     "default_registry",
 ]
 
-log = logging.getLogger("kubesched.profiles")
-
 
 class ProfileError(ValueError):
     def __init__(self, reason: str, message: str) -> None:
@@ -82,13 +79,11 @@ class CompiledProfile:
 
 
 def default_registry() -> Registry:
-    """In-tree plugins plus out-of-tree ones from the ``kubesched.plugins`` entry points.
+    """In-tree plugins plus out-of-tree ones from the ``kubesched.plugins`` entry points,
+    loaded when a name not in-tree is first asked for (``Registry.defer_entry_points``).
     A broken out-of-tree plugin is logged and left out; it cannot stop the scheduler."""
     registry = in_tree_registry()
-    try:
-        registry.load_entry_points()
-    except Exception:
-        log.exception("loading out-of-tree plugins failed")
+    registry.defer_entry_points()
     return registry
 
 

@@ -104,6 +104,10 @@ def main(argv: Sequence[str] | None = None, *, prog: str = PROG) -> int:
             from kubesched.cli import early
 
             listing = early.start(words[1:])
+            # pydantic looks for its plugins (observability hooks) in every installed
+            # package's metadata when it builds the first validator; a scheduler has none
+            # (PYDANTIC_DISABLE_PLUGINS, pydantic's setting; a value set is kept)
+            os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
             # the imports allocate ~70,000 objects and free few: no collection until run
             # tunes the collector (kubesched.operator.run.tune_garbage_collector)
             gc.disable()

@@ -4,20 +4,25 @@ A plugin module exports ``NAME``, ``Args`` (a pydantic model whose field default
 kube-scheduler's; a plugin without arguments leaves it out and gets :class:`NoArgs`) and
 ``new(args, handle)``. In-tree plugins are registered by
 ``kubesched.plugins.in_tree_registry()``; out-of-tree plugins arrive through the
-``kubesched.plugins`` entry-point group.
+``kubesched.plugins`` entry-point group, loaded when the registry is first asked for a
+name it lacks or for every name (:meth:`Registry.defer_entry_points`): a scheduler whose
+profiles name in-tree plugins only does not read every installed package's metadata.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from types import ModuleType
-from typing import TypeVar, overload
+from typing import TYPE_CHECKING, TypeVar, overload
 
 import pydantic
 
 from kubesched.framework.interface import Handle, Plugin
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -29,6 +34,17 @@ __all__ = [
 ]
 
 ENTRY_POINT_GROUP = "kubesched.plugins"
+
+log = logging.getLogger("kubesched.profiles")
+
+
+def entry_points(*, group: str) -> Iterable[EntryPoint]:
+    """importlib.metadata's, imported on first use (its import and the scan of the
+    installed packages take tens of milliseconds at start-up)."""
+    from importlib import metadata
+
+    return metadata.entry_points(group=group)
+
 
 ArgsT = TypeVar("ArgsT", bound=pydantic.BaseModel)
 
@@ -64,6 +80,21 @@ class PluginSpec:
 class Registry:
     def __init__(self) -> None:
         self._specs: dict[str, PluginSpec] = {}
+        self._deferred = False
+
+    def defer_entry_points(self) -> None:
+        """Load the out-of-tree plugins (:meth:`load_entry_points`) when first asked for
+        a name not registered, or for every name. A broken one is logged and left out:
+        it cannot stop the scheduler."""
+        self._deferred = True
+
+    def _load_deferred(self) -> None:
+        if self._deferred:
+            self._deferred = False
+            try:
+                self.load_entry_points()
+            except Exception:
+                log.exception("loading out-of-tree plugins failed")
 
     @overload
     def register(self, name: str, factory: Factory[NoArgs], *, source: str = "") -> None: ...
@@ -112,15 +143,21 @@ class Registry:
         return loaded
 
     def get(self, name: str) -> PluginSpec | None:
+        if name not in self._specs:
+            self._load_deferred()
         return self._specs.get(name)
 
     def __contains__(self, name: object) -> bool:
+        if name not in self._specs:
+            self._load_deferred()
         return name in self._specs
 
     def __iter__(self) -> Iterator[str]:
+        self._load_deferred()
         return iter(self._specs)
 
     def names(self) -> list[str]:
+        self._load_deferred()
         return sorted(self._specs)
 
 

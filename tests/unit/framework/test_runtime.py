@@ -505,3 +505,26 @@ def test_an_entry_point_clashing_with_an_in_tree_plugin_is_refused(
     reg.register_module(plugin_module("NodeName", "kubesched.plugins.node_name"))
     with pytest.raises(DuplicatePluginError, match=r"by kubesched\.plugins\.node_name"):
         reg.load_entry_points()
+
+
+def test_the_default_registry_reads_entry_points_only_for_a_name_not_in_tree(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A profile of in-tree plugins is compiled without scanning the installed packages;
+    a name not in-tree loads the out-of-tree plugins once, and a broken one is logged."""
+    from kubesched.profiles import default_registry
+
+    scans: list[str] = []
+
+    def entry_points(*, group: str) -> list[FakeEntryPoint]:
+        scans.append(group)
+        return [FakeEntryPoint("oot", plugin_module("OutOfTree")), FakeEntryPoint("bad", 1)]
+
+    monkeypatch.setattr(registry_module, "entry_points", entry_points)
+    reg = default_registry()
+    assert reg.get("NodeResourcesFit") is not None and "TaintToleration" in reg
+    assert scans == []
+    assert "OutOfTree" in reg
+    assert reg.get("Unknown") is None and "Unknown" not in reg.names()
+    assert scans == ["kubesched.plugins"]
+    assert "entry point bad: expected a plugin module" in caplog.text
