@@ -1,5 +1,5 @@
-"""Kopf in ``kubesched run``: imported, given its handlers and started once the cache is
-synced, off the way to the first bind.
+"""Kopf in ``kubesched run``: imported, given its handlers and started once the first
+bind is out (or the cache synced a second ago: ``rt.watches_open``), off the way to it.
 
 Kopf runs the SchedulingProfile handlers (and, with ``watch_engine: kopf``,
 watches every kind). Scheduling waits for none of it: every watched kind is listed into the
@@ -7,8 +7,9 @@ cache, and the SchedulingProfiles applied, before the first cycle (``_initial_sy
 :mod:`kubesched.operator.run`); Kopf's handlers take over from that listing. So Kopf's
 import (with attrs, iso8601, jsonpatch and its own modules: about half a CPU second on
 a busy 2-core machine, a third of what ``kubesched run`` imported) is not on that way
-either: it runs in a worker thread once the cache is synced, while the event loop
-schedules the first pods, and the registry is built after it.
+either: it runs in a worker thread after the first bind, while the event loop schedules
+the next pods, and the registry is built after it. (In a thread, it still holds the GIL
+for most of it: started at the cache sync, it slowed the first cycle down.)
 """
 
 from __future__ import annotations
@@ -57,9 +58,9 @@ async def start_kopf(
     on_spawned: Callable[[], None],
     ready_flag: asyncio.Event,
 ) -> None:
-    """Kopf's operator once ``rt.cache_synced`` is set (unless ``stop_flag`` comes first),
+    """Kopf's operator once ``rt.watches_open`` is set (unless ``stop_flag`` comes first),
     until ``stop_flag`` is set (see :func:`kubesched.operator.kopf_runner.run_kopf`)."""
-    if await wait_first(rt.cache_synced, stop_flag):
+    if await wait_first(rt.watches_open, stop_flag):
         return
     runner = await asyncio.to_thread(importlib.import_module, "kubesched.operator.kopf_runner")
     rt.registry = kopf_registry(rt)

@@ -268,15 +268,17 @@ def tune_garbage_collector() -> None:
 
 async def _serve(rt: Runtime) -> None:
     """/healthz, /readyz (synced; followers too, as kube-scheduler), /metrics, /explain,
-    /debug/cache and /ui/ until cancelled, started once the cache is synced or
-    :data:`SERVE_WITHIN` seconds have passed, whichever comes first. So the server's
-    imports (aiohttp.web, the web view, explain, delegated auth: ~30 ms on a busy 2-core
-    machine, with mimetypes reading /etc/mime.types) are off the way to the first bind;
-    they run in a worker thread, as Kopf's, while the event loop schedules. Readiness
-    waits for them (``rt.serving``). The port was taken when ``run`` started
-    (:mod:`kubesched.operator.listen`): one in use is reported then, not here."""
+    /debug/cache and /ui/ until cancelled, started once the first bind is out (or the
+    cache synced a second ago: ``rt.watches_open``) or :data:`SERVE_WITHIN` seconds have
+    passed, whichever comes first. So the server's imports (aiohttp.web, the web view,
+    explain, delegated auth: ~30 ms on a busy 2-core machine, with mimetypes reading
+    /etc/mime.types) are off the way to the first bind; they run in a worker thread, as
+    Kopf's, while the event loop schedules (not before: the thread holds the GIL for
+    most of them). Readiness waits for them (``rt.serving``). The port was taken when
+    ``run`` started (:mod:`kubesched.operator.listen`): one in use is reported then, not
+    here."""
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(rt.cache_synced.wait(), SERVE_WITHIN)
+        await asyncio.wait_for(rt.watches_open.wait(), SERVE_WITHIN)
     await asyncio.to_thread(importlib.import_module, "kubesched.operator.server")
     from kubesched.operator.server import serve
 
