@@ -298,6 +298,11 @@ class SchedulingQueue:
         qpi.last_failure = now
         strategy = Strategy.SKIP
         errored = not qpi.unschedulable_plugins and not qpi.pending_plugins
+        if errored:
+            qpi.consecutive_errors += 1
+        else:
+            qpi.unschedulable_count += 1
+            qpi.consecutive_errors = 0
         if errored or (flight is not None and flight.requeue):
             strategy = Strategy.AFTER_BACKOFF
         elif flight is not None and self._use_hints:
@@ -467,11 +472,15 @@ class SchedulingQueue:
 
     # -- internals ---------------------------------------------------------------------
     def backoff_duration(self, qpi: QueuedPodInfo) -> float:
-        exp = min(max(qpi.attempts, 1) - 1, 62)
-        return float(min(self.initial_backoff * 2**exp, self.max_backoff))
+        """kube-scheduler 1.37's: doubling with the failures in a row that were errors,
+        if the last one was, else with the rejections; none yet, no backoff."""
+        count = qpi.consecutive_errors or qpi.unschedulable_count
+        if count == 0:
+            return 0.0
+        return float(min(self.initial_backoff * 2 ** min(count - 1, 62), self.max_backoff))
 
     def _backing_off(self, qpi: QueuedPodInfo, now: float) -> bool:
-        return qpi.attempts > 0 and qpi.last_failure + self.backoff_duration(qpi) > now
+        return qpi.last_failure + self.backoff_duration(qpi) > now
 
     def _push_active(self, qpi: QueuedPodInfo) -> None:
         key = self._sort_key

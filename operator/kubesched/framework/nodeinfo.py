@@ -190,6 +190,12 @@ class QueuedPodInfo:
     seq: int = 0
     """Arrival order, a stable tie-break where timestamps are equal."""
     attempts: int = 0
+    unschedulable_count: int = 0
+    """Failed attempts that plugins rejected (kube's ``UnschedulableCount``)."""
+    consecutive_errors: int = 0
+    """Failed attempts in a row that ended in an error, none rejected since (kube's
+    ``ConsecutiveErrorsCount``). The backoff doubles with this count while it is not
+    zero, else with :attr:`unschedulable_count`."""
     initial_attempt_timestamp: float | None = None
     unschedulable_plugins: set[str] = field(default_factory=set)
     """Plugins that rejected the pod in its last attempt: their events requeue it."""

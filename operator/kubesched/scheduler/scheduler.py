@@ -162,6 +162,8 @@ class Scheduler(BindingCycles):
                 moved = q.get(qpi.pod.uid)
                 if moved is not None:
                     moved.attempts = qpi.attempts
+                    moved.unschedulable_count = qpi.unschedulable_count
+                    moved.consecutive_errors = qpi.consecutive_errors
                     moved.initial_attempt_timestamp = qpi.initial_attempt_timestamp
             old.close()
         self.queues.add_queue(name, q)

@@ -107,6 +107,38 @@ async def test_backoff_doubles_up_to_the_cap(running: Callable[[SchedulingQueue]
 
 
 @pytest.mark.looptime
+@pytest.mark.parametrize(
+    ("failures", "expected_wait"),
+    [
+        # kube-scheduler 1.37 counts rejections and errors apart: an error after five
+        # rejections backs off as a first error (1 s), not as a sixth failure (10 s)
+        (["A", "A", "A", "A", "A", None], 1),
+        (["A", "A", "A", None, None], 2),  # the second error in a row
+        # a rejection after errors: the errors' count starts over, the rejections' goes on
+        ([None, None, None, "A"], 1),
+        (["A", "A", None, "A"], 4),
+    ],
+)
+async def test_backoff_counts_errors_and_rejections_apart(
+    running: Callable[[SchedulingQueue], None], failures: list[str | None], expected_wait: int
+) -> None:
+    qs = QueueSet()
+    q = queue(initial_backoff=1.0, max_backoff=10.0)
+    qs.add_queue("p", q)
+    running(q)
+    q.add(pod("p"))
+    _, qpi = await qs.pop()
+    for i, rejector in enumerate(failures):
+        failed_at = now()
+        fail(q, qpi, *([rejector] if rejector else []))
+        if rejector is not None:  # parked: A's event sends it back after its backoff
+            q.move_all_to_active_or_backoff(NODE_ADD)
+        _, qpi = await qs.pop()
+        if i == len(failures) - 1:
+            assert now() - failed_at == expected_wait
+
+
+@pytest.mark.looptime
 async def test_backoff_is_counted_from_the_failure() -> None:
     q = queue()
     q.add(pod("p"))
