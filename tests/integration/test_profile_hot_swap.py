@@ -147,3 +147,31 @@ async def test_ten_swaps_while_2000_pods_are_scheduled_lose_none_and_bind_none_t
     keys = [key for key, _ in h.cluster.bindings]
     assert len(keys) == pods and len(set(keys)) == pods
     assert all(h.node_of(f"default/p{i:04d}") is not None for i in range(pods))
+
+
+async def test_a_swap_keeps_a_pending_pods_attempts_and_backoff_counts() -> None:
+    """The new chain's queue takes the pod's history: its next backoff is as long as it
+    would have been (kube's two counts), and its attempts still count from the first."""
+    h = Harness()
+    book = ProfileBook(h.sched)
+    cluster(h)
+    book.apply("p", fit("LeastAllocated"), 1)
+    async with running(h):
+        h.apply(make_pod("big").req(cpu="64", memory="1Gi").scheduler(NAME).obj())
+        raw = h.cluster.pod("default/big")
+        assert raw is not None
+        uid = raw["metadata"]["uid"]
+
+        def queued() -> Any:
+            q = h.sched.queues.queue(NAME)
+            return None if q is None else q.get(uid)
+
+        await h.wait_for(lambda: (qpi := queued()) is not None and qpi.unschedulable_count >= 1)
+        before = queued()
+        history = (before.attempts, before.unschedulable_count, before.consecutive_errors)
+        first = before.initial_attempt_timestamp
+        book.apply("p", fit("MostAllocated"), 2)
+        after = queued()
+        assert after is not before
+        assert (after.attempts, after.unschedulable_count, after.consecutive_errors) == history
+        assert after.initial_attempt_timestamp == first

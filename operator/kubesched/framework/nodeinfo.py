@@ -206,3 +206,11 @@ class QueuedPodInfo:
     last_failure: float = 0.0
     message: str = ""
     """The last failure message (what ``simulate`` and ``explain`` show)."""
+
+    def carry_over(self, earlier: QueuedPodInfo) -> None:
+        """Take ``earlier``'s attempt history (a profile's queue replaced by a new one):
+        the attempts, the backoff's two counts and the first attempt's time."""
+        self.attempts = earlier.attempts
+        self.unschedulable_count = earlier.unschedulable_count
+        self.consecutive_errors = earlier.consecutive_errors
+        self.initial_attempt_timestamp = earlier.initial_attempt_timestamp

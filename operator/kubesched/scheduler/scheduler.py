@@ -161,10 +161,7 @@ class Scheduler(BindingCycles):
                 q.add(qpi.pod)
                 moved = q.get(qpi.pod.uid)
                 if moved is not None:
-                    moved.attempts = qpi.attempts
-                    moved.unschedulable_count = qpi.unschedulable_count
-                    moved.consecutive_errors = qpi.consecutive_errors
-                    moved.initial_attempt_timestamp = qpi.initial_attempt_timestamp
+                    moved.carry_over(qpi)
             old.close()
         self.queues.add_queue(name, q)
         self.profiles[name] = profile
