@@ -2,8 +2,12 @@
 gated pool, with kube-scheduler's rules for moving pods between them.
 
 - activeQ: pods ready to be tried, in QueueSort order; ``pop_nowait`` takes the head.
-- backoffQ: pods that failed and wait out their backoff (``initial * 2^(attempts-1)``,
-  capped), counted from the last failure; then they go to activeQ.
+- backoffQ: pods that failed and wait out their backoff (``initial * 2^(failures-1)``,
+  capped), counted from the last failure; then they go to activeQ. As kube-scheduler
+  1.37 with its SchedulerPopFromBackoffQ feature (on by default), a pod that plugins
+  rejected is popped from backoffQ whenever activeQ is empty, backoff or not; expiries
+  are counted in whole seconds and flushed a whole second at a time; PreEnqueue runs as
+  a pod enters backoffQ, not as it leaves (:mod:`kubesched.backend.queue_backoff`).
 - unschedulable pool: pods rejected by plugins. A cluster event that one of the rejecting
   plugins registered for (and whose queueing hint agrees) moves them to backoffQ, or to
   activeQ if their backoff is already over; so does staying longer than
@@ -26,10 +30,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
+from kubesched.backend.queue_backoff import WINDOW, BackoffQueue
 from kubesched.backend.queue_events import (
     EVENT_UNSCHEDULABLE_TIMEOUT,
     QueueingHints,
@@ -104,8 +110,11 @@ class SchedulingQueue:
     defaults (1 s doubling to 10 s) and the 5-minute limit in the unschedulable pool are
     kube-scheduler's. ``queueing_hints=False`` restores kube-scheduler's behaviour
     without the SchedulerQueueingHints feature: a pod that fails goes to backoffQ after
-    *any* move request received since its cycle began. ``on_change`` is called whenever
-    a pod enters activeQ (also: :meth:`add_listener`).
+    *any* move request received since its cycle began. ``pop_from_backoff=False`` is
+    kube-scheduler without its SchedulerPopFromBackoffQ feature: a pod leaves backoffQ
+    only when its backoff is over (to the instant), and runs PreEnqueue then.
+    ``on_change`` is called whenever a pod can be popped (it entered activeQ, or
+    backoffQ's rejected pods; also: :meth:`add_listener`).
     """
 
     def __init__(
@@ -121,6 +130,7 @@ class SchedulingQueue:
         clock: Callable[[], float] | None = None,
         on_change: Callable[[], None] | None = None,
         queueing_hints: bool = True,
+        pop_from_backoff: bool = True,
     ) -> None:
         if sort_key is None and less is None:
             sort_key = _default_sort_key
@@ -134,10 +144,11 @@ class SchedulingQueue:
         self._clock: Callable[[], float] = clock or _loop_time
         self._listeners: list[Callable[[], None]] = [on_change] if on_change else []
         self._use_hints = queueing_hints
+        self.pop_from_backoff = pop_from_backoff
 
         self._arrivals = 0  # QueuedPodInfo.seq
         self._active = PodHeap(None if sort_key is not None else less)
-        self._backoff = PodHeap()  # keyed by backoff expiry
+        self._backoff = BackoffQueue(sort_key=sort_key, less=less)
         self._unsched: dict[str, QueuedPodInfo] = {}
         self._gated: dict[str, QueuedPodInfo] = {}
         self._in_flight: dict[str, _InFlight] = {}
@@ -216,7 +227,7 @@ class SchedulingQueue:
                 return
             if strategy is not Strategy.SKIP:
                 del self._unsched[uid]
-                if self._requeue(qpi, strategy) == ACTIVE:
+                if self._poppable(self._requeue(qpi, strategy)):
                     self._notify()
             return
         self.add(new)
@@ -232,10 +243,15 @@ class SchedulingQueue:
 
     # -- popping -----------------------------------------------------------------------
     def pop_nowait(self) -> QueuedPodInfo | None:
-        """The head of activeQ, now in flight; None if activeQ is empty or closed."""
+        """The head of activeQ, now in flight; if activeQ is empty, the head of backoffQ's
+        rejected pods (``pop_from_backoff``); None if neither has one or it is closed."""
         if self._closed:
             return None
         qpi = self._active.pop()
+        if qpi is None and self.pop_from_backoff:
+            # kube-scheduler 1.37 (SchedulerPopFromBackoffQ): nothing else to do, so a
+            # rejected pod need not wait out its backoff.
+            qpi = self._backoff.pop_rejected()
         if qpi is None:
             return None
         self._cycle += 1
@@ -313,7 +329,7 @@ class SchedulingQueue:
         elif self._move_request_cycle >= scheduling_cycle:
             strategy = Strategy.AFTER_BACKOFF
         self._prune_events()
-        if self._requeue(qpi, strategy, now) == ACTIVE:
+        if self._poppable(self._requeue(qpi, strategy, now)):
             self._notify()
 
     # -- moving on cluster events ------------------------------------------------------
@@ -369,10 +385,11 @@ class SchedulingQueue:
         for pod in pods:
             uid = pod.uid
             qpi = self._unsched.pop(uid, None) or self._gated.pop(uid, None)
-            if qpi is None:
-                qpi = self._backoff.remove(uid)
             if qpi is not None:
                 activated |= self._move_to_active(qpi)
+                continue
+            if (qpi := self._backoff.remove(uid)) is not None:
+                activated |= self._move_to_active(qpi, from_backoff=True)
                 continue
             flight = self._in_flight.get(uid)
             if flight is not None:
@@ -382,12 +399,18 @@ class SchedulingQueue:
             self._notify()
 
     def flush_backoff_completed(self) -> None:
+        """Move the pods whose backoff is over to activeQ: with ``pop_from_backoff``,
+        those whose expiry's window is past (kube-scheduler flushes at each whole
+        second), else those whose expiry is now or past."""
         now = self._clock()
+        if self.pop_from_backoff:
+            window = _align(now)
+            expired = self._backoff.pop_expired(lambda expiry: expiry < window)
+        else:
+            expired = self._backoff.pop_expired(lambda expiry: expiry <= now)
         activated = False
-        while (expiry := self._backoff.peek_key()) is not None and expiry <= now:
-            qpi = self._backoff.pop()
-            assert qpi is not None
-            activated |= self._move_to_active(qpi)
+        for qpi in expired:
+            activated |= self._move_to_active(qpi, from_backoff=True)
         if activated:
             self._notify()
 
@@ -398,9 +421,12 @@ class SchedulingQueue:
             self._move_pods(stale, EVENT_UNSCHEDULABLE_TIMEOUT, None, None)
 
     def next_wakeup(self) -> float | None:
-        """When the earliest backoff expires; None if backoffQ is empty."""
-        expiry: float | None = self._backoff.peek_key()
-        return expiry
+        """When :meth:`flush_backoff_completed` will next move a pod; None if backoffQ
+        is empty. With ``pop_from_backoff``, at the window after the earliest expiry's."""
+        expiry = self._backoff.earliest()
+        if expiry is None or not self.pop_from_backoff:
+            return expiry
+        return expiry + WINDOW
 
     async def run(self) -> None:
         """Flush backoffQ as backoffs expire and the unschedulable pool every 30 s,
@@ -455,8 +481,12 @@ class SchedulingQueue:
         """Uids of the pods between pop and done."""
         return list(self._in_flight)
 
-    def has_active(self) -> bool:
-        return bool(self._active) and not self._closed
+    def can_pop(self) -> bool:
+        """:meth:`pop_nowait` would give a pod: one is in activeQ, or (``pop_from_backoff``)
+        among backoffQ's rejected pods."""
+        if self._closed:
+            return False
+        return bool(self._active) or (self.pop_from_backoff and self._backoff.has_rejected())
 
     def idle(self) -> bool:
         return not self._active and not self._backoff and not self._in_flight
@@ -479,17 +509,30 @@ class SchedulingQueue:
             return 0.0
         return float(min(self.initial_backoff * 2 ** min(count - 1, 62), self.max_backoff))
 
+    def backoff_expiry(self, qpi: QueuedPodInfo) -> float:
+        """When the pod's backoff ends: its last failure plus :meth:`backoff_duration`,
+        with ``pop_from_backoff`` rounded down to a whole window (kube-scheduler's
+        ``BackoffExpiration``); -inf when it has none (no failure counted yet, or a
+        ``max_backoff`` of 0, which turns backoff off as in kube-scheduler)."""
+        if self.max_backoff <= 0 or not (qpi.consecutive_errors or qpi.unschedulable_count):
+            return -math.inf
+        expiry = qpi.last_failure + self.backoff_duration(qpi)
+        return _align(expiry) if self.pop_from_backoff else expiry
+
     def _backing_off(self, qpi: QueuedPodInfo, now: float) -> bool:
-        return qpi.last_failure + self.backoff_duration(qpi) > now
+        if self.pop_from_backoff:
+            # kube: backing off while the expiry's window is not before now's
+            return self.backoff_expiry(qpi) >= _align(now)
+        return self.backoff_expiry(qpi) > now
 
     def _push_active(self, qpi: QueuedPodInfo) -> None:
         key = self._sort_key
         self._active.push(qpi, None if key is None else key(qpi))
 
     def _push_backoff(self, qpi: QueuedPodInfo) -> None:
-        expiry = qpi.last_failure + self.backoff_duration(qpi)
-        self._backoff.push(qpi, expiry)
-        if expiry < self._run_deadline:
+        expiry = self.backoff_expiry(qpi)
+        self._backoff.push(qpi, expiry, ordered=self.pop_from_backoff)
+        if expiry + (WINDOW if self.pop_from_backoff else 0.0) < self._run_deadline:
             self._wake.set()
 
     def _run_pre_enqueue(self, qpi: QueuedPodInfo) -> bool:
@@ -510,9 +553,14 @@ class SchedulingQueue:
         qpi.gated, qpi.gating_plugin = False, ""
         return True
 
-    def _move_to_active(self, qpi: QueuedPodInfo) -> bool:
-        """activeQ if PreEnqueue passes, else the gated pool. True: activeQ."""
-        if not self._pre_enqueue or self._run_pre_enqueue(qpi):
+    def _move_to_active(self, qpi: QueuedPodInfo, *, from_backoff: bool = False) -> bool:
+        """activeQ if PreEnqueue passes, else the gated pool. True: activeQ. A pod
+        ``from_backoff`` passed PreEnqueue as it entered backoffQ (``pop_from_backoff``)."""
+        if (
+            not self._pre_enqueue
+            or (from_backoff and self.pop_from_backoff)
+            or self._run_pre_enqueue(qpi)
+        ):
             self._push_active(qpi)
             return True
         self._gated[qpi.pod.uid] = qpi
@@ -525,9 +573,16 @@ class SchedulingQueue:
             return UNSCHEDULABLE
         now = self._clock() if now is None else now
         if strategy is Strategy.AFTER_BACKOFF and self._backing_off(qpi, now):
+            if self.pop_from_backoff and self._pre_enqueue and not self._run_pre_enqueue(qpi):
+                self._gated[qpi.pod.uid] = qpi  # kube: PreEnqueue as it enters backoffQ
+                return GATED
             self._push_backoff(qpi)
             return BACKOFF
         return ACTIVE if self._move_to_active(qpi) else GATED
+
+    def _poppable(self, where: str) -> bool:
+        """A pod just placed ``where`` can be popped (listeners are to be told)."""
+        return where == ACTIVE or (where == BACKOFF and self.pop_from_backoff)
 
     def _move_pods(
         self, pods: list[QueuedPodInfo], event: ClusterEvent, old: object, new: object
@@ -544,7 +599,7 @@ class SchedulingQueue:
             strategy = self._hints.worth(qpi, event, old, new)
             if strategy is not Strategy.SKIP:
                 del self._unsched[uid]
-                activated |= self._requeue(qpi, strategy, now) == ACTIVE
+                activated |= self._poppable(self._requeue(qpi, strategy, now))
         self._move_request_cycle = self._cycle
         if self._in_flight and self._use_hints:
             self._events.append((event, old, new))
@@ -564,3 +619,8 @@ class SchedulingQueue:
         if drop > 0:
             del self._events[:drop]
             self._events_base = oldest
+
+
+def _align(t: float) -> float:
+    """``t`` rounded down to a whole :data:`~kubesched.backend.queue_backoff.WINDOW`."""
+    return math.floor(t / WINDOW) * WINDOW

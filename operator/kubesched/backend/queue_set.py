@@ -55,7 +55,7 @@ class QueueSet:
         q.add_listener(self._ready.set)
         if self._running:
             self._start(name, q)
-        if q.has_active():
+        if q.can_pop():
             self._ready.set()
 
     def remove_queue(self, name: str) -> SchedulingQueue | None:

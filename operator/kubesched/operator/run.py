@@ -115,6 +115,7 @@ class Runtime:
             profiles=[default_profile_spec(n) for n in settings.scheduler_names],
             seed=settings.seed,
             opportunistic_batching=settings.opportunistic_batching,
+            pop_from_backoff=settings.pop_from_backoff,
         )
         self.router = WatchRouter(
             self.cluster,

@@ -414,6 +414,22 @@ class Settings(BaseModel):
     with the placement a full cycle would make. ``KUBESCHED_OPPORTUNISTIC_BATCHING=false``
     turns it off, as ``--feature-gates=OpportunisticBatching=false`` does there."""
 
+    pop_from_backoff: Annotated[
+        bool,
+        Option(
+            "--pop-from-backoff",
+            "with no other pod to try, try a rejected pod before its backoff is over, as "
+            "kube-scheduler's SchedulerPopFromBackoffQ feature gate (default: on)",
+            not_in_chart=EXTRA,
+        ),
+    ] = True
+    """kube-scheduler's ``SchedulerPopFromBackoffQ`` feature gate (beta, on since 1.33):
+    when no pod is in activeQ, the first pod of backoffQ that plugins rejected is tried
+    at once, its backoff over or not; backoff expiries are counted in whole seconds and
+    PreEnqueue runs as a pod enters backoffQ (:mod:`kubesched.backend.queue_backoff`).
+    ``KUBESCHED_POP_FROM_BACKOFF=false`` turns it off, as
+    ``--feature-gates=SchedulerPopFromBackoffQ=false`` does there."""
+
     profile_selector: Annotated[
         str,
         Option(

@@ -67,6 +67,7 @@ class Scheduler(BindingCycles):
         seed: int | None = None,
         metrics: SchedulerMetrics | None = None,
         opportunistic_batching: bool = True,
+        pop_from_backoff: bool = True,
     ) -> None:
         self.cluster = cluster
         self.store = store
@@ -101,6 +102,10 @@ class Scheduler(BindingCycles):
         """kube-scheduler's OpportunisticBatching feature gate (on by default since 1.35):
         reuse a pod's Filter/Score work for the next pod of the same signature
         (:mod:`kubesched.scheduler.batch`)."""
+        self.pop_from_backoff = pop_from_backoff
+        """kube-scheduler's SchedulerPopFromBackoffQ feature gate (on by default since
+        1.33): with activeQ empty, a rejected pod is tried before its backoff is over
+        (:mod:`kubesched.backend.queue_backoff`)."""
         self._batch_metrics = BatchMetrics(self.metrics.registry)
         self._batches: dict[str, OpportunisticBatch] = {}
         self._cycle_count = 0
@@ -153,6 +158,7 @@ class Scheduler(BindingCycles):
             initial_backoff=spec.backoff.initial_seconds,
             max_backoff=spec.backoff.max_seconds,
             max_unschedulable_duration=spec.backoff.max_unschedulable_seconds,
+            pop_from_backoff=self.pop_from_backoff,
         )
         if old is not None:
             self.queues.remove_queue(name)

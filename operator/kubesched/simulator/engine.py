@@ -198,7 +198,7 @@ def _stall(sched: Scheduler, cluster: MemoryCluster) -> _Stall | None:
         return None  # a pod waits at Permit: its timeout is progress to come
     attempts: dict[str, int] = {}
     for q in sched.queues.queues().values():
-        if q.has_active() or q.in_flight():
+        if q.can_pop() or q.in_flight():
             return None
         for qpi, where in q.pending_pods():
             if where == "backoff":

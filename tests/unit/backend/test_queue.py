@@ -90,20 +90,36 @@ async def test_pop_counts_attempts_and_cycles() -> None:
 
 # -- backoff ------------------------------------------------------------------------------
 @pytest.mark.looptime
-async def test_backoff_doubles_up_to_the_cap(running: Callable[[SchedulingQueue], None]) -> None:
+@pytest.mark.parametrize(
+    ("pop_from_backoff", "fail_after", "expected"),
+    [
+        pytest.param(False, 0.0, [1, 2, 4, 8, 10, 10], id="to-the-instant"),
+        # kube-scheduler 1.37 (SchedulerPopFromBackoffQ): the expiry is rounded down to
+        # a whole second, and backoffQ is flushed when the next second begins
+        pytest.param(True, 0.25, [1.75, 2.75, 4.75, 8.75, 10.75, 10.75], id="windows"),
+        pytest.param(True, 0.0, [2, 3, 5, 9, 11, 11], id="windows-failing-on-the-second"),
+    ],
+)
+async def test_backoff_doubles_up_to_the_cap(
+    running: Callable[[SchedulingQueue], None],
+    pop_from_backoff: bool,
+    fail_after: float,
+    expected: list[float],
+) -> None:
     qs = QueueSet()
-    q = queue(initial_backoff=1.0, max_backoff=10.0)
+    q = queue(initial_backoff=1.0, max_backoff=10.0, pop_from_backoff=pop_from_backoff)
     qs.add_queue("p", q)
     running(q)
     q.add(pod("p"))
     waits = []
     _, qpi = await qs.pop()
     for _ in range(6):
+        await asyncio.sleep(fail_after)
         failed_at = now()
-        fail(q, qpi)
+        fail(q, qpi)  # an error: never popped before its backoff is over
         _, qpi = await qs.pop()
         waits.append(now() - failed_at)
-    assert waits == [1, 2, 4, 8, 10, 10]
+    assert waits == expected
 
 
 @pytest.mark.looptime
@@ -123,7 +139,8 @@ async def test_backoff_counts_errors_and_rejections_apart(
     running: Callable[[SchedulingQueue], None], failures: list[str | None], expected_wait: int
 ) -> None:
     qs = QueueSet()
-    q = queue(initial_backoff=1.0, max_backoff=10.0)
+    # waits to the instant, and no rejected pod popped before its backoff is over
+    q = queue(initial_backoff=1.0, max_backoff=10.0, pop_from_backoff=False)
     qs.add_queue("p", q)
     running(q)
     q.add(pod("p"))
@@ -139,14 +156,15 @@ async def test_backoff_counts_errors_and_rejections_apart(
 
 
 @pytest.mark.looptime
-async def test_backoff_is_counted_from_the_failure() -> None:
-    q = queue()
+@pytest.mark.parametrize(("pop_from_backoff", "over"), [(False, 6.0), (True, 7.0)])
+async def test_backoff_is_counted_from_the_failure(pop_from_backoff: bool, over: float) -> None:
+    q = queue(pop_from_backoff=pop_from_backoff)
     q.add(pod("p"))
     qpi = pop(q)
     await asyncio.sleep(5)  # a long cycle does not eat into the backoff
     fail(q, qpi)
-    assert q.next_wakeup() == 6.0
-    await asyncio.sleep(0.5)
+    assert q.next_wakeup() == over
+    await asyncio.sleep(over - 5 - 0.5)
     q.flush_backoff_completed()
     assert q.pending_counts()["backoff"] == 1
     await asyncio.sleep(0.5)
@@ -163,6 +181,100 @@ async def test_error_goes_to_backoff_not_the_unschedulable_pool() -> None:
     assert where(q, p) == "backoff"
 
 
+# -- popping from backoffQ (kube-scheduler 1.37's SchedulerPopFromBackoffQ) ---------------
+@pytest.mark.looptime
+@pytest.mark.parametrize("pop_from_backoff", [True, False])
+async def test_a_rejected_pod_backing_off_is_popped_when_activeq_is_empty(
+    pop_from_backoff: bool,
+) -> None:
+    q = queue(pop_from_backoff=pop_from_backoff)
+    rejected, errored, other = pod("rejected"), pod("errored"), pod("other", priority=-5)
+    parked(q, rejected, "A")
+    parked(q, errored)  # an error: it waits out its backoff in any case
+    q.move_all_to_active_or_backoff(NODE_ADD)
+    assert (where(q, rejected), where(q, errored)) == ("backoff", "backoff")
+    assert q.can_pop() is pop_from_backoff
+    q.add(other)
+    assert pop(q).pod.name == "other", "activeQ first, whatever the priority"
+    got = q.pop_nowait()
+    if pop_from_backoff:
+        assert got is not None and (got.pod.name, got.attempts) == ("rejected", 2)
+        assert where(q, rejected) == "inFlight"
+    else:
+        assert got is None and where(q, rejected) == "backoff"
+    assert q.pop_nowait() is None and where(q, errored) == "backoff"
+
+
+@pytest.mark.looptime
+async def test_a_pod_entering_backoff_wakes_a_waiting_pop(
+    running: Callable[[SchedulingQueue], None],
+) -> None:
+    qs = QueueSet()
+    q = queue()
+    qs.add_queue("p", q)
+    running(q)
+    parked(q, pod("p"), "A")
+    waiter = asyncio.create_task(qs.pop())
+    await asyncio.sleep(0.25)
+    assert not waiter.done()
+    q.move_all_to_active_or_backoff(NODE_ADD)  # backoff until 1 s, flushed at 2 s
+    _, qpi = await waiter
+    assert (qpi.pod.name, now()) == ("p", 0.25)
+
+
+@pytest.mark.looptime
+@pytest.mark.parametrize("ordering", ["sort_key", "less"])
+async def test_backoff_pops_by_expiry_second_then_as_activeq_orders(ordering: str) -> None:
+    q = queue(sort_key=None, less=SORT.less) if ordering == "less" else queue()
+    parked(q, pod("first-low", 1), "A")  # fails at 0: backoff to 1
+    await asyncio.sleep(0.5)
+    parked(q, pod("second-high", 9), "A")  # fails at 0.5: backoff to 1.5, in second 1
+    parked(q, pod("third-high", 9), "A")
+    await asyncio.sleep(0.75)
+    parked(q, pod("last-top", 100), "A")  # fails at 1.25: backoff to 2.25, in second 2
+    q.move_all_to_active_or_backoff(NODE_ADD)
+    assert q.pending_counts()["backoff"] == 4
+    popped = [pop(q).pod.name for _ in range(4)]
+    assert popped == ["second-high", "third-high", "first-low", "last-top"]
+
+
+@dataclass
+class _Switch:
+    """PreEnqueue: holds every pod while ``closed``; counts its calls."""
+
+    closed: bool = False
+    calls: int = 0
+    name: str = "Switch"
+
+    def pre_enqueue(self, pod: Pod) -> Status | None:
+        self.calls += 1
+        return Status.unresolvable("switched off") if self.closed else None
+
+
+@pytest.mark.looptime
+@pytest.mark.parametrize("pop_from_backoff", [True, False])
+async def test_pre_enqueue_runs_as_a_pod_enters_backoff_not_as_it_leaves(
+    pop_from_backoff: bool,
+) -> None:
+    switch = _Switch()
+    q = queue(pre_enqueue=[switch], pop_from_backoff=pop_from_backoff)
+    held, passed = pod("held"), pod("passed")
+    parked(q, held, "A")
+    parked(q, passed, "A")
+    switch.closed = True
+    q.move_all_to_active_or_backoff(NODE_ADD, pre_check=lambda p: p.name == "held")
+    switch.closed = False
+    q.move_all_to_active_or_backoff(NODE_ADD, pre_check=lambda p: p.name == "passed")
+    switch.closed = True
+    calls = switch.calls
+    await asyncio.sleep(2)
+    q.flush_backoff_completed()
+    if pop_from_backoff:  # held at backoffQ's door; the other one not asked again
+        assert (where(q, held), where(q, passed), switch.calls) == ("gated", "active", calls)
+    else:  # both asked as they leave backoffQ
+        assert (where(q, held), where(q, passed), switch.calls) == ("gated", "gated", calls + 2)
+
+
 # -- gates --------------------------------------------------------------------------------
 @pytest.mark.looptime
 async def test_gated_pod_is_released_when_its_gates_are_removed() -> None:
@@ -171,7 +283,7 @@ async def test_gated_pod_is_released_when_its_gates_are_removed() -> None:
     q.add(gated)
     qpi = q.get(gated.uid)
     assert qpi is not None and (qpi.gated, qpi.gating_plugin) == (True, "SchedulingGates")
-    assert q.pending_counts()["gated"] == 1 and not q.has_active()
+    assert q.pending_counts()["gated"] == 1 and not q.can_pop()
     assert q.pop_nowait() is None
 
     status_only = changed(gated, lambda r: r["status"].update(phase="Pending", reason="x"))
@@ -343,9 +455,9 @@ async def test_run_wakes_early_for_a_new_backoff(
     qs.add_queue("p", q)
     running(q)
     await asyncio.sleep(7)  # run() is asleep until its 30-s flush
-    parked(q, pod("p"))
+    parked(q, pod("p"))  # an error at 7 s: backoff to 8 s, flushed as 9 s begins
     await qs.pop()
-    assert now() == 8.0
+    assert now() == 9.0
 
 
 @pytest.mark.looptime
@@ -417,9 +529,9 @@ async def test_queue_set_runs_queues_added_later() -> None:
     await asyncio.sleep(1)
     q = queue()
     qs.add_queue("late", q)
-    parked(q, pod("p"))
+    parked(q, pod("p"))  # an error at 1 s: backoff to 2 s, flushed as 3 s begins
     _, qpi = await qs.pop()
-    assert (qpi.pod.name, now()) == ("p", 2.0)
+    assert (qpi.pod.name, now()) == ("p", 3.0)
     runner.cancel()
     await asyncio.gather(runner, return_exceptions=True)
 

@@ -61,6 +61,7 @@ CASES: dict[str, tuple[list[str], Any, str, Any]] = {
     "event_loop": (["--event-loop=asyncio"], "asyncio", "uvloop", "uvloop"),
     "seed": (["--seed=1"], 1, "2", 2),
     "opportunistic_batching": (["--opportunistic-batching"], True, "false", False),
+    "pop_from_backoff": (["--pop-from-backoff"], True, "false", False),
     "profile_selector": (["--profile-selector=a=b"], "a=b", "c in (d)", "c in (d)"),
     "log_level": (["--log-level=debug"], "debug", "warning", "warning"),
 }
@@ -98,6 +99,7 @@ def test_a_flag_wins_over_its_variable_which_wins_over_the_default(
         "leader_elect",  # a bool: the flag gives the default back over the variable
         "delegate_auth",
         "opportunistic_batching",
+        "pop_from_backoff",
         "watch_engine",  # two choices
     )
     monkeypatch.setenv(env_name(field), text)
