@@ -21,10 +21,16 @@ class Harness:
         profiles: Sequence[ProfileSpec] | None = None,
         registry: Registry | None = None,
         seed: int = 0,
+        pop_from_backoff: bool = True,
     ) -> None:
         self.cluster = MemoryCluster()
         self.sched = Scheduler(
-            self.cluster, self.cluster, profiles=profiles, registry=registry, seed=seed
+            self.cluster,
+            self.cluster,
+            profiles=profiles,
+            registry=registry,
+            seed=seed,
+            pop_from_backoff=pop_from_backoff,
         )
         self.bad: list[str] = []
         self.handlers = EventHandlers(self.sched, on_bad_object=lambda k, o, m: self.bad.append(m))

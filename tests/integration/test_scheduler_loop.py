@@ -121,6 +121,24 @@ async def test_permit_timeout_rejects_unreserves_and_requeues() -> None:
         await h.wait_for(lambda: bool(fwk.iterate_waiting_pods()))
 
 
+@pytest.mark.parametrize("pop_from_backoff", [True, False])
+async def test_a_rejected_pod_an_event_helps_is_tried_at_once_if_nothing_else_waits(
+    pop_from_backoff: bool,
+) -> None:
+    # kube-scheduler 1.37 (SchedulerPopFromBackoffQ, on by default): the node added sends
+    # the pod to backoffQ, and with activeQ empty it is popped from there at once;
+    # without the feature it waits out its 1-s backoff.
+    h = Harness(pop_from_backoff=pop_from_backoff)
+    h.apply(make_node("small").alloc(cpu="1", memory="4Gi").obj())
+    h.apply(make_pod("p").req(cpu="2").obj())
+    async with running(h):
+        failed_at = await h.wait_for(lambda: "FailedScheduling" in h.reasons("default/p"))
+        h.apply(make_node("big").alloc(cpu="4", memory="8Gi").obj())
+        bound_at = await h.wait_for(lambda: h.node_of("default/p") == "big")
+    waited = bound_at - failed_at
+    assert waited < 0.1 if pop_from_backoff else 0.9 < waited < 1.1
+
+
 async def test_failed_bind_forgets_the_assumed_pod_and_retries_with_backoff() -> None:
     h = Harness()
     h.apply(make_node("n1").alloc(cpu="1", memory="4Gi").obj())
