@@ -255,14 +255,7 @@ class SchedulingQueue:
         if qpi is None:
             return None
         self._cycle += 1
-        qpi.attempts += 1
-        if qpi.initial_attempt_timestamp is None:
-            qpi.initial_attempt_timestamp = self._clock()
-        # A fresh attempt: the rejectors of the last one no longer apply.
-        qpi.unschedulable_plugins.clear()
-        qpi.pending_plugins.clear()
-        start = self._events_base + len(self._events)
-        self._in_flight[qpi.pod.uid] = _InFlight(start, qpi.pod)
+        self._start_flight(qpi)
         return qpi
 
     def take(self, uid: str) -> QueuedPodInfo | None:
@@ -275,14 +268,21 @@ class SchedulingQueue:
         qpi = self._active.remove(uid) or self._backoff.remove(uid) or self._unsched.pop(uid, None)
         if qpi is None:
             return None
+        self._start_flight(qpi)
+        return qpi
+
+    def _start_flight(self, qpi: QueuedPodInfo) -> None:
+        """A new attempt of a pod just taken out of the queues: counted, and in flight."""
         qpi.attempts += 1
         if qpi.initial_attempt_timestamp is None:
             qpi.initial_attempt_timestamp = self._clock()
+        # A fresh attempt: the rejectors of the last one no longer apply, and it fails
+        # alone unless a whole-group cycle says otherwise.
         qpi.unschedulable_plugins.clear()
         qpi.pending_plugins.clear()
+        qpi.group_size = 1
         start = self._events_base + len(self._events)
-        self._in_flight[uid] = _InFlight(start, qpi.pod)
-        return qpi
+        self._in_flight[qpi.pod.uid] = _InFlight(start, qpi.pod)
 
     def done(self, uid: str) -> None:
         """The pod's scheduling (and binding) ended; idempotent."""
@@ -503,11 +503,16 @@ class SchedulingQueue:
     # -- internals ---------------------------------------------------------------------
     def backoff_duration(self, qpi: QueuedPodInfo) -> float:
         """kube-scheduler 1.37's: doubling with the failures in a row that were errors,
-        if the last one was, else with the rejections; none yet, no backoff."""
+        if the last one was, else with the rejections; none yet, no backoff. The cap of
+        a gang that failed as a whole (``group_size`` pods) is ``max_backoff`` times the
+        square root of its size, as kube-scheduler's for a pod group."""
         count = qpi.consecutive_errors or qpi.unschedulable_count
         if count == 0:
             return 0.0
-        return float(min(self.initial_backoff * 2 ** min(count - 1, 62), self.max_backoff))
+        cap = self.max_backoff
+        if qpi.group_size > 1:
+            cap *= math.sqrt(qpi.group_size)
+        return float(min(self.initial_backoff * 2 ** min(count - 1, 62), cap))
 
     def backoff_expiry(self, qpi: QueuedPodInfo) -> float:
         """When the pod's backoff ends: its last failure plus :meth:`backoff_duration`,

@@ -196,6 +196,10 @@ class QueuedPodInfo:
     """Failed attempts in a row that ended in an error, none rejected since (kube's
     ``ConsecutiveErrorsCount``). The backoff doubles with this count while it is not
     zero, else with :attr:`unschedulable_count`."""
+    group_size: int = 1
+    """Pods of its gang that failed with it in a whole-group cycle (1: it failed alone).
+    kube-scheduler 1.37 backs a pod group off as one entity of that many pods, its
+    maximum backoff multiplied by the square root of their number."""
     initial_attempt_timestamp: float | None = None
     unschedulable_plugins: set[str] = field(default_factory=set)
     """Plugins that rejected the pod in its last attempt: their events requeue it."""

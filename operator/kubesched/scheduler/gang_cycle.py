@@ -347,6 +347,7 @@ class GangCycle:
             plugins |= m.plugins
             pending |= m.pending
         for m in members:
+            m.qpi.group_size = len(members)  # backs off as one entity of this many
             if error is not None:
                 self.sched._fail(
                     fwk, m.qpi, error, cycle, nominated_node="" if clear_nominated else None

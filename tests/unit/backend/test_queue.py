@@ -181,6 +181,24 @@ async def test_error_goes_to_backoff_not_the_unschedulable_pool() -> None:
     assert where(q, p) == "backoff"
 
 
+@pytest.mark.parametrize(
+    ("group_size", "rejections", "expected"),
+    [
+        (1, 10, 10.0),
+        (4, 10, 20.0),  # kube-scheduler 1.37: a pod group's cap is 10 s * sqrt(size)
+        (2, 10, 10.0 * 2**0.5),
+        (4, 3, 4.0),  # below the cap, the same doubling
+    ],
+)
+def test_a_gang_that_failed_as_a_whole_backs_off_longer(
+    group_size: int, rejections: int, expected: float
+) -> None:
+    q = queue()
+    qpi = QueuedPodInfo(pod=pod("p"), timestamp=0.0, unschedulable_count=rejections)
+    qpi.group_size = group_size
+    assert q.backoff_duration(qpi) == pytest.approx(expected)
+
+
 # -- popping from backoffQ (kube-scheduler 1.37's SchedulerPopFromBackoffQ) ---------------
 @pytest.mark.looptime
 @pytest.mark.parametrize("pop_from_backoff", [True, False])
