@@ -242,13 +242,14 @@ class SchedulingQueue:
                 flight.deleted = True
 
     # -- popping -----------------------------------------------------------------------
-    def pop_nowait(self) -> QueuedPodInfo | None:
+    def pop_nowait(self, *, backoff: bool = True) -> QueuedPodInfo | None:
         """The head of activeQ, now in flight; if activeQ is empty, the head of backoffQ's
-        rejected pods (``pop_from_backoff``); None if neither has one or it is closed."""
+        rejected pods (``pop_from_backoff``, unless ``backoff`` is False); None if
+        neither has one or the queue is closed."""
         if self._closed:
             return None
         qpi = self._active.pop()
-        if qpi is None and self.pop_from_backoff:
+        if qpi is None and backoff and self.pop_from_backoff:
             # kube-scheduler 1.37 (SchedulerPopFromBackoffQ): nothing else to do, so a
             # rejected pod need not wait out its backoff.
             qpi = self._backoff.pop_rejected()

@@ -85,16 +85,19 @@ class QueueSet:
 
     # -- popping -----------------------------------------------------------------------
     def pop_nowait(self) -> tuple[str, QueuedPodInfo] | None:
-        """The next pod of the next profile (in turn) that has one."""
+        """The next pod of the next profile (in turn) that has one in activeQ; if none
+        has, of the next whose backoffQ gives one early (kube-scheduler's one activeQ
+        comes before its backoffQ, whichever profile a pod is for)."""
         order = self._order
         n = len(order)
-        for i in range(n):
-            idx = (self._cursor + i) % n
-            name = order[idx]
-            qpi = self._queues[name].pop_nowait()
-            if qpi is not None:
-                self._cursor = (idx + 1) % n
-                return name, qpi
+        for backoff in (False, True):
+            for i in range(n):
+                idx = (self._cursor + i) % n
+                name = order[idx]
+                qpi = self._queues[name].pop_nowait(backoff=backoff)
+                if qpi is not None:
+                    self._cursor = (idx + 1) % n
+                    return name, qpi
         return None
 
     async def pop(self) -> tuple[str, QueuedPodInfo]:

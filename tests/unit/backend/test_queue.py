@@ -525,6 +525,22 @@ async def test_queue_set_takes_turns_among_profiles() -> None:
 
 
 @pytest.mark.looptime
+async def test_queue_set_pops_any_profiles_active_pod_before_a_backing_off_one() -> None:
+    qs = QueueSet()
+    for name in ("one", "two"):
+        qs.add_queue(name, queue())
+    one, two = qs.queue("one"), qs.queue("two")
+    assert one is not None and two is not None
+    parked(one, pod("one-rejected"), "A")
+    one.move_all_to_active_or_backoff(NODE_ADD)
+    two.add(pod("two-active", priority=-10))
+    popped = []
+    while (got := qs.pop_nowait()) is not None:
+        popped.append(got[1].pod.name)
+    assert popped == ["two-active", "one-rejected"]
+
+
+@pytest.mark.looptime
 async def test_queue_set_membership_and_broadcast() -> None:
     qs = QueueSet()
     a, b = queue(), queue()
