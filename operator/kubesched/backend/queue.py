@@ -416,8 +416,18 @@ class SchedulingQueue:
             self._notify()
 
     def flush_unschedulable_left_over(self) -> None:
+        """kube-scheduler's flushUnschedulableEntitiesLeftover: the parked pods, gated ones
+        included, queued or last flushed longer than ``max_unschedulable_duration`` ago
+        move on as on a wildcard event (a gated one runs PreEnqueue again)."""
         now, limit = self._clock(), self.max_unschedulable_duration
-        stale = [q for q in self._unsched.values() if now - q.timestamp > limit]
+        stale = [
+            q
+            for pool in (self._unsched, self._gated)
+            for q in pool.values()
+            if now - max(q.timestamp, q.flushed_at) > limit
+        ]
+        for q in stale:
+            q.flushed_at = now
         if stale:
             self._move_pods(stale, EVENT_UNSCHEDULABLE_TIMEOUT, None, None)
 

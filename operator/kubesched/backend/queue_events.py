@@ -133,7 +133,13 @@ class QueueingHints:
         return Strategy.SKIP
 
     def ungates(self, qpi: QueuedPodInfo, event: ClusterEvent, old: object, new: object) -> bool:
-        """Whether the event may let a gated pod pass its gating PreEnqueue plugin."""
+        """Whether the event may let a gated pod pass its gating PreEnqueue plugin. A
+        wildcard event (the unschedulable pool's flush) lets it try again, as
+        kube-scheduler 1.37 re-evaluates its gated pods on one."""
+        if event.resource is EventResource.WILDCARD:
+            return not (
+                event == EVENT_FORCE_ACTIVATE and isinstance(new, Pod) and new.uid != qpi.pod.uid
+            )
         if qpi.gating_plugin not in self.gaters_for(event):
             return False
         return self._says_queue(qpi.gating_plugin, qpi.pod, event, old, new, gating=True)

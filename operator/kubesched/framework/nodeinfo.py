@@ -208,6 +208,9 @@ class QueuedPodInfo:
     """Held by a PreEnqueue plugin (``gating_plugin``)."""
     gating_plugin: str = ""
     last_failure: float = 0.0
+    flushed_at: float = float("-inf")
+    """When the unschedulable pool's flush last moved it on (kube's ``FlushTimestamp``):
+    a pod gated again then waits the whole limit before the next flush."""
     message: str = ""
     """The last failure message (what ``simulate`` and ``explain`` show)."""
 

@@ -293,6 +293,27 @@ async def test_pre_enqueue_runs_as_a_pod_enters_backoff_not_as_it_leaves(
         assert (where(q, held), where(q, passed), switch.calls) == ("gated", "gated", calls + 2)
 
 
+@pytest.mark.looptime
+async def test_a_gated_pod_runs_pre_enqueue_again_every_five_minutes(
+    running: Callable[[SchedulingQueue], None],
+) -> None:
+    # kube-scheduler 1.37's flush of the unschedulable pool takes its gated pods too:
+    # a gate whose plugin registered no event that opens it is not held for ever.
+    switch = _Switch(closed=True)
+    q = queue(pre_enqueue=[switch], max_unschedulable_duration=300.0)
+    running(q)
+    p = pod("p")
+    q.add(p)
+    assert (where(q, p), switch.calls) == ("gated", 1)
+    await asyncio.sleep(331)  # the pool is checked every 30 s: flushed at 330 s
+    assert (where(q, p), switch.calls) == ("gated", 2)
+    await asyncio.sleep(60)  # not again at 360 or 390 s: it was flushed at 330
+    assert switch.calls == 2
+    switch.closed = False
+    await asyncio.sleep(300)  # flushed again at 660 s
+    assert (where(q, p), switch.calls) == ("active", 3)
+
+
 # -- gates --------------------------------------------------------------------------------
 @pytest.mark.looptime
 async def test_gated_pod_is_released_when_its_gates_are_removed() -> None:
