@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
+
 import pytest
 from prometheus_client import generate_latest
 
+from kubesched.api.profile import PluginRef, Plugins, PluginSet, ProfileSpec
+from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.interface import ClusterEventWithHint, PreFilterResult
+from kubesched.framework.nodeinfo import NodeInfo
+from kubesched.framework.status import Status
+from kubesched.framework.types import Pod
+from kubesched.plugins import in_tree_registry
 from kubesched.scheduler.metrics import SchedulerMetrics
 from tests.builders import make_node, make_pod
 from tests.integration.harness import Harness, running
@@ -45,6 +55,7 @@ async def test_attempts_durations_and_queue_gauges() -> None:
     assert value(h, "scheduler_unschedulable_pods", plugin="NodeResourcesFit", profile=p) == 1
     assert value(h, "scheduler_pod_scheduling_sli_duration_seconds_count", attempts="1") == 1
     assert value(h, "scheduler_preemption_attempts_total") == 1
+    assert value(h, "scheduler_pod_scheduled_after_flush_total") == 0
     for point in ("PreFilter", "PreScore", "Score", "Reserve", "Permit", "Bind"):
         assert (
             value(
@@ -112,3 +123,46 @@ def test_each_scheduler_has_its_own_registry() -> None:
     assert b.registry.get_sample_value(
         "scheduler_schedule_attempts_total", {"result": "scheduled", "profile": "x"}
     ) in (None, 0.0)
+
+
+class RejectWhileClosed:
+    """A PreFilter that rejects every pod while ``closed`` and registers for no event:
+    only the unschedulable pool's 5-minute flush sends a pod it rejected back."""
+
+    name = "RejectWhileClosed"
+    closed = True
+
+    def pre_filter(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        if RejectWhileClosed.closed:
+            return None, Status.unschedulable("closed", plugin=self.name)
+        return None, None
+
+    def pre_filter_extensions(self) -> None:
+        return None
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return []
+
+
+async def test_a_pod_bound_after_the_flush_sent_it_back_is_counted() -> None:
+    registry = in_tree_registry()
+    registry.register(RejectWhileClosed.name, lambda args, handle: RejectWhileClosed())
+    spec = ProfileSpec(
+        plugins=Plugins(pre_filter=PluginSet(enabled=[PluginRef(name=RejectWhileClosed.name)]))
+    )
+    h = Harness(profiles=[spec], registry=registry)
+    RejectWhileClosed.closed = True
+    h.apply(make_node("n1").obj(), make_pod("p").obj())
+    async with running(h):
+        await h.wait_for(lambda: "FailedScheduling" in h.reasons("default/p"))
+        RejectWhileClosed.closed = False
+        await asyncio.sleep(200)
+        assert h.node_of("default/p") is None, "no event brings it back"
+        await h.wait_for(lambda: h.node_of("default/p") == "n1", within=200)
+    # kube-scheduler's scheduler_pod_scheduled_after_flush_total: a hint that missed
+    assert value(h, "scheduler_pod_scheduled_after_flush_total") == 1
+    assert (
+        value(h, "scheduler_schedule_attempts_total", result="scheduled", profile="kubesched") == 1
+    )

@@ -313,6 +313,7 @@ class SchedulingQueue:
         now = self._clock()
         qpi.timestamp = now
         qpi.last_failure = now
+        qpi.flushed = False
         strategy = Strategy.SKIP
         errored = not qpi.unschedulable_plugins and not qpi.pending_plugins
         if errored:
@@ -427,7 +428,7 @@ class SchedulingQueue:
             if now - max(q.timestamp, q.flushed_at) > limit
         ]
         for q in stale:
-            q.flushed_at = now
+            q.flushed_at, q.flushed = now, True
         if stale:
             self._move_pods(stale, EVENT_UNSCHEDULABLE_TIMEOUT, None, None)
 
@@ -565,6 +566,7 @@ class SchedulingQueue:
                 return False
             if status is not None and not status.is_success():
                 qpi.gated, qpi.gating_plugin, qpi.message = True, pl.name, status.message()
+                qpi.flushed = False  # kube: a flushed pod gated again is no longer counted
                 return False
         qpi.gated, qpi.gating_plugin = False, ""
         return True

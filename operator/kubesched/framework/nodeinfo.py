@@ -211,6 +211,9 @@ class QueuedPodInfo:
     flushed_at: float = float("-inf")
     """When the unschedulable pool's flush last moved it on (kube's ``FlushTimestamp``):
     a pod gated again then waits the whole limit before the next flush."""
+    flushed: bool = False
+    """That flush, not an event, moved it on since its last failure (kube's
+    ``WasFlushedFromUnschedulable``: ``scheduler_pod_scheduled_after_flush_total``)."""
     message: str = ""
     """The last failure message (what ``simulate`` and ``explain`` show)."""
 

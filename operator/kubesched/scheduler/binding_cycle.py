@@ -380,6 +380,7 @@ class BindingCycles:
         self.metrics.scheduled(
             qpi.attempts,
             None if first is None else asyncio.get_running_loop().time() - first,
+            flushed=qpi.flushed,
         )
         self.stats.outcomes[assumed.uid] = PodOutcome(node, "Scheduled", "", qpi.attempts)
         fwk.run_post_bind(state, assumed, node)

@@ -136,6 +136,13 @@ class SchedulerMetrics:
             "Total preemption attempts in the cluster till now",
             registry=r,
         )
+        self.pod_scheduled_after_flush = Counter(
+            "scheduler_pod_scheduled_after_flush",
+            "Number of pods that were successfully scheduled after being flushed from the "
+            "unschedulable pool due to timeout. This metric helps detect potential queueing "
+            "hint misconfigurations or event handling issues.",
+            registry=r,
+        )
         self.pod_scheduling_sli_duration = _Histogram(
             "scheduler_pod_scheduling_sli_duration_seconds",
             "E2e latency for a pod being scheduled, from the time the pod enters the "
@@ -283,8 +290,12 @@ class SchedulerMetrics:
         self.placement_evaluations.labels(result, profile).inc()
         self.placement_evaluation_duration.labels(result, profile).observe(sec)
 
-    def scheduled(self, attempts: int, sli_seconds: float | None) -> None:
+    def scheduled(self, attempts: int, sli_seconds: float | None, *, flushed: bool) -> None:
+        """A pod bound after ``attempts``; ``flushed``: the unschedulable pool's time
+        limit, not an event, sent it to the attempt that placed it."""
         self.pod_scheduling_attempts.observe(attempts)
+        if flushed:
+            self.pod_scheduled_after_flush.inc()
         if sli_seconds is not None:
             label = attempts_label(attempts)
             child = self._sli_children.get(label)
