@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import pytest
 
 from kubesched.backend.queue import SchedulingQueue
+from kubesched.backend.queue_set import QueueSet
+from tests.unit.backend.queue_helpers import queue
 
 
 @pytest.fixture
@@ -22,3 +25,18 @@ async def running() -> AsyncIterator[Callable[[SchedulingQueue], None]]:
     for t in tasks:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+
+
+@pytest.fixture
+def served(
+    running: Callable[[SchedulingQueue], None],
+) -> Callable[..., tuple[QueueSet, SchedulingQueue]]:
+    """A queue (``queue(**kw)``) in a QueueSet as profile "p", its ``run()`` going."""
+
+    def make(**kw: Any) -> tuple[QueueSet, SchedulingQueue]:
+        qs, q = QueueSet(), queue(**kw)
+        qs.add_queue("p", q)
+        running(q)
+        return qs, q
+
+    return make

@@ -101,15 +101,12 @@ async def test_pop_counts_attempts_and_cycles() -> None:
     ],
 )
 async def test_backoff_doubles_up_to_the_cap(
-    running: Callable[[SchedulingQueue], None],
+    served: Callable[..., tuple[QueueSet, SchedulingQueue]],
     pop_from_backoff: bool,
     fail_after: float,
     expected: list[float],
 ) -> None:
-    qs = QueueSet()
-    q = queue(initial_backoff=1.0, max_backoff=10.0, pop_from_backoff=pop_from_backoff)
-    qs.add_queue("p", q)
-    running(q)
+    qs, q = served(initial_backoff=1.0, max_backoff=10.0, pop_from_backoff=pop_from_backoff)
     q.add(pod("p"))
     waits = []
     _, qpi = await qs.pop()
@@ -136,13 +133,12 @@ async def test_backoff_doubles_up_to_the_cap(
     ],
 )
 async def test_backoff_counts_errors_and_rejections_apart(
-    running: Callable[[SchedulingQueue], None], failures: list[str | None], expected_wait: int
+    served: Callable[..., tuple[QueueSet, SchedulingQueue]],
+    failures: list[str | None],
+    expected_wait: int,
 ) -> None:
-    qs = QueueSet()
     # waits to the instant, and no rejected pod popped before its backoff is over
-    q = queue(initial_backoff=1.0, max_backoff=10.0, pop_from_backoff=False)
-    qs.add_queue("p", q)
-    running(q)
+    qs, q = served(initial_backoff=1.0, max_backoff=10.0, pop_from_backoff=False)
     q.add(pod("p"))
     _, qpi = await qs.pop()
     for i, rejector in enumerate(failures):
@@ -225,12 +221,9 @@ async def test_a_rejected_pod_backing_off_is_popped_when_activeq_is_empty(
 
 @pytest.mark.looptime
 async def test_a_pod_entering_backoff_wakes_a_waiting_pop(
-    running: Callable[[SchedulingQueue], None],
+    served: Callable[..., tuple[QueueSet, SchedulingQueue]],
 ) -> None:
-    qs = QueueSet()
-    q = queue()
-    qs.add_queue("p", q)
-    running(q)
+    qs, q = served()
     parked(q, pod("p"), "A")
     waiter = asyncio.create_task(qs.pop())
     await asyncio.sleep(0.25)
@@ -487,12 +480,9 @@ async def test_pop_wakes_when_a_pod_is_added() -> None:
 
 @pytest.mark.looptime
 async def test_run_wakes_early_for_a_new_backoff(
-    running: Callable[[SchedulingQueue], None],
+    served: Callable[..., tuple[QueueSet, SchedulingQueue]],
 ) -> None:
-    qs = QueueSet()
-    q = queue()
-    qs.add_queue("p", q)
-    running(q)
+    qs, q = served()
     await asyncio.sleep(7)  # run() is asleep until its 30-s flush
     parked(q, pod("p"))  # an error at 7 s: backoff to 8 s, flushed as 9 s begins
     await qs.pop()
