@@ -107,6 +107,11 @@ async def test_high_priority_gang_evicts_two_low_gangs_whole_and_binds() -> None
     first = [e for e in h.cluster.events_for("default/high-0") if e.reason == "FailedScheduling"]
     assert first and first[0].message.endswith(FOUND.format(4))
     assert first[0].message.startswith('pod group "default/high": ')
+    # kube-scheduler's histogram for a pod group's preemption: one, of four victims
+    metric = h.sched.metrics.registry.get_sample_value
+    assert metric("scheduler_workload_preemption_victims_count", {}) == 1
+    assert metric("scheduler_workload_preemption_victims_sum", {}) == 4
+    assert metric("scheduler_preemption_victims_count", {}) == 0
 
 
 async def test_gang_that_cannot_fit_even_after_evicting_everything_evicts_nothing() -> None:

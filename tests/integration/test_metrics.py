@@ -166,3 +166,19 @@ async def test_a_pod_bound_after_the_flush_sent_it_back_is_counted() -> None:
     assert (
         value(h, "scheduler_schedule_attempts_total", result="scheduled", profile="kubesched") == 1
     )
+
+
+async def test_preemption_victims_per_preemptor() -> None:
+    h = Harness()
+    low = [make_pod(f"low-{i}").req(cpu="1").priority(1).node("n1").obj() for i in range(2)]
+    h.apply(make_node("n1").alloc(cpu="2", memory="4Gi").obj(), *low)
+    async with running(h):
+        await h.wait_for(lambda: h.sched.cache.pod_count() == 2)
+        h.apply(make_pod("high").req(cpu="2").priority(100).obj())
+        await h.wait_for(lambda: h.node_of("default/high") == "n1", within=60)
+    # kube-scheduler's histogram: one preemptor, two victims (buckets 1, 2, 4, ..., 64)
+    assert value(h, "scheduler_preemption_victims_count") == 1
+    assert value(h, "scheduler_preemption_victims_sum") == 2
+    assert value(h, "scheduler_preemption_victims_bucket", le="1.0") == 0
+    assert value(h, "scheduler_preemption_victims_bucket", le="2.0") == 1
+    assert value(h, "scheduler_workload_preemption_victims_count") == 0

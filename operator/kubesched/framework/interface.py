@@ -259,6 +259,11 @@ class Handle(Protocol):
         bound); None once it is deleted."""
         ...
 
+    def observe_preemption_victims(self, count: int) -> None:
+        """A PostFilter chose this many victims for one preemptor (kube-scheduler's
+        ``scheduler_preemption_victims`` histogram)."""
+        ...
+
     def run_pre_filter(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None, list[str]]:

@@ -123,6 +123,7 @@ class FrameworkServices:
         rng: random.Random | None = None,
         get_pod: Callable[[str], Pod | None] | None = None,
         record_plugin: Callable[[str, str, Status | None, float], None] | None = None,
+        preemption_victims: Callable[[int], None] | None = None,
     ) -> None:
         self.cluster = cluster
         self.store = store
@@ -142,6 +143,9 @@ class FrameworkServices:
         """Where sampled cycles report each plugin call's duration; when set, the
         profile compiles an instrumented copy of its chain, which the framework runs in
         sampled cycles only (:mod:`kubesched.framework.instrumented`)."""
+        self.preemption_victims = preemption_victims or (lambda count: None)
+        """Where a preemption reports how many victims it chose (the
+        ``scheduler_preemption_victims`` histogram)."""
 
     def _nominated_nodes_for(self, priority: int, uid: str) -> list[str]:
         return [
@@ -269,6 +273,9 @@ class Framework(FilterPhase, ScorePhase):
 
     def get_pod(self, uid: str) -> Pod | None:
         return self.services.get_pod(uid)
+
+    def observe_preemption_victims(self, count: int) -> None:
+        self.services.preemption_victims(count)
 
     # -- Reserve / Permit ---------------------------------------------------------------------------
     def run_reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:

@@ -150,6 +150,7 @@ def post_filter(
         sched.nominator.add(a.pod, a.node)
         sched._spawn(_nominate(sched, a.pod, a.node))
     evicting.add(view.key)
+    sched.metrics.workload_preemption_victims.observe(len(out.victims))
     sched._spawn(_evict(sched, fwk, spec, pods, out.victims, evicting))
     return _join(message, out.message())
 

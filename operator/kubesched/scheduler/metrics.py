@@ -16,8 +16,7 @@ Queue gauges (``scheduler_pending_pods``, ``scheduler_unschedulable_pods``) are 
 the queues when scraped, by a collector, rather than updated on every queue move.
 
 Not reported yet: ``scheduler_queue_incoming_pods_total`` (needs a hook in the queue for
-where each pod goes) and ``scheduler_preemption_victims`` (DefaultPreemption does not
-hand its victim count to the scheduler).
+where each pod goes, with kube-scheduler's event labels).
 """
 
 from __future__ import annotations
@@ -134,6 +133,18 @@ class SchedulerMetrics:
         self.preemption_attempts = Counter(
             "scheduler_preemption_attempts",
             "Total preemption attempts in the cluster till now",
+            registry=r,
+        )
+        self.preemption_victims = _Histogram(
+            "scheduler_preemption_victims",
+            "Number of selected preemption victims for preemption initiated by a single pod",
+            buckets=_exponential(1, 2, 7),
+            registry=r,
+        )
+        self.workload_preemption_victims = _Histogram(
+            "scheduler_workload_preemption_victims",
+            "Number of pod preemption victims caused by workload preemption.",
+            buckets=_exponential(1, 2, 11),
             registry=r,
         )
         self.pod_scheduled_after_flush = Counter(
@@ -337,6 +348,8 @@ class _Histogram(Collector):
         self.labelnames = list(labelnames)
         self.bounds = sorted(float(b) for b in buckets)
         self.series: dict[tuple[str, ...], _Series] = {}
+        if not self.labelnames:
+            self.labels()  # one series, exported at zero until observed (as client_golang)
         registry.register(self)
 
     def labels(self, *values: str) -> _Series:

@@ -129,6 +129,7 @@ class Scheduler(BindingCycles):
             rng=self.algorithm.rng,
             get_pod=self._get_pod,
             record_plugin=self._record_plugin,
+            preemption_victims=lambda count: self.metrics.preemption_victims.observe(count),
         )
 
     def _record_plugin(self, plugin: str, point: str, status: Status | None, sec: float) -> None:

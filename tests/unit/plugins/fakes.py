@@ -127,6 +127,8 @@ class FakeHandle:
         self._snapshot = snapshot if snapshot is not None else Snapshot()
         self._cluster = FakeCluster()
         self._store = store if store is not None else EmptyStore()
+        self.victims_observed: list[int] = []
+        """What preemption reported with observe_preemption_victims."""
 
     @property
     def snapshot(self) -> Snapshot:
@@ -167,6 +169,9 @@ class FakeHandle:
 
     def get_pod(self, uid: str) -> Pod | None:
         return None
+
+    def observe_preemption_victims(self, count: int) -> None:
+        self.victims_observed.append(count)
 
     def run_pre_filter(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]

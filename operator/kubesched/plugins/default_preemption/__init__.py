@@ -402,6 +402,7 @@ class DefaultPreemption(PreEnqueuePlugin, PostFilterPlugin, EnqueueExtensions):
 
     # -- preparation ---------------------------------------------------------------------------------------
     def prepare_candidate_async(self, c: Candidate, pod: Pod) -> None:
+        self.handle.observe_preemption_victims(len(c.victims))  # as kube, every victim
         victims = [v for v in c.victims if not v.deletion_timestamp]
         if not victims:
             return
