@@ -78,11 +78,21 @@ def pod(name: str, namespace: str, pool: dict[str, str], cpu: str, group: str = 
     }
 
 
-def _wait_text(driver: Any, css: str, text: str, within: float = 20) -> str:
-    """The text of the first element matching ``css`` once it contains ``text``
-    (the page polls every 2 s and renders in place)."""
-    from selenium.webdriver.common.by import By
+def _wait(driver: Any, within: float) -> Any:
+    """A wait that tries again when an element it read was replaced meanwhile: the page
+    polls every 2 s and renders in place, so an element found before a render and read
+    after it is stale."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(
+        driver, within, ignored_exceptions=(StaleElementReferenceException, NoSuchElementException)
+    )
+
+
+def _wait_text(driver: Any, css: str, text: str, within: float = 20) -> str:
+    """The text of the first element matching ``css`` once it contains ``text``."""
+    from selenium.webdriver.common.by import By
 
     def found(d: Any) -> str | bool:
         for el in d.find_elements(By.CSS_SELECTOR, css):
@@ -90,10 +100,21 @@ def _wait_text(driver: Any, css: str, text: str, within: float = 20) -> str:
                 return str(el.text)
         return False
 
-    got = WebDriverWait(driver, within).until(
-        found, message=f"no visible {css!r} containing {text!r}"
-    )
+    got = _wait(driver, within).until(found, message=f"no visible {css!r} containing {text!r}")
     return str(got)
+
+
+def _read_row(driver: Any, css: str, parts: tuple[str, ...], within: float = 20) -> tuple[str, ...]:
+    """The texts of ``parts`` (selectors) in the first element matching ``css``, read in
+    one go from one render of it."""
+    from selenium.webdriver.common.by import By
+
+    def read(d: Any) -> tuple[str, ...]:
+        row = d.find_element(By.CSS_SELECTOR, css)
+        return tuple(str(row.find_element(By.CSS_SELECTOR, p).text) for p in parts)
+
+    got: tuple[str, ...] = _wait(driver, within).until(read, message=f"no {css!r} to read")
+    return got
 
 
 def _save(driver: Any, tmp_path: Path, name: str) -> Path:
@@ -157,21 +178,16 @@ async def test_the_page_shows_why_a_pod_is_pending_and_a_gangs_counts(
     assert message.startswith("0/") and "3 Insufficient cpu" in message, message
     assert "NodeResourcesFit" in cell
 
-    def gangs() -> tuple[str, str, str, str]:
-        from selenium.webdriver.common.by import By
-
+    def gangs() -> tuple[str, ...]:
         browser.get(f"{base}#gangs")
         row = f'tr[data-gang="{namespace}/trio"]'
         # the members come by kubesched's own watch, the PodGroup by Kopf's, which may
         # trail it: until then the row says the PodGroup is not known (the page polls)
         _wait_text(browser, row, "do not exist yet")
-        el = browser.find_element(By.CSS_SELECTOR, row)
-        counts = tuple(
-            el.find_element(By.CSS_SELECTOR, f".gang-{c}").text
-            for c in ("bound", "waiting", "missing")
-        )
+        cells = (".gang-bound", ".gang-waiting", ".gang-missing", ".gang-blocker")
+        texts = _read_row(browser, row, cells)
         _save(browser, tmp_path, "ui-e2e-gangs.png")
-        return (*counts, el.find_element(By.CSS_SELECTOR, ".gang-blocker").text)
+        return texts
 
     bound, waiting, missing, blocker = await asyncio.to_thread(gangs)
     assert (bound, waiting, missing) == ("0", "2", "1")
