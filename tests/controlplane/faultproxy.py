@@ -27,7 +27,6 @@ import re
 import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import yaml
@@ -79,8 +78,6 @@ class FaultProxy:
     url: str = ""
     _runner: web.AppRunner | None = None
     _session: aiohttp.ClientSession | None = None
-    _handling: set[asyncio.Task[Any]] = field(default_factory=set)
-    """The requests being answered (a held or hanging one may outlive its client)."""
 
     # -- rules ------------------------------------------------------------------------------
     def fail_next(
@@ -129,12 +126,6 @@ class FaultProxy:
         return self.url
 
     async def close(self) -> None:
-        # A request held or hanging whose client went away is no connection the server's
-        # shutdown waits for: end it here, or its task outlives this test's loop.
-        handling = [t for t in self._handling if not t.done()]
-        for task in handling:
-            task.cancel()
-        await asyncio.gather(*handling, return_exceptions=True)
         if self._runner is not None:
             await self._runner.cleanup()
         if self._session is not None:
@@ -157,15 +148,6 @@ class FaultProxy:
 
     # -- serving ---------------------------------------------------------------------------------
     async def _handle(self, request: web.Request) -> web.StreamResponse:
-        task = asyncio.current_task()
-        assert task is not None  # aiohttp answers each request in a task of its own
-        self._handling.add(task)
-        try:
-            return await self._answer(request)
-        finally:
-            self._handling.discard(task)
-
-    async def _answer(self, request: web.Request) -> web.StreamResponse:
         rule = next((r for r in self.rules if r.matches(request)), None)
         if rule is not None:
             rule.hits += 1
