@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from kubesched.backend.queue_backoff import WINDOW, BackoffQueue
+from kubesched.backend.queue_backoff import WINDOW, BackoffQueue, errored
 from kubesched.backend.queue_events import (
     EVENT_UNSCHEDULABLE_TIMEOUT,
     QueueingHints,
@@ -315,13 +315,12 @@ class SchedulingQueue:
         qpi.last_failure = now
         qpi.flushed = False
         strategy = Strategy.SKIP
-        errored = not qpi.unschedulable_plugins and not qpi.pending_plugins
-        if errored:
+        if errored(qpi):
             qpi.consecutive_errors += 1
         else:
             qpi.unschedulable_count += 1
             qpi.consecutive_errors = 0
-        if errored or (flight is not None and flight.requeue):
+        if qpi.consecutive_errors or (flight is not None and flight.requeue):
             strategy = Strategy.AFTER_BACKOFF
         elif flight is not None and self._use_hints:
             for event, old, new in self._events[flight.start - self._events_base :]:
