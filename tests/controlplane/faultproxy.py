@@ -17,6 +17,13 @@ server, streaming responses (watches included), unless a rule matches first:
 ``path`` is a regular expression searched in the request path (``r"/binding$"``).
 Rules are consumed in the order they were added; :attr:`FaultProxy.log` records what
 happened to each request a rule matched. Runs in the test's event loop.
+
+:meth:`FaultProxy.close` ends every request still being answered before it returns:
+one held or hanging is answered 503 at once, not forwarded, and one streaming (a watch)
+ends as the upstream connections close. Their clients have usually gone (a scheduler
+the test stopped), and the server's shutdown does not wait for a connection whose client
+has gone, so such a handler would outlive the test's event loop ("Task was destroyed but
+it is pending!").
 """
 
 from __future__ import annotations
@@ -25,8 +32,10 @@ import asyncio
 import contextlib
 import re
 import ssl
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import yaml
@@ -78,6 +87,9 @@ class FaultProxy:
     url: str = ""
     _runner: web.AppRunner | None = None
     _session: aiohttp.ClientSession | None = None
+    _closing: asyncio.Event = field(default_factory=asyncio.Event)
+    _handling: set[asyncio.Task[Any]] = field(default_factory=set)
+    """The handlers of the requests being answered."""
 
     # -- rules ------------------------------------------------------------------------------
     def fail_next(
@@ -126,6 +138,9 @@ class FaultProxy:
         return self.url
 
     async def close(self) -> None:
+        self._closing.set()  # held and hanging requests are answered 503, streams end
+        if self._handling:
+            await asyncio.wait(set(self._handling), timeout=5.0)
         if self._runner is not None:
             await self._runner.cleanup()
         if self._session is not None:
@@ -148,13 +163,25 @@ class FaultProxy:
 
     # -- serving ---------------------------------------------------------------------------------
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if self._closing.is_set():
+            return self._closed(request)
+        task = asyncio.current_task()
+        assert task is not None  # aiohttp answers each request in a task of its own
+        self._handling.add(task)
+        try:
+            return await self._answer(request)
+        finally:
+            self._handling.discard(task)
+
+    async def _answer(self, request: web.Request) -> web.StreamResponse:
         rule = next((r for r in self.rules if r.matches(request)), None)
         if rule is not None:
             rule.hits += 1
             rule.arrived.set()
             if rule.gate is not None:
                 self.log.append((request.method, request.path, "held"))
-                await rule.gate.wait()
+                if await self._pause(rule.gate.wait()):
+                    return self._closed(request)
                 if request.transport is None or request.transport.is_closing():
                     self.log.append((request.method, request.path, "dropped"))
                     return web.Response(status=504)  # the client gave up: nobody reads it
@@ -173,16 +200,33 @@ class FaultProxy:
                 )
             if not rule.forward:
                 self.log.append((request.method, request.path, "hang"))
-                await asyncio.sleep(rule.delay)
+                if await self._pause(asyncio.sleep(rule.delay)):
+                    return self._closed(request)
                 if request.transport is None or request.transport.is_closing():
                     self.log.append((request.method, request.path, "dropped"))
                     return web.Response(status=504)  # nobody reads it
             else:
                 self.log.append((request.method, request.path, "hang-after-forward"))
                 resp = await self._forward(request, stream=False)
-                await asyncio.sleep(rule.delay)
+                await self._pause(asyncio.sleep(rule.delay))
                 return resp
         return await self._forward(request, stream=True)
+
+    async def _pause(self, waiting: Coroutine[Any, Any, Any]) -> bool:
+        """Await ``waiting`` (a hold, a hang, a stream) unless the proxy closes first:
+        True then (``waiting`` is cancelled)."""
+        paused = asyncio.ensure_future(waiting)
+        closing = asyncio.ensure_future(self._closing.wait())
+        try:
+            await asyncio.wait({paused, closing}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in (paused, closing):
+                waiter.cancel()
+        return self._closing.is_set()
+
+    def _closed(self, request: web.Request) -> web.Response:
+        self.log.append((request.method, request.path, "closed"))
+        return web.Response(status=503, text="the fault proxy closed")
 
     async def _forward(self, request: web.Request, *, stream: bool) -> web.StreamResponse:
         assert self._session is not None
@@ -203,11 +247,20 @@ class FaultProxy:
                 return web.Response(status=upstream.status, body=data, headers=out_headers)
             resp = web.StreamResponse(status=upstream.status, headers=out_headers)
             await resp.prepare(request)
-            try:
-                async for chunk in upstream.content.iter_any():
-                    await resp.write(chunk)
-            except (ConnectionResetError, aiohttp.ClientError):
-                pass  # either side went away: end the stream
+            if await self._pause(self._copy(upstream, resp)) and upstream.connection is not None:
+                # the proxy closes: end the stream now (a TLS close would wait for the
+                # API server's reply, beyond the test's event loop)
+                transport = upstream.connection.transport
+                if transport is not None:
+                    transport.abort()
             with contextlib.suppress(ConnectionResetError):
                 await resp.write_eof()
             return resp
+
+    @staticmethod
+    async def _copy(upstream: aiohttp.ClientResponse, resp: web.StreamResponse) -> None:
+        try:
+            async for chunk in upstream.content.iter_any():
+                await resp.write(chunk)
+        except (ConnectionResetError, aiohttp.ClientError):
+            pass  # either side went away: end the stream
