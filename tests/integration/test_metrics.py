@@ -182,3 +182,26 @@ async def test_preemption_victims_per_preemptor() -> None:
     assert value(h, "scheduler_preemption_victims_bucket", le="1.0") == 0
     assert value(h, "scheduler_preemption_victims_bucket", le="2.0") == 1
     assert value(h, "scheduler_workload_preemption_victims_count") == 0
+
+
+async def test_pods_entering_the_queues_are_counted_by_queue_and_event() -> None:
+    """kube-scheduler's scheduler_queue_incoming_pods_total: a pod too big for the only
+    node is added, rejected, and moved by the node that fits it; a gated pod is added."""
+    h = Harness()
+    h.apply(
+        make_node("small").alloc(cpu="1", memory="4Gi").obj(),
+        make_pod("big").req(cpu="4").obj(),
+        make_pod("gated").gate("example.com/wait").obj(),
+    )
+    async with running(h):
+        await h.wait_for(lambda: "FailedScheduling" in h.reasons("default/big"))
+        h.apply(make_node("large").alloc(cpu="8", memory="4Gi").obj())
+        await h.wait_for(lambda: h.node_of("default/big") == "large")
+    name = "scheduler_queue_incoming_pods_total"
+    assert value(h, name, queue="active", event="UnscheduledPodAdd") == 1
+    assert value(h, name, queue="unschedulable", event="UnscheduledPodAdd") == 1  # gated
+    assert value(h, name, queue="unschedulable", event="ScheduleAttemptFailure") == 1
+    # the node came within the pod's first second of backoff: backoffQ, then popped
+    # from it at once, activeQ being empty (SchedulerPopFromBackoffQ)
+    assert value(h, name, queue="backoff", event="NodeAdd") == 1
+    assert value(h, name, queue="active", event="PopFromBackoffQ") == 1

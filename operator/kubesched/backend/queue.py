@@ -40,6 +40,7 @@ from kubesched.backend.queue_events import (
     EVENT_UNSCHEDULABLE_TIMEOUT,
     QueueingHints,
     Strategy,
+    event_label,
     is_pod_updated,
     pod_update_event,
 )
@@ -70,6 +71,8 @@ UNSCHEDULABLE = "unschedulable"
 GATED = "gated"
 
 _NO_EVENTS: Mapping[str, Sequence[ClusterEventWithHint]] = MappingProxyType({})
+
+_POD_ADD = "UnscheduledPodAdd"
 
 UNSCHEDULABLE_FLUSH_INTERVAL = 30.0
 """How often the unschedulable pool is checked for pods past the limit (kube: 30 s)."""
@@ -114,7 +117,8 @@ class SchedulingQueue:
     kube-scheduler without its SchedulerPopFromBackoffQ feature: a pod leaves backoffQ
     only when its backoff is over (to the instant), and runs PreEnqueue then.
     ``on_change`` is called whenever a pod can be popped (it entered activeQ, or
-    backoffQ's rejected pods; also: :meth:`add_listener`).
+    backoffQ's rejected pods; also: :meth:`add_listener`). :attr:`on_incoming`, when
+    set, is told of every pod that enters a queue (see its doc).
     """
 
     def __init__(
@@ -159,6 +163,14 @@ class SchedulingQueue:
         self._closed = False
         self._wake = asyncio.Event()
         self._run_deadline = float("inf")
+        self.on_incoming: Callable[[str, str], None] | None = None
+        """Called with (queue, event) as a pod enters activeQ, backoffQ or the parked
+        pools from elsewhere, as kube-scheduler counts ``scheduler_queue_incoming_pods_total``:
+        queue ``active``, ``backoff`` or ``unschedulable`` (the gated pool is part of
+        kube's), event kube's label of what moved it (``UnscheduledPodAdd``,
+        ``ScheduleAttemptFailure``, ``BackoffComplete``, ``PopFromBackoffQ``, ``NodeAdd``,
+        ...). A pod that stays parked (an event that does not move it, a pod still
+        gated) is not counted."""
 
     # -- listeners ---------------------------------------------------------------------
     def add_listener(self, callback: Callable[[], None]) -> None:
@@ -186,7 +198,7 @@ class SchedulingQueue:
             return
         self._arrivals += 1
         qpi = QueuedPodInfo(pod=pod, timestamp=self._clock(), seq=self._arrivals)
-        if self._move_to_active(qpi):
+        if self._move_to_active(qpi, _POD_ADD):
             self._notify()
 
     def update(self, old: Pod | None, new: Pod) -> None:
@@ -208,7 +220,8 @@ class SchedulingQueue:
         if (qpi := self._gated.get(uid)) is not None:
             qpi.pod = new
             del self._gated[uid]
-            if self._move_to_active(qpi):
+            mover = self._target_update(qpi, old, new)
+            if self._move_to_active(qpi, mover, parked=True):
                 self._notify()
             return
         if (qpi := self._active.get(uid) or self._backoff.get(uid)) is not None:
@@ -227,7 +240,8 @@ class SchedulingQueue:
                 return
             if strategy is not Strategy.SKIP:
                 del self._unsched[uid]
-                if self._poppable(self._requeue(qpi, strategy)):
+                mover = self._target_update(qpi, old, new)
+                if self._poppable(self._requeue(qpi, strategy, mover, parked=True)):
                     self._notify()
             return
         self.add(new)
@@ -253,6 +267,8 @@ class SchedulingQueue:
             # kube-scheduler 1.37 (SchedulerPopFromBackoffQ): nothing else to do, so a
             # rejected pod need not wait out its backoff.
             qpi = self._backoff.pop_rejected()
+            if qpi is not None:
+                self._incoming(ACTIVE, "PopFromBackoffQ")
         if qpi is None:
             return None
         self._cycle += 1
@@ -330,7 +346,7 @@ class SchedulingQueue:
         elif self._move_request_cycle >= scheduling_cycle:
             strategy = Strategy.AFTER_BACKOFF
         self._prune_events()
-        if self._poppable(self._requeue(qpi, strategy, now)):
+        if self._poppable(self._requeue(qpi, strategy, "ScheduleAttemptFailure", now=now)):
             self._notify()
 
     # -- moving on cluster events ------------------------------------------------------
@@ -365,7 +381,7 @@ class SchedulingQueue:
         activated = False
         for uid, qpi in list(self._gated.items()):
             del self._gated[uid]
-            activated |= self._move_to_active(qpi)
+            activated |= self._move_to_active(qpi, event_label(event), parked=True)
         if activated:
             self._notify()
         if self._unsched:
@@ -387,10 +403,10 @@ class SchedulingQueue:
             uid = pod.uid
             qpi = self._unsched.pop(uid, None) or self._gated.pop(uid, None)
             if qpi is not None:
-                activated |= self._move_to_active(qpi)
+                activated |= self._move_to_active(qpi, "ForceActivate", parked=True)
                 continue
             if (qpi := self._backoff.remove(uid)) is not None:
-                activated |= self._move_to_active(qpi, from_backoff=True)
+                activated |= self._move_to_active(qpi, "ForceActivate", from_backoff=True)
                 continue
             flight = self._in_flight.get(uid)
             if flight is not None:
@@ -411,7 +427,7 @@ class SchedulingQueue:
             expired = self._backoff.pop_expired(lambda expiry: expiry <= now)
         activated = False
         for qpi in expired:
-            activated |= self._move_to_active(qpi, from_backoff=True)
+            activated |= self._move_to_active(qpi, "BackoffComplete", from_backoff=True)
         if activated:
             self._notify()
 
@@ -570,32 +586,71 @@ class SchedulingQueue:
         qpi.gated, qpi.gating_plugin = False, ""
         return True
 
-    def _move_to_active(self, qpi: QueuedPodInfo, *, from_backoff: bool = False) -> bool:
+    def _move_to_active(
+        self, qpi: QueuedPodInfo, event: str, *, from_backoff: bool = False, parked: bool = False
+    ) -> bool:
         """activeQ if PreEnqueue passes, else the gated pool. True: activeQ. A pod
-        ``from_backoff`` passed PreEnqueue as it entered backoffQ (``pop_from_backoff``)."""
+        ``from_backoff`` passed PreEnqueue as it entered backoffQ (``pop_from_backoff``).
+        ``event`` names the move (:attr:`on_incoming`); a pod ``parked`` came from the
+        parked pools, and is not counted if it goes back there."""
         if (
             not self._pre_enqueue
             or (from_backoff and self.pop_from_backoff)
             or self._run_pre_enqueue(qpi)
         ):
             self._push_active(qpi)
+            self._incoming(ACTIVE, event)
             return True
         self._gated[qpi.pod.uid] = qpi
+        if not parked:
+            self._incoming(UNSCHEDULABLE, event)
         return False
 
-    def _requeue(self, qpi: QueuedPodInfo, strategy: Strategy, now: float | None = None) -> str:
-        """Place a pod that is in no queue; returns where it went."""
+    def _requeue(
+        self,
+        qpi: QueuedPodInfo,
+        strategy: Strategy,
+        event: str,
+        *,
+        now: float | None = None,
+        parked: bool = False,
+    ) -> str:
+        """Place a pod that is in no queue; returns where it went (``event``, ``parked``:
+        as :meth:`_move_to_active`'s)."""
         if strategy is Strategy.SKIP:
             self._unsched[qpi.pod.uid] = qpi
+            if not parked:
+                self._incoming(UNSCHEDULABLE, event)
             return UNSCHEDULABLE
         now = self._clock() if now is None else now
         if strategy is Strategy.AFTER_BACKOFF and self._backing_off(qpi, now):
             if self.pop_from_backoff and self._pre_enqueue and not self._run_pre_enqueue(qpi):
                 self._gated[qpi.pod.uid] = qpi  # kube: PreEnqueue as it enters backoffQ
+                if not parked:
+                    self._incoming(UNSCHEDULABLE, event)
                 return GATED
             self._push_backoff(qpi)
+            self._incoming(BACKOFF, event)
             return BACKOFF
-        return ACTIVE if self._move_to_active(qpi) else GATED
+        return ACTIVE if self._move_to_active(qpi, event, parked=parked) else GATED
+
+    def _incoming(self, queue: str, event: str) -> None:
+        if self.on_incoming is not None:
+            self.on_incoming(queue, event)
+
+    def _mover(self, qpi: QueuedPodInfo, event: ClusterEvent, old: object, new: object) -> str:
+        """The label of the event that moves this pod (asked only if counted)."""
+        if self.on_incoming is None:
+            return ""
+        return self._hints.mover(qpi, event, old, new)
+
+    def _target_update(self, qpi: QueuedPodInfo, old: Pod | None, new: Pod) -> str:
+        """The label of the pod's own update that moves it (kube's TargetPod events)."""
+        if self.on_incoming is None:
+            return ""
+        if old is None:
+            return "TargetPodUpdate"
+        return self._hints.mover(qpi, pod_update_event(old, new), old, new, target=True)
 
     def _poppable(self, where: str) -> bool:
         """A pod just placed ``where`` can be popped (listeners are to be told)."""
@@ -611,12 +666,16 @@ class SchedulingQueue:
             if qpi.gated:
                 if self._hints.ungates(qpi, event, old, new):
                     del self._gated[uid]
-                    activated |= self._move_to_active(qpi)
+                    mover = self._mover(qpi, event, old, new)
+                    activated |= self._move_to_active(qpi, mover, parked=True)
                 continue
             strategy = self._hints.worth(qpi, event, old, new)
             if strategy is not Strategy.SKIP:
                 del self._unsched[uid]
-                activated |= self._poppable(self._requeue(qpi, strategy, now))
+                mover = self._mover(qpi, event, old, new)
+                activated |= self._poppable(
+                    self._requeue(qpi, strategy, mover, now=now, parked=True)
+                )
         self._move_request_cycle = self._cycle
         if self._in_flight and self._use_hints:
             self._events.append((event, old, new))

@@ -24,7 +24,7 @@ from kubesched.framework.interface import (
     EventResource,
 )
 from kubesched.framework.nodeinfo import QueuedPodInfo
-from kubesched.framework.types import Pod
+from kubesched.framework.types import Node, Pod
 
 __all__ = [
     "EVENTS_HELD",
@@ -32,6 +32,7 @@ __all__ = [
     "EVENT_UNSCHEDULABLE_TIMEOUT",
     "QueueingHints",
     "Strategy",
+    "event_label",
     "is_pod_updated",
     "pod_update_actions",
     "pod_update_event",
@@ -49,6 +50,78 @@ EVENTS_HELD = ClusterEvent(EventResource.WILDCARD, ActionType.ALL, "EventsHeld")
 """Events came while the queues held them (``QueueSet.hold_moves``: the initial listing)."""
 
 log = logging.getLogger(__name__)
+
+# -- kube-scheduler's names for events (metrics) -------------------------------------------
+_ACTION_NAMES = {
+    ActionType.ADD: "Add",
+    ActionType.DELETE: "Delete",
+    ActionType.UPDATE_NODE_ALLOCATABLE: "UpdateNodeAllocatable",
+    ActionType.UPDATE_NODE_LABEL: "UpdateNodeLabel",
+    ActionType.UPDATE_NODE_TAINT: "UpdateNodeTaint",
+    ActionType.UPDATE_NODE_CONDITION: "UpdateNodeCondition",
+    ActionType.UPDATE_NODE_ANNOTATION: "UpdateNodeAnnotation",
+    ActionType.UPDATE_NODE_DECLARED_FEATURE: "UpdateNodeDeclaredFeature",
+    ActionType.UPDATE_POD_LABEL: "UpdatePodLabel",
+    ActionType.UPDATE_POD_SCALE_DOWN: "UpdatePodScaleDown",
+    ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED: "UpdatePodSchedulingGatesEliminated",
+    ActionType.UPDATE_POD_TOLERATIONS: "UpdatePodToleration",
+    ActionType.UPDATE_POD_GENERATED_RESOURCE_CLAIM: "UpdatePodGeneratedResourceClaim",
+    ActionType.UPDATE_OTHER: "Update",
+    ActionType.UPDATE: "Update",
+    ActionType.ALL: "All",
+}
+# The order of kube-scheduler's one-event-per-kind split of an update (its
+# NodeSchedulingPropertiesChange and PodSchedulingPropertiesChange): an update of several
+# kinds moves a pod on the first of them one of its plugins wants.
+_SPLIT_ORDER = (
+    ActionType.UPDATE_NODE_ALLOCATABLE,
+    ActionType.UPDATE_NODE_LABEL,
+    ActionType.UPDATE_NODE_TAINT,
+    ActionType.UPDATE_NODE_CONDITION,
+    ActionType.UPDATE_NODE_ANNOTATION,
+    ActionType.UPDATE_NODE_DECLARED_FEATURE,
+    ActionType.UPDATE_POD_LABEL,
+    ActionType.UPDATE_POD_SCALE_DOWN,
+    ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED,
+    ActionType.UPDATE_POD_TOLERATIONS,
+    ActionType.UPDATE_POD_GENERATED_RESOURCE_CLAIM,
+    ActionType.UPDATE_OTHER,
+)
+_labels: dict[tuple[ClusterEvent, bool], str] = {}
+
+
+def event_label(event: ClusterEvent, *, target: bool = False) -> str:
+    """kube-scheduler's ``ClusterEvent.Label()``: the event's own label if it has one
+    (``UnschedulableTimeout``), else its resource and action (``NodeAdd``,
+    ``AssignedPodDelete``, ``NodeUpdateNodeTaint``). ``target``: the update of the pod
+    itself, whose resource kube-scheduler calls ``TargetPod``."""
+    hit = _labels.get((event, target))
+    if hit is None:
+        if event.label:
+            hit = event.label
+        else:
+            resource = "TargetPod" if target else event.resource.value
+            action = _ACTION_NAMES.get(event.action)
+            if action is None:  # several kinds: named by the first (see _split)
+                action = _ACTION_NAMES[_split(event, None, None)[0].action]
+            hit = resource + action
+        _labels[(event, target)] = hit
+    return hit
+
+
+def _split(event: ClusterEvent, old: object, new: object) -> list[ClusterEvent]:
+    """An update of several kinds as kube-scheduler's events, one per kind, in its order
+    (a node's ``spec.unschedulable`` change is its first, a taint change)."""
+    kinds = [a for a in _SPLIT_ORDER if a & event.action]
+    if (
+        ActionType.UPDATE_NODE_TAINT in kinds
+        and isinstance(old, Node)
+        and isinstance(new, Node)
+        and old.unschedulable != new.unschedulable
+    ):
+        kinds.remove(ActionType.UPDATE_NODE_TAINT)
+        kinds.insert(0, ActionType.UPDATE_NODE_TAINT)
+    return [ClusterEvent(event.resource, a) for a in kinds] or [event]
 
 
 class Strategy(enum.IntEnum):
@@ -131,6 +204,29 @@ class QueueingHints:
             if self._says_queue(plugin, qpi.pod, event, old, new):
                 return Strategy.IMMEDIATELY if plugin in pending else Strategy.AFTER_BACKOFF
         return Strategy.SKIP
+
+    def mover(
+        self,
+        qpi: QueuedPodInfo,
+        event: ClusterEvent,
+        old: object,
+        new: object,
+        *,
+        target: bool = False,
+    ) -> str:
+        """The label of the event that moved this pod (``scheduler_queue_incoming_pods_total``):
+        kube-scheduler delivers an update of several kinds as one event per kind, and the
+        first that moves the pod names it; ``target`` as :func:`event_label`'s."""
+        kinds = _split(event, old, new) if event.action not in _ACTION_NAMES else [event]
+        for kind in kinds[:-1]:
+            if qpi.gated:
+                if self.ungates(qpi, kind, old, new):
+                    break
+            elif self.worth(qpi, kind, old, new) is not Strategy.SKIP:
+                break
+        else:
+            kind = kinds[-1]
+        return event_label(kind, target=target)
 
     def ungates(self, qpi: QueuedPodInfo, event: ClusterEvent, old: object, new: object) -> bool:
         """Whether the event may let a gated pod pass its gating PreEnqueue plugin. A

@@ -15,8 +15,8 @@ cycles run: :mod:`kubesched.framework.instrumented`), which report to :meth:`plu
 Queue gauges (``scheduler_pending_pods``, ``scheduler_unschedulable_pods``) are read from
 the queues when scraped, by a collector, rather than updated on every queue move.
 
-Not reported yet: ``scheduler_queue_incoming_pods_total`` (needs a hook in the queue for
-where each pod goes, with kube-scheduler's event labels).
+``scheduler_queue_incoming_pods_total`` is counted as pods enter a queue (each profile's
+queue reports to :meth:`SchedulerMetrics.incoming`; ``SchedulingQueue.on_incoming``).
 """
 
 from __future__ import annotations
@@ -115,6 +115,7 @@ class SchedulerMetrics:
         self._plugin_children: dict[tuple[str, str, str], Any] = {}
         self._attempt_children: dict[tuple[str, str], tuple[Any, Any]] = {}
         self._sli_children: dict[str, Any] = {}
+        self._incoming_children: dict[tuple[str, str], Any] = {}
 
     def _pod_metrics(self, r: CollectorRegistry) -> None:
         """Pod attempts, preemption, the framework's extension points and plugins."""
@@ -145,6 +146,12 @@ class SchedulerMetrics:
             "scheduler_workload_preemption_victims",
             "Number of pod preemption victims caused by workload preemption.",
             buckets=_exponential(1, 2, 11),
+            registry=r,
+        )
+        self.queue_incoming_pods = Counter(
+            "scheduler_queue_incoming_pods",
+            "Number of pods added to scheduling queues by event and queue type.",
+            ["queue", "event"],
             registry=r,
         )
         self.pod_scheduled_after_flush = Counter(
@@ -300,6 +307,15 @@ class SchedulerMetrics:
         """One candidate placement (topology domain) tried: ``feasible`` or ``infeasible``."""
         self.placement_evaluations.labels(result, profile).inc()
         self.placement_evaluation_duration.labels(result, profile).observe(sec)
+
+    def incoming(self, queue: str, event: str) -> None:
+        """A pod entered ``queue`` on ``event`` (``SchedulingQueue.on_incoming``)."""
+        child = self._incoming_children.get((queue, event))
+        if child is None:
+            child = self._incoming_children[(queue, event)] = self.queue_incoming_pods.labels(
+                queue, event
+            )
+        child.inc()
 
     def scheduled(self, attempts: int, sli_seconds: float | None, *, flushed: bool) -> None:
         """A pod bound after ``attempts``; ``flushed``: the unschedulable pool's time

@@ -170,6 +170,8 @@ class Scheduler(BindingCycles):
                 if moved is not None:
                     moved.carry_over(qpi)
             old.close()
+        # counted from here: the pods carried over entered a queue before the swap
+        q.on_incoming = self.metrics.incoming
         self.queues.add_queue(name, q)
         self.profiles[name] = profile
         waiting = [p for p in self.unserved.values() if p.scheduler_name == name]
