@@ -18,8 +18,9 @@ gated pool, with kube-scheduler's rules for moving pods between them.
 
 A pod between ``pop_nowait`` and ``done``/``add_unschedulable`` is *in flight*. With
 queueing hints (the default, as in kube-scheduler) the queue remembers the cluster events
-seen meanwhile, and a pod that fails goes to backoffQ only if one of those events could
-have helped it; without hints, any move request since its cycle began does.
+seen meanwhile (:mod:`kubesched.backend.queue_inflight`), and a pod that fails goes to
+backoffQ only if one of those events could have helped it; without hints, any move
+request since its cycle began does.
 
 All methods are synchronous and run on the event loop thread; :meth:`run` is the only
 coroutine. Time comes from ``clock`` (the running loop's clock by default), so tests
@@ -35,7 +36,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from kubesched.backend.queue_backoff import WINDOW, BackoffQueue, errored
+from kubesched.backend.queue_backoff import (
+    WINDOW,
+    BackoffQueue,
+    align,
+    backoff_duration,
+    errored,
+)
 from kubesched.backend.queue_events import (
     EVENT_UNSCHEDULABLE_TIMEOUT,
     QueueingHints,
@@ -45,6 +52,7 @@ from kubesched.backend.queue_events import (
     pod_update_event,
 )
 from kubesched.backend.queue_heap import PodHeap
+from kubesched.backend.queue_inflight import InFlightPods
 from kubesched.framework.interface import (
     ActionType,
     ClusterEvent,
@@ -76,23 +84,6 @@ _POD_ADD = "UnscheduledPodAdd"
 
 UNSCHEDULABLE_FLUSH_INTERVAL = 30.0
 """How often the unschedulable pool is checked for pods past the limit (kube: 30 s)."""
-
-
-class _InFlight:
-    """What happened to a pod while it was being scheduled."""
-
-    __slots__ = ("deleted", "latest", "replaced", "requeue", "start")
-
-    def __init__(self, start: int, pod: Pod) -> None:
-        self.start = start
-        """Absolute index of the first event recorded after the pod was popped."""
-        self.latest = pod
-        """The pod's newest version known to the queue."""
-        self.replaced = False
-        """Updated while in flight: ``latest`` is what to requeue."""
-        self.deleted = False
-        self.requeue = False
-        """Updated (relevantly) or activated meanwhile: back off, do not park it."""
 
 
 def _default_sort_key(qpi: QueuedPodInfo) -> tuple[int, float]:
@@ -155,9 +146,7 @@ class SchedulingQueue:
         self._backoff = BackoffQueue(sort_key=sort_key, less=less)
         self._unsched: dict[str, QueuedPodInfo] = {}
         self._gated: dict[str, QueuedPodInfo] = {}
-        self._in_flight: dict[str, _InFlight] = {}
-        self._events: list[tuple[ClusterEvent, object, object]] = []
-        self._events_base = 0  # absolute index of _events[0]
+        self._in_flight = InFlightPods()
         self._cycle = 0
         self._move_request_cycle = -1
         self._closed = False
@@ -213,7 +202,7 @@ class SchedulingQueue:
             if self._use_hints and old is not None:
                 # As kube-scheduler 1.37: the update joins the events seen while pods are
                 # in flight; if this attempt fails, its rejectors' hints are asked about it.
-                self._events.append((pod_update_event(old, new), old, new))
+                self._in_flight.record(pod_update_event(old, new), old, new)
             elif is_pod_updated(old, new):
                 flight.requeue = True
             return
@@ -298,13 +287,12 @@ class SchedulingQueue:
         qpi.unschedulable_plugins.clear()
         qpi.pending_plugins.clear()
         qpi.group_size = 1
-        start = self._events_base + len(self._events)
-        self._in_flight[qpi.pod.uid] = _InFlight(start, qpi.pod)
+        self._in_flight.start(qpi.pod)
 
     def done(self, uid: str) -> None:
         """The pod's scheduling (and binding) ended; idempotent."""
-        if self._in_flight.pop(uid, None) is not None:
-            self._prune_events()
+        if self._in_flight.finish(uid) is not None:
+            self._in_flight.prune()
 
     def scheduling_cycle(self) -> int:
         return self._cycle
@@ -316,15 +304,15 @@ class SchedulingQueue:
         unless something seen while it was in flight could have helped it: then
         backoffQ (activeQ right away if a Pending plugin's event came)."""
         uid = qpi.pod.uid
-        flight = self._in_flight.pop(uid, None)
+        flight = self._in_flight.finish(uid)
         if self.get(uid) is not None:
             log.warning("pod %s is already queued; not requeued again", qpi.pod.key)
-            self._prune_events()
+            self._in_flight.prune()
             return
         if flight is not None and flight.replaced:
             qpi.pod = flight.latest
         if flight is not None and flight.deleted:
-            self._prune_events()
+            self._in_flight.prune()
             return
         now = self._clock()
         qpi.timestamp = now
@@ -339,13 +327,13 @@ class SchedulingQueue:
         if qpi.consecutive_errors or (flight is not None and flight.requeue):
             strategy = Strategy.AFTER_BACKOFF
         elif flight is not None and self._use_hints:
-            for event, old, new in self._events[flight.start - self._events_base :]:
+            for event, old, new in self._in_flight.seen(flight):
                 strategy = max(strategy, self._hints.worth(qpi, event, old, new))
                 if strategy is Strategy.IMMEDIATELY:
                     break
         elif self._move_request_cycle >= scheduling_cycle:
             strategy = Strategy.AFTER_BACKOFF
-        self._prune_events()
+        self._in_flight.prune()
         if self._poppable(self._requeue(qpi, strategy, "ScheduleAttemptFailure", now=now)):
             self._notify()
 
@@ -421,7 +409,7 @@ class SchedulingQueue:
         second), else those whose expiry is now or past."""
         now = self._clock()
         if self.pop_from_backoff:
-            window = _align(now)
+            window = align(now)
             expired = self._backoff.pop_expired(lambda expiry: expiry < window)
         else:
             expired = self._backoff.pop_expired(lambda expiry: expiry <= now)
@@ -529,17 +517,8 @@ class SchedulingQueue:
 
     # -- internals ---------------------------------------------------------------------
     def backoff_duration(self, qpi: QueuedPodInfo) -> float:
-        """kube-scheduler 1.37's: doubling with the failures in a row that were errors,
-        if the last one was, else with the rejections; none yet, no backoff. The cap of
-        a gang that failed as a whole (``group_size`` pods) is ``max_backoff`` times the
-        square root of its size, as kube-scheduler's for a pod group."""
-        count = qpi.consecutive_errors or qpi.unschedulable_count
-        if count == 0:
-            return 0.0
-        cap = self.max_backoff
-        if qpi.group_size > 1:
-            cap *= math.sqrt(qpi.group_size)
-        return float(min(self.initial_backoff * 2 ** min(count - 1, 62), cap))
+        """The pod's backoff (:func:`~kubesched.backend.queue_backoff.backoff_duration`)."""
+        return backoff_duration(qpi, self.initial_backoff, self.max_backoff)
 
     def backoff_expiry(self, qpi: QueuedPodInfo) -> float:
         """When the pod's backoff ends: its last failure plus :meth:`backoff_duration`,
@@ -549,12 +528,12 @@ class SchedulingQueue:
         if self.max_backoff <= 0 or not (qpi.consecutive_errors or qpi.unschedulable_count):
             return -math.inf
         expiry = qpi.last_failure + self.backoff_duration(qpi)
-        return _align(expiry) if self.pop_from_backoff else expiry
+        return align(expiry) if self.pop_from_backoff else expiry
 
     def _backing_off(self, qpi: QueuedPodInfo, now: float) -> bool:
         if self.pop_from_backoff:
             # kube: backing off while the expiry's window is not before now's
-            return self.backoff_expiry(qpi) >= _align(now)
+            return self.backoff_expiry(qpi) >= align(now)
         return self.backoff_expiry(qpi) > now
 
     def _push_active(self, qpi: QueuedPodInfo) -> None:
@@ -677,26 +656,7 @@ class SchedulingQueue:
                     self._requeue(qpi, strategy, mover, now=now, parked=True)
                 )
         self._move_request_cycle = self._cycle
-        if self._in_flight and self._use_hints:
-            self._events.append((event, old, new))
+        if self._use_hints:
+            self._in_flight.record(event, old, new)
         if activated:
             self._notify()
-
-    def _prune_events(self) -> None:
-        """Forget events no in-flight pod can still be asked about."""
-        if not self._events:
-            return
-        if not self._in_flight:
-            self._events_base += len(self._events)
-            self._events.clear()
-            return
-        oldest = min(f.start for f in self._in_flight.values())
-        drop = oldest - self._events_base
-        if drop > 0:
-            del self._events[:drop]
-            self._events_base = oldest
-
-
-def _align(t: float) -> float:
-    """``t`` rounded down to a whole :data:`~kubesched.backend.queue_backoff.WINDOW`."""
-    return math.floor(t / WINDOW) * WINDOW

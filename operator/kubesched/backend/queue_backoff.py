@@ -17,18 +17,38 @@ the heaps.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from kubesched.backend.queue_heap import LessFn, PodHeap
 from kubesched.framework.nodeinfo import QueuedPodInfo
 
-__all__ = ["WINDOW", "BackoffQueue"]
+__all__ = ["WINDOW", "BackoffQueue", "align", "backoff_duration", "errored"]
 
 WINDOW = 1.0
 """kube-scheduler's backoffQ ordering window (``backoffQOrderingWindowDuration``): with
 SchedulerPopFromBackoffQ, expiries are rounded down to a multiple of it, and backoffQ is
 flushed to activeQ at each multiple, whole windows at a time."""
+
+
+def align(t: float) -> float:
+    """``t`` rounded down to a whole :data:`WINDOW`."""
+    return math.floor(t / WINDOW) * WINDOW
+
+
+def backoff_duration(qpi: QueuedPodInfo, initial: float, cap: float) -> float:
+    """kube-scheduler 1.37's backoff of a pod that failed: ``initial`` doubling with the
+    failures in a row that were errors, if the last one was, else with the rejections,
+    up to ``cap``; none yet, no backoff. The cap of a gang that failed as a whole
+    (``group_size`` pods) is ``cap`` times the square root of its size, as
+    kube-scheduler's for a pod group."""
+    count = qpi.consecutive_errors or qpi.unschedulable_count
+    if count == 0:
+        return 0.0
+    if qpi.group_size > 1:
+        cap *= math.sqrt(qpi.group_size)
+    return float(min(initial * 2 ** min(count - 1, 62), cap))
 
 
 class _ByLess:
