@@ -1,10 +1,14 @@
-"""``scheduler_queue_incoming_pods_total`` against the real kube-scheduler: the same story
-played to each on the shared control plane, and the counts by queue and event compared.
+"""kube-scheduler's queue and attempt metrics against the real kube-scheduler: the same
+story played to each on the shared control plane, and the metrics compared twice, while
+a pod waits and at the end.
 
 The story: a pod that fits, one too big for the only node of its pool, and a gated one;
 a node that fits the big pod joins the pool, once its backoff is over or while it backs
-off; then the gated pod's gate is removed. Every move of it is named by what caused it (the pod's add, the
-failed attempt, the node's add, the pod's own update).
+off; then the gated pod's gate is removed. ``scheduler_queue_incoming_pods_total`` names
+every move by what caused it (the pod's add, the failed attempt, the node's add, the
+pod's own update); ``scheduler_pending_pods`` and ``scheduler_unschedulable_pods`` say
+where the pods wait; ``scheduler_schedule_attempts_total`` and
+``scheduler_pod_scheduling_attempts`` count the attempts.
 """
 
 from __future__ import annotations
@@ -21,34 +25,67 @@ from kubesched.operator.run import Runtime
 from tests.controlplane import ControlPlane
 from tests.e2e.support import call, local_settings, running
 
-METRIC = "scheduler_queue_incoming_pods_total"
-_SAMPLE = re.compile(r"^" + METRIC + r"\{([^}]*)\} ([0-9.e+]+)$")
+COMPARED = (
+    "scheduler_queue_incoming_pods_total",
+    "scheduler_pending_pods",
+    "scheduler_unschedulable_pods",
+    "scheduler_schedule_attempts_total",
+    "scheduler_pod_scheduling_attempts_count",
+    "scheduler_pod_scheduling_attempts_sum",
+)
+_SAMPLE = re.compile(r"^(\w+)(?:\{([^}]*)\})? ([0-9.e+]+)$")
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
-def incoming(text: str) -> dict[tuple[str, str], float]:
-    """(queue, event) -> count, from Prometheus text; zero samples left out."""
-    out: dict[tuple[str, str], float] = {}
+def samples(text: str, profile: str) -> Samples:
+    """The non-zero samples of :data:`COMPARED` in Prometheus text, keyed by name and
+    labels; the profile's name (each scheduler's own) reads ``P``."""
+    out: Samples = {}
     for line in text.splitlines():
         m = _SAMPLE.match(line)
-        if m is None:
+        if m is None or m.group(1) not in COMPARED or not float(m.group(3)):
             continue
-        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
-        if float(m.group(2)):
-            out[(labels["queue"], labels["event"])] = float(m.group(2))
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2) or ""))
+        if labels.get("profile") == profile:
+            labels["profile"] = "P"
+        out[(m.group(1), frozenset(labels.items()))] = float(m.group(3))
     return out
 
 
 def story(
     cp: ControlPlane, namespace: str, scheduler: str, scrape: Callable[[], str], pause: float
-) -> str:
+) -> tuple[Samples, Samples]:
     """Play the story to ``scheduler`` (already running), the big pod's node ``pause``
-    seconds after its failure; return the scheduler's metrics at the end."""
+    seconds after its failure; return its metrics as the big pod waits, and at the end.
+    Its pods and nodes are deleted after it: the next scheduler meets the same cluster."""
+    nodes: list[str] = []
+    pods: list[str] = []
+    try:
+        return _play(cp, namespace, scheduler, scrape, pause, nodes, pods)
+    finally:
+        for pod in pods:
+            cp.api.delete(f"/api/v1/namespaces/{namespace}/pods/{pod}", gracePeriodSeconds="0")
+        for node in nodes:
+            cp.api.delete(f"/api/v1/nodes/{node}")
+
+
+def _play(
+    cp: ControlPlane,
+    namespace: str,
+    scheduler: str,
+    scrape: Callable[[], str],
+    pause: float,
+    nodes: list[str],
+    pods: list[str],
+) -> tuple[Samples, Samples]:
     pool = {"e2e.kubesched.dev/pool": f"incoming-{uuid.uuid4().hex[:8]}"}
     spec = {"nodeSelector": pool}
-    cp.create_nodes(1, cpu="1", labels=pool, prefix=f"{scheduler}-small-")
+    nodes += cp.create_nodes(1, cpu="1", labels=pool, prefix=f"{scheduler}-small-")
     time.sleep(1)  # the node in the scheduler's cache before the pods come
     common = {"namespace": namespace, "scheduler_name": scheduler, "spec": spec}
     fits, big, gated = (f"{scheduler}-{name}" for name in ("fits", "big", "gated"))
+    pods += [fits, big, gated]
     cp.create_pod(fits, cpu="500m", **common)  # type: ignore[arg-type]
     cp.create_pod(big, cpu="4", **common)  # type: ignore[arg-type]
     held = {**spec, "schedulingGates": [{"name": "e2e.kubesched.dev/wait"}]}
@@ -66,15 +103,25 @@ def story(
     while not big_failed():
         assert time.monotonic() < deadline, "the big pod was never reported unschedulable"
         time.sleep(0.1)
+    waiting = samples(scrape(), scheduler)
     time.sleep(pause)
-    cp.create_nodes(1, cpu="8", labels=pool, prefix=f"{scheduler}-large-")
+    nodes += cp.create_nodes(1, cpu="8", labels=pool, prefix=f"{scheduler}-large-")
     assert cp.wait_bound(big, namespace).startswith(f"{scheduler}-large-")
     cp.api.patch(
         f"/api/v1/namespaces/{namespace}/pods/{gated}", {"spec": {"schedulingGates": None}}
     )
     cp.wait_bound(gated, namespace)
     time.sleep(1)
-    return scrape()
+    return waiting, samples(scrape(), scheduler)
+
+
+def incoming(s: Samples) -> dict[tuple[str, str], float]:
+    """scheduler_queue_incoming_pods_total's (queue, event) -> count."""
+    return {
+        (dict(labels)["queue"], dict(labels)["event"]): v
+        for (name, labels), v in s.items()
+        if name == "scheduler_queue_incoming_pods_total"
+    }
 
 
 CASES = {
@@ -88,7 +135,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", list(CASES))
-async def test_pods_entering_the_queues_are_counted_as_kube_scheduler_counts_them(
+async def test_queue_and_attempt_metrics_read_as_kube_schedulers(
     controlplane: ControlPlane, namespace: str, crds: None, case: str
 ) -> None:
     pause, node_moves = CASES[case]
@@ -102,7 +149,7 @@ async def test_pods_entering_the_queues_are_counted_as_kube_scheduler_counts_the
         }
     )
     try:
-        theirs = incoming(await call(story, cp, namespace, kube_name, kube.metrics, pause))
+        theirs = await call(story, cp, namespace, kube_name, kube.metrics, pause)
     finally:
         kube.stop()
 
@@ -113,7 +160,7 @@ async def test_pods_entering_the_queues_are_counted_as_kube_scheduler_counts_the
         def scrape() -> str:
             return generate_latest(rt.scheduler.metrics.registry).decode()
 
-        ours = incoming(await call(story, cp, namespace, ks_name, scrape, pause))
+        ours = await call(story, cp, namespace, ks_name, scrape, pause)
 
     expected = {
         ("active", "UnscheduledPodAdd"): 2.0,
@@ -122,5 +169,9 @@ async def test_pods_entering_the_queues_are_counted_as_kube_scheduler_counts_the
         ("active", "TargetPodUpdatePodSchedulingGatesEliminated"): 1.0,
         **node_moves,
     }
-    assert theirs == expected, f"kube-scheduler counted {theirs}"
-    assert ours == theirs
+    assert incoming(theirs[1]) == expected, f"kube-scheduler counted {incoming(theirs[1])}"
+    waiting = {(name, dict(labels).get("queue")) for name, labels in theirs[0]}
+    assert ("scheduler_pending_pods", "gated") in waiting, theirs[0]
+    assert ("scheduler_pending_pods", "unschedulable") in waiting, theirs[0]
+    assert ours[0] == theirs[0], "as the big pod waits"
+    assert ours[1] == theirs[1], "at the end"

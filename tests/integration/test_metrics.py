@@ -9,6 +9,9 @@ import pytest
 from prometheus_client import generate_latest
 
 from kubesched.api.profile import PluginRef, Plugins, PluginSet, ProfileSpec
+from kubesched.backend.queue import SchedulingQueue
+from kubesched.backend.queue_events import EVENT_UNSCHEDULABLE_TIMEOUT
+from kubesched.backend.queue_set import QueueSet
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import ClusterEventWithHint, PreFilterResult
 from kubesched.framework.nodeinfo import NodeInfo
@@ -53,6 +56,8 @@ async def test_attempts_durations_and_queue_gauges() -> None:
     assert value(h, "scheduler_pending_pods", queue="gated") == 1
     assert value(h, "scheduler_pending_pods", queue="active") == 0
     assert value(h, "scheduler_unschedulable_pods", plugin="NodeResourcesFit", profile=p) == 1
+    # kube-scheduler 1.37 counts a gated pod under the plugin that gates it
+    assert value(h, "scheduler_unschedulable_pods", plugin="SchedulingGates", profile=p) == 1
     assert value(h, "scheduler_pod_scheduling_sli_duration_seconds_count", attempts="1") == 1
     assert value(h, "scheduler_preemption_attempts_total") == 1
     assert value(h, "scheduler_pod_scheduled_after_flush_total") == 0
@@ -205,3 +210,36 @@ async def test_pods_entering_the_queues_are_counted_by_queue_and_event() -> None
     # from it at once, activeQ being empty (SchedulerPopFromBackoffQ)
     assert value(h, name, queue="backoff", event="NodeAdd") == 1
     assert value(h, name, queue="active", event="PopFromBackoffQ") == 1
+
+
+def test_a_rejected_pod_counts_under_its_rejectors_until_it_is_tried_again() -> None:
+    """scheduler_unschedulable_pods as kube-scheduler keeps it: from the failed attempt
+    until the next one begins, wherever the pod waits (the unschedulable pool, backoffQ,
+    activeQ), not only while it is parked."""
+    t = [100.0]
+    q = SchedulingQueue(clock=lambda: t[0])
+    qs = QueueSet()
+    qs.add_queue("p", q)
+    m = SchedulerMetrics()
+    m.watch_queues(qs)
+    q.add(make_pod("big").pod())
+    qpi = q.pop_nowait()
+    assert qpi is not None
+    qpi.unschedulable_plugins = {"NodeResourcesFit"}
+    q.add_unschedulable(qpi, scheduling_cycle=q.scheduling_cycle())
+
+    def gauge() -> float | None:
+        return m.registry.get_sample_value(
+            "scheduler_unschedulable_pods", {"plugin": "NodeResourcesFit", "profile": "p"}
+        )
+
+    assert gauge() == 1  # parked
+    q.move_all_to_active_or_backoff(EVENT_UNSCHEDULABLE_TIMEOUT)
+    assert dict((qp.pod.name, where) for qp, where in q.pending_pods()) == {"big": "backoff"}
+    assert gauge() == 1  # backing off: still counted
+    t[0] += 60
+    q.flush_backoff_completed()
+    assert dict((qp.pod.name, where) for qp, where in q.pending_pods()) == {"big": "active"}
+    assert gauge() == 1  # in activeQ, not yet tried again
+    assert q.pop_nowait() is not None
+    assert not gauge()  # its next attempt began

@@ -433,7 +433,7 @@ class _QueueCollector(Collector):
         self._queues = queues
 
     def collect(self) -> Iterator[Metric]:
-        from kubesched.backend.queue import UNSCHEDULABLE
+        from kubesched.backend.queue import GATED
 
         pending = GaugeMetricFamily(
             "scheduler_pending_pods",
@@ -458,10 +458,14 @@ class _QueueCollector(Collector):
             for profile, q in qs.queues().items():
                 for k, v in q.pending_counts().items():
                     counts[k] = counts.get(k, 0) + v
+                # as kube-scheduler 1.37 keeps the gauge: every queued pod (not in
+                # flight) under the plugins that rejected it in its last attempt, and a
+                # gated one under the plugin that gates it
                 for qpi, where in q.pending_pods():
-                    if where != UNSCHEDULABLE:
-                        continue
-                    for p in qpi.unschedulable_plugins | qpi.pending_plugins:
+                    plugins = qpi.unschedulable_plugins | qpi.pending_plugins
+                    if where == GATED and qpi.gating_plugin:
+                        plugins = plugins | {qpi.gating_plugin}
+                    for p in plugins:
                         by_plugin[(p, profile)] = by_plugin.get((p, profile), 0) + 1
         for k, v in counts.items():
             pending.add_metric([k], v)
