@@ -61,6 +61,24 @@ async def test_attempts_durations_and_queue_gauges() -> None:
     assert value(h, "scheduler_pod_scheduling_sli_duration_seconds_count", attempts="1") == 1
     assert value(h, "scheduler_preemption_attempts_total") == 1
     assert value(h, "scheduler_pod_scheduled_after_flush_total") == 0
+
+    # as kube-scheduler 1.37 records them (checked against it in
+    # tests/e2e/test_queue_metrics_differential.py): PreEnqueue once per pod queued, a
+    # success whatever the plugins said; Filter once per filtering pass; PreBindPreFlight
+    # skipped when no PreBind plugin has work; PostBind after each bind
+    def point_count(point: str, status: str = "Success") -> float:
+        return value(
+            h,
+            "scheduler_framework_extension_point_duration_seconds_count",
+            extension_point=point,
+            status=status,
+            profile=p,
+        )
+
+    assert point_count("PreEnqueue") == 3
+    assert point_count("Filter") == 2
+    assert point_count("PreBindPreFlight", "Skip") == 1
+    assert point_count("PostBind") == 1
     for point in ("PreFilter", "PreScore", "Score", "Reserve", "Permit", "Bind"):
         assert (
             value(

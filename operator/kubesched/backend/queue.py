@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
@@ -160,6 +161,10 @@ class SchedulingQueue:
         ``ScheduleAttemptFailure``, ``BackoffComplete``, ``PopFromBackoffQ``, ``NodeAdd``,
         ...). A pod that stays parked (an event that does not move it, a pod still
         gated) is not counted."""
+        self.on_pre_enqueue: Callable[[float], None] | None = None
+        """Called with the seconds each run of the PreEnqueue plugins took, wherever
+        kube-scheduler runs them (a pod's entry into activeQ, or into backoffQ with
+        ``pop_from_backoff``), plugins or none."""
 
     # -- listeners ---------------------------------------------------------------------
     def add_listener(self, callback: Callable[[], None]) -> None:
@@ -548,6 +553,17 @@ class SchedulingQueue:
 
     def _run_pre_enqueue(self, qpi: QueuedPodInfo) -> bool:
         """Run PreEnqueue plugins, the one that gated the pod last first."""
+        if (observe := self.on_pre_enqueue) is None:
+            return self._pre_enqueue_passes(qpi)
+        t0 = time.perf_counter()
+        try:
+            return self._pre_enqueue_passes(qpi)
+        finally:
+            observe(time.perf_counter() - t0)
+
+    def _pre_enqueue_passes(self, qpi: QueuedPodInfo) -> bool:
+        if not self._pre_enqueue:
+            return True
         plugins = self._pre_enqueue
         if qpi.gating_plugin:
             plugins = tuple(sorted(plugins, key=lambda p: p.name != qpi.gating_plugin))
@@ -572,11 +588,7 @@ class SchedulingQueue:
         ``from_backoff`` passed PreEnqueue as it entered backoffQ (``pop_from_backoff``).
         ``event`` names the move (:attr:`on_incoming`); a pod ``parked`` came from the
         parked pools, and is not counted if it goes back there."""
-        if (
-            not self._pre_enqueue
-            or (from_backoff and self.pop_from_backoff)
-            or self._run_pre_enqueue(qpi)
-        ):
+        if (from_backoff and self.pop_from_backoff) or self._run_pre_enqueue(qpi):
             self._push_active(qpi)
             self._incoming(ACTIVE, event)
             return True
@@ -603,7 +615,7 @@ class SchedulingQueue:
             return UNSCHEDULABLE
         now = self._clock() if now is None else now
         if strategy is Strategy.AFTER_BACKOFF and self._backing_off(qpi, now):
-            if self.pop_from_backoff and self._pre_enqueue and not self._run_pre_enqueue(qpi):
+            if self.pop_from_backoff and not self._run_pre_enqueue(qpi):
                 self._gated[qpi.pod.uid] = qpi  # kube: PreEnqueue as it enters backoffQ
                 if not parked:
                     self._incoming(UNSCHEDULABLE, event)

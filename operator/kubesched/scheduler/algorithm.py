@@ -161,25 +161,56 @@ class Algorithm:
             return np.empty(0, dtype=np.intp), diagnosis
         allowed, narrowing = pre
         if batch is not None and allowed is None:
+            t0 = time.perf_counter()
             hint = batch.hint(fwk, state, pod, snap)
             if hint is not None:
+                self._observe_filter(fwk, t0)  # kube filters the hinted node
                 return np.array([hint], dtype=np.intp), diagnosis
-        nominated = _fitting_nominated_node(fwk, state, pod, snap, allowed)
-        if nominated is not None:
-            return np.array([nominated], dtype=np.intp), diagnosis
+        if pod.nominated_node_name and snap.get(pod.nominated_node_name) is not None:
+            t0 = time.perf_counter()
+            nominated = _fitting_nominated_node(fwk, state, pod, snap, allowed)
+            self._observe_filter(fwk, t0)  # kube filters the nominated node alone first
+            if nominated is not None:
+                return np.array([nominated], dtype=np.intp), diagnosis
 
         candidates = _candidates(snap, allowed, narrowing, diagnosis)
+        n = len(candidates)
+        if not fwk.has_filter_plugins():
+            if n == 0:
+                return candidates, diagnosis
+            # kube-scheduler: the first to_find nodes from the rotating offset, not all.
+            to_find = num_feasible_nodes_to_find(fwk.percentage_of_nodes_to_score, n)
+            take = candidates[(np.arange(to_find) + self.next_start_node_index % n) % n]
+            self.next_start_node_index = (self.next_start_node_index + to_find) % len(snap)
+            return take, diagnosis
+        t0 = time.perf_counter()
+        try:
+            return self._filter(fwk, state, pod, snap, candidates, diagnosis)
+        finally:
+            self._observe_filter(fwk, t0)
+
+    def _observe_filter(self, fwk: Framework, t0: float) -> None:
+        """The Filter extension point's duration, as kube-scheduler records it: once per
+        filtering of the nodes (the nominated or hinted node alone, then all), with
+        filter plugins configured; its status always Success (errors included)."""
+        if (observe := self.on_extension_point) is not None and fwk.has_filter_plugins():
+            observe("Filter", None, fwk.profile_name, time.perf_counter() - t0)
+
+    def _filter(
+        self,
+        fwk: Framework,
+        state: CycleState,
+        pod: Pod,
+        snap: Snapshot,
+        candidates: npt.NDArray[np.intp],
+        diagnosis: Diagnosis,
+    ) -> tuple[npt.NDArray[np.intp], Diagnosis]:
+        """Filter ``candidates`` from the rotating offset until enough fit."""
         n = len(candidates)
         if n == 0:
             return candidates, diagnosis
         to_find = num_feasible_nodes_to_find(fwk.percentage_of_nodes_to_score, n)
         start = self.next_start_node_index % n
-        if not fwk.has_filter_plugins():
-            # kube-scheduler: the first to_find nodes from the rotating offset, not all.
-            take = candidates[(np.arange(to_find) + start) % n]
-            self.next_start_node_index = (self.next_start_node_index + to_find) % len(snap)
-            return take, diagnosis
-
         order = np.concatenate((candidates[start:], candidates[:start])) if start else candidates
         combined, scalar, masks = fwk.filter_masks(state, pod, snap)
         nominated_rows = {snap.by_name[nm].index for nm in _nominated_nodes(fwk, snap, pod)}

@@ -295,7 +295,11 @@ class BindingCycles:
     async def _binding_cycle(
         self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, assumed: Pod, cycle: int
     ) -> None:
+        t0 = time.perf_counter()
         s = fwk.run_pre_bind_pre_flights(state, assumed, assumed.node_name)
+        self.metrics.extension_point(
+            "PreBindPreFlight", s, fwk.profile_name, time.perf_counter() - t0
+        )
         if s is not None and s.code == Code.ERROR:
             fwk.reject_waiting_pod(assumed.uid, s.plugin, s.message())
         else:
@@ -383,7 +387,10 @@ class BindingCycles:
             flushed=qpi.flushed,
         )
         self.stats.outcomes[assumed.uid] = PodOutcome(node, "Scheduled", "", qpi.attempts)
+        t0 = time.perf_counter()
         fwk.run_post_bind(state, assumed, node)
+        # kube-scheduler records PostBind as a success always, plugins or none
+        self.metrics.extension_point("PostBind", None, fwk.profile_name, time.perf_counter() - t0)
         with contextlib.suppress(NotFound):
             await self.cluster.record_event(
                 assumed,

@@ -13,6 +13,7 @@ gang's whole-group cycle :mod:`kubesched.scheduler.gang_cycle`'s.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 import time
@@ -172,6 +173,9 @@ class Scheduler(BindingCycles):
             old.close()
         # counted from here: the pods carried over entered a queue before the swap
         q.on_incoming = self.metrics.incoming
+        # kube-scheduler records every run of PreEnqueue as a success (its status is
+        # never read into the metric), under the pod's scheduler name
+        q.on_pre_enqueue = functools.partial(self.metrics.extension_point, "PreEnqueue", None, name)
         self.queues.add_queue(name, q)
         self.profiles[name] = profile
         waiting = [p for p in self.unserved.values() if p.scheduler_name == name]
