@@ -2,13 +2,15 @@
 story played to each on the shared control plane, and the metrics compared twice, while
 a pod waits and at the end.
 
-The story: a pod that fits, one too big for the only node of its pool, and a gated one;
-a node that fits the big pod joins the pool, once its backoff is over or while it backs
-off; then the gated pod's gate is removed. ``scheduler_queue_incoming_pods_total`` names
+The story: a pod that fits, one too big for the only node of its pool, a gated one, and
+one whose claim does not exist (rejected at PreFilter every time: it is still pending
+at the end); a node that fits the big pod joins the pool, once its backoff is over or
+while it backs off; then the gated pod's gate is removed. ``scheduler_queue_incoming_pods_total`` names
 every move by what caused it (the pod's add, the failed attempt, the node's add, the
 pod's own update); ``scheduler_pending_pods`` and ``scheduler_unschedulable_pods`` say
 where the pods wait; ``scheduler_schedule_attempts_total`` and
-``scheduler_pod_scheduling_attempts`` count the attempts.
+``scheduler_pod_scheduling_attempts`` count the attempts, and the extension points'
+duration counts say how often each ran, with what status.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ COMPARED = (
     "scheduler_pod_scheduling_sli_duration_seconds_count",
     "scheduler_scheduling_attempt_duration_seconds_count",
     "scheduler_framework_extension_point_duration_seconds_count",
+    "scheduler_preemption_attempts_total",
 )
 _SAMPLE = re.compile(r"^(\w+)(?:\{([^}]*)\})? ([0-9.e+]+)$")
 
@@ -89,12 +92,21 @@ def _play(
     nodes += cp.create_nodes(1, cpu="1", labels=pool, prefix=f"{scheduler}-small-")
     time.sleep(1)  # the node in the scheduler's cache before the pods come
     common = {"namespace": namespace, "scheduler_name": scheduler, "spec": spec}
-    fits, big, gated = (f"{scheduler}-{name}" for name in ("fits", "big", "gated"))
-    pods += [fits, big, gated]
+    names = ("fits", "big", "gated", "claimless")
+    fits, big, gated, claimless = (f"{scheduler}-{name}" for name in names)
+    pods += [fits, big, gated, claimless]
     cp.create_pod(fits, cpu="500m", **common)  # type: ignore[arg-type]
     cp.create_pod(big, cpu="4", **common)  # type: ignore[arg-type]
     held = {**spec, "schedulingGates": [{"name": "e2e.kubesched.dev/wait"}]}
     cp.create_pod(gated, namespace=namespace, scheduler_name=scheduler, spec=held)
+    # its claim never comes: rejected at PreFilter (VolumeRestrictions) every time
+    volume = {"name": "data", "persistentVolumeClaim": {"claimName": f"{claimless}-none"}}
+    cp.create_pod(
+        claimless,
+        namespace=namespace,
+        scheduler_name=scheduler,
+        spec={**spec, "volumes": [volume]},
+    )
     cp.wait_bound(fits, namespace)
 
     def big_failed() -> bool:
@@ -130,12 +142,12 @@ def incoming(s: Samples) -> dict[tuple[str, str], float]:
 
 
 CASES = {
-    # the big pod's backoff (1 s, counted in whole seconds) is over: the node's add
-    # sends it to activeQ
-    "node-after-backoff": (3.0, {("active", "NodeAdd"): 1.0}),
-    # the node comes while it backs off: backoffQ, from which it is popped at once,
+    # the big and claimless pods' backoff (1 s, counted in whole seconds) is over: the
+    # node's add sends them to activeQ
+    "node-after-backoff": (3.0, {("active", "NodeAdd"): 2.0}),
+    # the node comes while they back off: backoffQ, from which each is popped at once,
     # activeQ being empty (SchedulerPopFromBackoffQ)
-    "node-during-backoff": (0.0, {("backoff", "NodeAdd"): 1.0, ("active", "PopFromBackoffQ"): 1.0}),
+    "node-during-backoff": (0.0, {("backoff", "NodeAdd"): 2.0, ("active", "PopFromBackoffQ"): 2.0}),
 }
 
 
@@ -168,9 +180,11 @@ async def test_queue_and_attempt_metrics_read_as_kube_schedulers(
         ours = await call(story, cp, namespace, ks_name, scrape, pause)
 
     expected = {
-        ("active", "UnscheduledPodAdd"): 2.0,
+        ("active", "UnscheduledPodAdd"): 3.0,
         ("unschedulable", "UnscheduledPodAdd"): 1.0,
-        ("unschedulable", "ScheduleAttemptFailure"): 1.0,
+        # the big pod and the claimless one, which the node's add moves too and fails
+        # again
+        ("unschedulable", "ScheduleAttemptFailure"): 3.0,
         ("active", "TargetPodUpdatePodSchedulingGatesEliminated"): 1.0,
         **node_moves,
     }

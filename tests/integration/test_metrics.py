@@ -261,3 +261,35 @@ def test_a_rejected_pod_counts_under_its_rejectors_until_it_is_tried_again() -> 
     assert gauge() == 1  # in activeQ, not yet tried again
     assert q.pop_nowait() is not None
     assert not gauge()  # its next attempt began
+
+
+async def test_a_post_filter_error_leaves_the_attempt_unschedulable_with_its_message() -> None:
+    """kube-scheduler 1.37 on a pod whose claim does not exist: VolumeRestrictions rejects
+    it at PreFilter, so DynamicResources' PreFilter never ran, and its PostFilter fails to
+    read its state ("not found", an Error). The error ends PostFilter (no preemption is
+    tried) and joins the message; the attempt is Unschedulable, not a scheduler error."""
+    h = Harness()
+    h.apply(make_node("n1").obj(), make_pod("claimless").pvc("missing").obj())
+    async with running(h):
+        await h.wait_for(lambda: "FailedScheduling" in h.reasons("default/claimless"))
+    events = [
+        e for e in h.cluster.events_for("default/claimless") if e.reason == "FailedScheduling"
+    ]
+    assert events[0].message == (
+        '0/1 nodes are available: persistentvolumeclaim "missing" not found. not found'
+    )
+    p = "kubesched"
+    assert value(h, "scheduler_schedule_attempts_total", result="unschedulable", profile=p) == 1
+    assert value(h, "scheduler_schedule_attempts_total", result="error", profile=p) == 0
+    assert value(h, "scheduler_preemption_attempts_total") == 0
+    assert (
+        value(
+            h,
+            "scheduler_framework_extension_point_duration_seconds_count",
+            extension_point="PostFilter",
+            status="Error",
+            profile=p,
+        )
+        == 1
+    )
+    assert value(h, "scheduler_unschedulable_pods", plugin="VolumeRestrictions", profile=p) == 1

@@ -150,11 +150,12 @@ class BindingCycles:
             self.metrics.extension_point(
                 "PostFilter", s, fwk.profile_name, time.perf_counter() - t0
             )
-            if any(p.name == "DefaultPreemption" for p in fwk.chain.post_filter):
+            if _preemption_ran(fwk, s):
                 self.metrics.preemption_attempts.inc()
             if s is not None and s.code == Code.ERROR:
-                self._fail(fwk, qpi, s, cycle)
-                return
+                # as kube-scheduler: an error in PostFilter is logged and its message
+                # joins the pod's; the attempt stays a failure to fit (Unschedulable)
+                log.warning("pod %s: PostFilter: %s", qpi.pod.key, s.message())
             if s is not None and s.message():
                 diag.post_filter_msg = s.message()
             if res is not None:
@@ -400,3 +401,15 @@ class BindingCycles:
                 message=f"Successfully assigned {assumed.key} to {node}",
                 reporting_controller=fwk.profile_name,
             )
+
+
+def _preemption_ran(fwk: Framework, s: Status | None) -> bool:
+    """Whether DefaultPreemption's PostFilter ran (kube-scheduler counts
+    ``scheduler_preemption_attempts_total`` in it): it is in the chain, and no plugin
+    before it ended the phase (succeeded, or said UnschedulableAndUnresolvable or Error)."""
+    names = [p.name for p in fwk.chain.post_filter]
+    if "DefaultPreemption" not in names:
+        return False
+    if s is None or s.code in (Code.SUCCESS, Code.UNSCHEDULABLE) or s.plugin not in names:
+        return True
+    return names.index(s.plugin) >= names.index("DefaultPreemption")

@@ -404,9 +404,11 @@ def test_profiles_reading_one_store_share_the_in_flight_allocations() -> None:
 
 def test_post_filter_without_pre_filter_state_ends_the_phase_as_kube_does() -> None:
     pl, _ = plugin()
+    # kube's getStateData error, an Error status: it ends PostFilter (preemption is not
+    # tried) and its text joins the pod's message; the attempt stays Unschedulable
     assert pl.post_filter(CycleState(), make_pod("p").pod(), {}) == (
         None,
-        unresolvable("not found"),
+        Status.as_error("not found", plugin="DynamicResources"),
     )
 
 

@@ -447,7 +447,7 @@ class DynamicResources(
             # An earlier PreFilter rejected the pod, so ours never ran: kube's PostFilter
             # fails to read its state and that error ("not found") ends the PostFilter
             # phase, preemption untried; the pod's message ends ". not found" as kube's.
-            return None, Status.unresolvable(STATE_NOT_FOUND, plugin=NAME)
+            return None, Status.as_error(STATE_NOT_FOUND, plugin=NAME)
         if not data.claims and data.extended is None:
             return None, Status.unschedulable()
         for index in sorted(data.unavailable):
