@@ -168,7 +168,7 @@ class Algorithm:
                 return np.array([hint], dtype=np.intp), diagnosis
         if pod.nominated_node_name and snap.get(pod.nominated_node_name) is not None:
             t0 = time.perf_counter()
-            nominated = _fitting_nominated_node(fwk, state, pod, snap, allowed)
+            nominated = _fitting_nominated_node(fwk, state, pod, snap)
             self._observe_filter(fwk, t0)  # kube filters the nominated node alone first
             if nominated is not None:
                 return np.array([nominated], dtype=np.intp), diagnosis
@@ -349,14 +349,15 @@ class _StatusError(Exception):
 
 
 def _fitting_nominated_node(
-    fwk: Framework, state: CycleState, pod: Pod, snap: Snapshot, allowed: set[str] | None
+    fwk: Framework, state: CycleState, pod: Pod, snap: Snapshot
 ) -> int | None:
-    """The row of the pod's nominated node (from an earlier preemption) when PreFilter
-    allows it and it still fits; it is tried before any other node."""
+    """The row of the pod's nominated node (from an earlier preemption) when it still
+    fits; it is tried before any other node, with Filter alone, whatever nodes PreFilter
+    narrowed the cycle to (kube-scheduler's evaluateNominatedNode)."""
     if not pod.nominated_node_name:
         return None
     nom = snap.get(pod.nominated_node_name)
-    if nom is None or (allowed is not None and nom.name not in allowed):
+    if nom is None:
         return None
     st = fwk.run_filter_plugins_with_nominated_pods(state, pod, nom)
     if st is None:
