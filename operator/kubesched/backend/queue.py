@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
@@ -42,6 +40,7 @@ from kubesched.backend.queue_backoff import (
     BackoffQueue,
     align,
     backoff_duration,
+    backoff_expiry,
     errored,
 )
 from kubesched.backend.queue_events import (
@@ -52,6 +51,7 @@ from kubesched.backend.queue_events import (
     is_pod_updated,
     pod_update_event,
 )
+from kubesched.backend.queue_gates import PreEnqueueGate
 from kubesched.backend.queue_heap import PodHeap
 from kubesched.backend.queue_inflight import InFlightPods
 from kubesched.framework.interface import (
@@ -132,7 +132,8 @@ class SchedulingQueue:
             sort_key = _default_sort_key
         self._sort_key = sort_key
         self._less = less
-        self._pre_enqueue = tuple(pre_enqueue)
+        self.pre_enqueue = PreEnqueueGate(pre_enqueue)
+        """The PreEnqueue plugins (``pre_enqueue.observe`` times each run)."""
         self._hints = QueueingHints(events)
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
@@ -161,10 +162,6 @@ class SchedulingQueue:
         ``ScheduleAttemptFailure``, ``BackoffComplete``, ``PopFromBackoffQ``, ``NodeAdd``,
         ...). A pod that stays parked (an event that does not move it, a pod still
         gated) is not counted."""
-        self.on_pre_enqueue: Callable[[float], None] | None = None
-        """Called with the seconds each run of the PreEnqueue plugins took, wherever
-        kube-scheduler runs them (a pod's entry into activeQ, or into backoffQ with
-        ``pop_from_backoff``), plugins or none."""
 
     # -- listeners ---------------------------------------------------------------------
     def add_listener(self, callback: Callable[[], None]) -> None:
@@ -526,14 +523,8 @@ class SchedulingQueue:
         return backoff_duration(qpi, self.initial_backoff, self.max_backoff)
 
     def backoff_expiry(self, qpi: QueuedPodInfo) -> float:
-        """When the pod's backoff ends: its last failure plus :meth:`backoff_duration`,
-        with ``pop_from_backoff`` rounded down to a whole window (kube-scheduler's
-        ``BackoffExpiration``); -inf when it has none (no failure counted yet, or a
-        ``max_backoff`` of 0, which turns backoff off as in kube-scheduler)."""
-        if self.max_backoff <= 0 or not (qpi.consecutive_errors or qpi.unschedulable_count):
-            return -math.inf
-        expiry = qpi.last_failure + self.backoff_duration(qpi)
-        return align(expiry) if self.pop_from_backoff else expiry
+        """When the pod's backoff ends (:func:`~kubesched.backend.queue_backoff.backoff_expiry`)."""
+        return backoff_expiry(qpi, self.initial_backoff, self.max_backoff, self.pop_from_backoff)
 
     def _backing_off(self, qpi: QueuedPodInfo, now: float) -> bool:
         if self.pop_from_backoff:
@@ -551,36 +542,6 @@ class SchedulingQueue:
         if expiry + (WINDOW if self.pop_from_backoff else 0.0) < self._run_deadline:
             self._wake.set()
 
-    def _run_pre_enqueue(self, qpi: QueuedPodInfo) -> bool:
-        """Run PreEnqueue plugins, the one that gated the pod last first."""
-        if (observe := self.on_pre_enqueue) is None:
-            return self._pre_enqueue_passes(qpi)
-        t0 = time.perf_counter()
-        try:
-            return self._pre_enqueue_passes(qpi)
-        finally:
-            observe(time.perf_counter() - t0)
-
-    def _pre_enqueue_passes(self, qpi: QueuedPodInfo) -> bool:
-        if not self._pre_enqueue:
-            return True
-        plugins = self._pre_enqueue
-        if qpi.gating_plugin:
-            plugins = tuple(sorted(plugins, key=lambda p: p.name != qpi.gating_plugin))
-        for pl in plugins:
-            try:
-                status = pl.pre_enqueue(qpi.pod)
-            except Exception as e:  # a broken plugin gates the pod; the loop goes on
-                log.exception("PreEnqueue plugin %s failed on pod %s", pl.name, qpi.pod.key)
-                qpi.gated, qpi.gating_plugin, qpi.message = True, pl.name, str(e)
-                return False
-            if status is not None and not status.is_success():
-                qpi.gated, qpi.gating_plugin, qpi.message = True, pl.name, status.message()
-                qpi.flushed = False  # kube: a flushed pod gated again is no longer counted
-                return False
-        qpi.gated, qpi.gating_plugin = False, ""
-        return True
-
     def _move_to_active(
         self, qpi: QueuedPodInfo, event: str, *, from_backoff: bool = False, parked: bool = False
     ) -> bool:
@@ -588,7 +549,7 @@ class SchedulingQueue:
         ``from_backoff`` passed PreEnqueue as it entered backoffQ (``pop_from_backoff``).
         ``event`` names the move (:attr:`on_incoming`); a pod ``parked`` came from the
         parked pools, and is not counted if it goes back there."""
-        if (from_backoff and self.pop_from_backoff) or self._run_pre_enqueue(qpi):
+        if (from_backoff and self.pop_from_backoff) or self.pre_enqueue.passes(qpi):
             self._push_active(qpi)
             self._incoming(ACTIVE, event)
             return True
@@ -615,7 +576,7 @@ class SchedulingQueue:
             return UNSCHEDULABLE
         now = self._clock() if now is None else now
         if strategy is Strategy.AFTER_BACKOFF and self._backing_off(qpi, now):
-            if self.pop_from_backoff and not self._run_pre_enqueue(qpi):
+            if self.pop_from_backoff and not self.pre_enqueue.passes(qpi):
                 self._gated[qpi.pod.uid] = qpi  # kube: PreEnqueue as it enters backoffQ
                 if not parked:
                     self._incoming(UNSCHEDULABLE, event)

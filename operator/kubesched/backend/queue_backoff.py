@@ -24,7 +24,7 @@ from typing import Any
 from kubesched.backend.queue_heap import LessFn, PodHeap
 from kubesched.framework.nodeinfo import QueuedPodInfo
 
-__all__ = ["WINDOW", "BackoffQueue", "align", "backoff_duration", "errored"]
+__all__ = ["WINDOW", "BackoffQueue", "align", "backoff_duration", "backoff_expiry", "errored"]
 
 WINDOW = 1.0
 """kube-scheduler's backoffQ ordering window (``backoffQOrderingWindowDuration``): with
@@ -49,6 +49,17 @@ def backoff_duration(qpi: QueuedPodInfo, initial: float, cap: float) -> float:
     if qpi.group_size > 1:
         cap *= math.sqrt(qpi.group_size)
     return float(min(initial * 2 ** min(count - 1, 62), cap))
+
+
+def backoff_expiry(qpi: QueuedPodInfo, initial: float, cap: float, windows: bool) -> float:
+    """When the pod's backoff ends: its last failure plus :func:`backoff_duration`, with
+    ``windows`` (SchedulerPopFromBackoffQ) rounded down to a whole :data:`WINDOW`
+    (kube-scheduler's ``BackoffExpiration``); -inf when it has none (no failure counted
+    yet, or a ``cap`` of 0, which turns backoff off as in kube-scheduler)."""
+    if cap <= 0 or not (qpi.consecutive_errors or qpi.unschedulable_count):
+        return -math.inf
+    expiry = qpi.last_failure + backoff_duration(qpi, initial, cap)
+    return align(expiry) if windows else expiry
 
 
 class _ByLess:

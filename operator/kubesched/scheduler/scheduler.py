@@ -175,7 +175,9 @@ class Scheduler(BindingCycles):
         q.on_incoming = self.metrics.incoming
         # kube-scheduler records every run of PreEnqueue as a success (its status is
         # never read into the metric), under the pod's scheduler name
-        q.on_pre_enqueue = functools.partial(self.metrics.extension_point, "PreEnqueue", None, name)
+        q.pre_enqueue.observe = functools.partial(
+            self.metrics.extension_point, "PreEnqueue", None, name
+        )
         self.queues.add_queue(name, q)
         self.profiles[name] = profile
         waiting = [p for p in self.unserved.values() if p.scheduler_name == name]
