@@ -184,6 +184,18 @@ BAD_INPUTS = [
         id="run-bad-environment-variable-lower-case",
     ),
     pytest.param(
+        ["run", "--scheduler-name", "kubesched", "--scheduler-name", "Batch_Jobs"],
+        {},
+        "'Batch_Jobs' is not a schedulerName: lower case letters, digits, '-' and '.'",
+        id="run-bad-scheduler-name",
+    ),
+    pytest.param(
+        ["run"],
+        {"KUBESCHED_SCHEDULER_NAMES": "a,-b"},
+        "KUBESCHED_SCHEDULER_NAMES='a,-b': '-b' is not a schedulerName",
+        id="run-bad-scheduler-name-variable",
+    ),
+    pytest.param(
         ["run", "--port", "eighty"],
         {},
         "argument --port: invalid int value: 'eighty'",
@@ -297,6 +309,38 @@ def test_the_kubectl_plugin_is_installed_as_a_console_script() -> None:
 
     [ep] = [e for e in entry_points(group="console_scripts") if e.name == "kubectl-kubesched"]
     assert ep.value == "kubesched.cli:kubectl_main"
+
+
+RUN_MISTAKES = [p for p in BAD_INPUTS if str(p.id).startswith("run-")]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(("argv", "env", "message"), RUN_MISTAKES)
+def test_a_run_mistake_is_one_line_in_a_process_of_its_own(
+    files: Path,
+    closed_port: int,
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+    env: dict[str, str],
+    message: str,
+) -> None:
+    """As ``kubesched run`` meets it: its early listing is importing in another thread
+    while the settings are refused, and nothing else is imported yet (in-process, the
+    test runner has imported everything)."""
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    done = subprocess.run(
+        [sys.executable, "-m", "kubesched", *(a.replace("{tmp}", str(files)) for a in argv)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("kubesched: error: ") and message in lines[0], done.stderr
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from kubesched.api.meta import Condition, Model
 __all__ = [
     "DEFAULT_SCHEDULER_NAME",
     "EXTENSION_POINT_FIELDS",
+    "SCHEDULER_NAME_PATTERN",
     "ActivePlugins",
     "Backoff",
     "Condition",
@@ -32,6 +33,8 @@ DEFAULT_SCHEDULER_NAME = "kubesched"
 """The scheduler name the built-in default profile serves."""
 
 _NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+SCHEDULER_NAME_PATTERN = _NAME
+"""What a ``schedulerName`` may be (at most 253 characters): settings check it too."""
 
 # CEL rules (``x-kubernetes-validations``) and the pydantic validators below check the
 # same things with the same messages: the API server refuses a mistake at admission,

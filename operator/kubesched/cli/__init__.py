@@ -81,9 +81,11 @@ def _user_errors() -> tuple[type[Exception], ...]:
         ("kubesched.framework.types", "ObjectError"),
         ("kubesched.simulator.scenario", "ScenarioError"),
     ):
-        loaded = sys.modules.get(module)
-        if loaded is not None:
-            errors.append(getattr(loaded, name))
+        # a module another thread is still importing (run's early listing imports the
+        # kubeconfig loader) may not define its class yet: then nothing raised one
+        error = getattr(sys.modules.get(module), name, None)
+        if error is not None:
+            errors.append(error)
     return tuple(errors)
 
 

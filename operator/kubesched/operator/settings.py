@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import socket
 import uuid
 from collections.abc import Mapping
@@ -25,6 +26,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from kubesched.api.profile import SCHEDULER_NAME_PATTERN
 from kubesched.framework.labels import parse_label_selector
 from kubesched.operator.environ import ENV_PREFIX, NoDecode, read
 
@@ -468,6 +470,18 @@ class Settings(BaseModel):
     def _split(cls, v: Any) -> Any:
         if isinstance(v, str):
             return [s.strip() for s in v.split(",") if s.strip()]
+        return v
+
+    @field_validator("scheduler_names")
+    @classmethod
+    def _check_names(cls, v: list[str]) -> list[str]:
+        # each becomes a profile's schedulerName (ProfileSpec checks the same)
+        for name in v:
+            if len(name) > 253 or not re.match(SCHEDULER_NAME_PATTERN, name):
+                raise ValueError(
+                    f"{name!r} is not a schedulerName: lower case letters, digits, '-' and "
+                    "'.', starting and ending with a letter or digit, at most 253 characters"
+                )
         return v
 
     @model_validator(mode="after")

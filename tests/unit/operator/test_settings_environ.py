@@ -57,8 +57,9 @@ def test_an_empty_variable_is_a_value_not_an_unset_one() -> None:
 def test_scheduler_names_take_a_comma_separated_list_never_json() -> None:
     names = Settings.load(environ={"KUBESCHED_SCHEDULER_NAMES": "a, b,,c"}).scheduler_names
     assert names == ["a", "b", "c"]
-    names = Settings.load(environ={"KUBESCHED_SCHEDULER_NAMES": '["a"]'}).scheduler_names
-    assert names == ['["a"]']
+    # JSON is one name, not a list: refused as a schedulerName
+    with pytest.raises(pydantic.ValidationError, match=r"""'\["a"\]' is not a schedulerName"""):
+        Settings.load(environ={"KUBESCHED_SCHEDULER_NAMES": '["a"]'})
 
 
 def test_a_list_or_dict_setting_takes_json() -> None:
