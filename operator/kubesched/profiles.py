@@ -47,6 +47,7 @@ from kubesched.framework.interface import (
     QueueSortPlugin,
     ReservePlugin,
     ScorePlugin,
+    implements,
 )
 from kubesched.framework.registry import Registry
 from kubesched.framework.runtime import Framework, FrameworkServices, PluginChain
@@ -232,7 +233,7 @@ def _resolve_point(
     explicit: list[str] = []
     for j, p in enumerate(pset.enabled):
         obj = instances.get(p.name, f"plugins.{point}.enabled[{j}].name")
-        if not isinstance(obj, proto):
+        if not implements(obj, proto):
             raise ProfileError(
                 "InvalidPlugin",
                 f"plugins.{point}.enabled[{j}]: plugin {p.name!r} does not implement {point}",
@@ -250,7 +251,7 @@ def _resolve_point(
     from_mp: list[str] = []
     if "*" not in disabled:
         for p in mp.enabled:
-            if not isinstance(instances.built[p.name], proto) or p.name in disabled:
+            if not implements(instances.built[p.name], proto) or p.name in disabled:
                 continue
             if p.name in explicit:
                 overrides.append(p.name)
@@ -289,29 +290,29 @@ def _assemble_chain(
         )
     if not resolved["bind"]:
         raise ProfileError("InvalidPlugin", "plugins.bind: at least one bind plugin is needed")
-    # Each point was resolved by ``isinstance`` against its Protocol: these filters keep
+    # Each point was resolved by ``implements`` against its Protocol: these filters keep
     # every plugin and give mypy the point's type (once per compile, never per cycle).
-    if not isinstance(qs[0], QueueSortPlugin):  # the PrioritySort fallback was not checked
+    if not implements(qs[0], QueueSortPlugin):  # the PrioritySort fallback was not checked
         raise ProfileError(
             "InvalidPlugin",
             f"plugins.queueSort: plugin {qs[0].name!r} does not implement queueSort",
         )
     chain.queue_sort = qs[0]
-    chain.pre_enqueue = [p for p in resolved["preEnqueue"] if isinstance(p, PreEnqueuePlugin)]
-    chain.pre_filter = [p for p in resolved["preFilter"] if isinstance(p, PreFilterPlugin)]
-    chain.filter = [p for p in resolved["filter"] if isinstance(p, FilterPlugin)]
-    chain.post_filter = [p for p in resolved["postFilter"] if isinstance(p, PostFilterPlugin)]
-    chain.pre_score = [p for p in resolved["preScore"] if isinstance(p, PreScorePlugin)]
+    chain.pre_enqueue = [p for p in resolved["preEnqueue"] if implements(p, PreEnqueuePlugin)]
+    chain.pre_filter = [p for p in resolved["preFilter"] if implements(p, PreFilterPlugin)]
+    chain.filter = [p for p in resolved["filter"] if implements(p, FilterPlugin)]
+    chain.post_filter = [p for p in resolved["postFilter"] if implements(p, PostFilterPlugin)]
+    chain.pre_score = [p for p in resolved["preScore"] if implements(p, PreScorePlugin)]
     chain.score = [
         (p, (weights.get(p.name) if p.name in weights else mp_weights.get(p.name)) or 1)
         for p in resolved["score"]
-        if isinstance(p, ScorePlugin)
+        if implements(p, ScorePlugin)
     ]
-    chain.reserve = [p for p in resolved["reserve"] if isinstance(p, ReservePlugin)]
-    chain.permit = [p for p in resolved["permit"] if isinstance(p, PermitPlugin)]
-    chain.pre_bind = [p for p in resolved["preBind"] if isinstance(p, PreBindPlugin)]
-    chain.bind = [p for p in resolved["bind"] if isinstance(p, BindPlugin)]
-    chain.post_bind = [p for p in resolved["postBind"] if isinstance(p, PostBindPlugin)]
+    chain.reserve = [p for p in resolved["reserve"] if implements(p, ReservePlugin)]
+    chain.permit = [p for p in resolved["permit"] if implements(p, PermitPlugin)]
+    chain.pre_bind = [p for p in resolved["preBind"] if implements(p, PreBindPlugin)]
+    chain.bind = [p for p in resolved["bind"] if implements(p, BindPlugin)]
+    chain.post_bind = [p for p in resolved["postBind"] if implements(p, PostBindPlugin)]
     return chain
 
 
@@ -319,7 +320,7 @@ def _registered_events(built: dict[str, Plugin]) -> dict[str, list[ClusterEventW
     """The cluster events each plugin says can make its pods schedulable."""
     events: dict[str, list[ClusterEventWithHint]] = {}
     for name, obj in built.items():
-        if isinstance(obj, EnqueueExtensions):
+        if implements(obj, EnqueueExtensions):
             events[name] = list(obj.events_to_register())
         else:
             # Like kube-scheduler: a plugin that does not say which events can make its

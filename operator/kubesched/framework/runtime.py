@@ -48,6 +48,7 @@ from kubesched.framework.interface import (
     ScorePlugin,
     VectorFilterPlugin,
     VectorScorePlugin,
+    implements,
 )
 from kubesched.framework.nominated import NominatedFilter
 from kubesched.framework.score_phase import ScorePhase
@@ -169,8 +170,8 @@ class _Runnable:
     def of(cls, chain: PluginChain) -> _Runnable:
         return cls(
             chain,
-            {p.name: p if isinstance(p, VectorFilterPlugin) else None for p in chain.filter},
-            {p.name: p if isinstance(p, VectorScorePlugin) else None for p, _ in chain.score},
+            {p.name: p if implements(p, VectorFilterPlugin) else None for p in chain.filter},
+            {p.name: p if implements(p, VectorScorePlugin) else None for p, _ in chain.score},
         )
 
 

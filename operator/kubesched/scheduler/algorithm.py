@@ -22,7 +22,12 @@ import numpy.typing as npt
 
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.filter_phase import go_list
-from kubesched.framework.interface import Diagnosis, FilterPlugin, VectorDiagnosePlugin
+from kubesched.framework.interface import (
+    Diagnosis,
+    FilterPlugin,
+    VectorDiagnosePlugin,
+    implements,
+)
 from kubesched.framework.runtime import Framework
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Code, Status, distinct, reason_counts
@@ -323,7 +328,7 @@ def _filter_statuses(
 ) -> Sequence[Status | None]:
     """``p``'s Filter status on each of ``rows``: at once if it can say (a vector plugin
     whose mask rejected them), else node by node."""
-    if masked and isinstance(p, VectorDiagnosePlugin):
+    if masked and implements(p, VectorDiagnosePlugin):
         try:
             got = p.filter_statuses(state, pod, snap, rows)
         except Exception as e:  # a plugin bug must not crash the loop
