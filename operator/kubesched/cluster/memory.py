@@ -291,6 +291,11 @@ class MemoryCluster:
         nominated_node_name: str | None = None,
     ) -> None:
         self._maybe_fail("patch_pod_status")
+        current = self.pod(pod.key)
+        if current is not None and not _status_changes(
+            current.get("status") or {}, condition, nominated_node_name
+        ):
+            return  # nothing changes: no write, no update event (as KubeCluster)
 
         def patch(new: dict[str, Any]) -> None:
             st = new["status"]
@@ -551,3 +556,21 @@ def _wants_claims(obj: Mapping[str, Any]) -> bool:
         return False
     claims = spec.get("resourceClaims")
     return isinstance(claims, list) and bool(claims) and isinstance(status, Mapping | None)
+
+
+def _status_changes(
+    status: Mapping[str, Any], condition: PodCondition | None, nominated: str | None
+) -> bool:
+    """Whether patching ``status`` with ``condition`` and ``nominated`` changes it."""
+    if nominated is not None and nominated != (status.get("nominatedNodeName") or ""):
+        return True
+    if condition is None:
+        return False
+    for c in status.get("conditions") or ():
+        if c.get("type") == condition.type:
+            return (c.get("status"), c.get("reason") or "", c.get("message") or "") != (
+                condition.status,
+                condition.reason,
+                condition.message,
+            )
+    return True

@@ -91,6 +91,16 @@ class FitError(Exception):
         return msg
 
 
+def one_node_rejection(pod: Pod, node: str, s: Status) -> Status:
+    """A rejection at Reserve or Permit as kube-scheduler 1.37 reports it: a FitError
+    over the one node tried ("0/1 nodes are available: 1 <reason>."), the plugin among
+    the pod's rejectors. Any other status is returned as it is."""
+    if not s.is_rejected():
+        return s
+    msg = str(FitError(pod, 1, Diagnosis(node_to_status={node: s})))
+    return Status(s.code, msg, plugin=s.plugin, error=s.error)
+
+
 @dataclass(slots=True)
 class ScheduleResult:
     node_name: str

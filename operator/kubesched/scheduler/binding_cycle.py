@@ -33,7 +33,7 @@ from kubesched.framework.nodeinfo import QueuedPodInfo
 from kubesched.framework.runtime import Framework
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import Pod
-from kubesched.scheduler.algorithm import FitError
+from kubesched.scheduler.algorithm import FitError, one_node_rejection
 from kubesched.scheduler.bindretry import (
     BindRetryPolicy,
     assigned_node,
@@ -143,8 +143,11 @@ class BindingCycles:
         self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, err: FitError, cycle: int
     ) -> None:
         diag = err.diagnosis
-        nominated: str | None = None
+        # kube-scheduler clears the nomination unless PostFilter runs (no plugins, no
+        # nodes: clearNominatedNode); then its result decides, and none leaves it
+        nominated: str | None = ""
         if fwk.chain.post_filter and not diag.pre_filter_msg.startswith("no nodes"):
+            nominated = None
             t0 = time.perf_counter()
             res, s = fwk.run_post_filter(state, qpi.pod, diag.node_to_status)
             self.metrics.extension_point(
@@ -181,9 +184,12 @@ class BindingCycles:
         status: Status,
         cycle: int,
         *,
-        nominated_node: str | None = None,
+        nominated_node: str | None = "",
     ) -> None:
-        """kube-scheduler's handleSchedulingFailure: requeue, event, condition."""
+        """kube-scheduler's handleSchedulingFailure: requeue, event, condition.
+        ``nominated_node``: the pod's nomination from now on; "" (the default, kube's
+        clearNominatedNode for every failure but one after PostFilter) clears it, None
+        leaves it as it is."""
         pod = qpi.pod
         rejected = status.is_rejected()
         reason = "Unschedulable" if rejected else "SchedulerError"
@@ -355,6 +361,8 @@ class BindingCycles:
             fwk.run_unreserve(state, assumed, node)
             self.cache.forget_pod(assumed)
             self.queues.move_all_to_active_or_backoff(ASSIGNED_POD_DELETE, assumed, None)
+            if point == "Permit":
+                s = one_node_rejection(assumed, node, s)
             if point == "Bind" and not isinstance(s.error, NotFound | Conflict):
                 # kube-scheduler's message for a failed bind (handleBindingCycleError)
                 s = Status(

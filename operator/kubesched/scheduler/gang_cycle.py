@@ -312,7 +312,7 @@ class GangCycle:
                 # Another Permit plugin said no (Coscheduling allows a group member).
                 fwk.run_unreserve(state, assumed, node)
                 sched.cache.forget_pod(assumed)
-                sched._fail(fwk, m.qpi, s, cycle)
+                sched._fail(fwk, m.qpi, s, cycle, nominated_node=None)
                 continue
             if s is not None:
                 sched.stats.outcomes[m.pod.uid] = sched_outcome(node, s.message(), m.qpi.attempts)
@@ -321,7 +321,9 @@ class GangCycle:
     def _fail_one(self, fwk: Framework, m: Member, msg: str, cycle: int) -> None:
         m.qpi.unschedulable_plugins = set(m.plugins) | {cosched.NAME}
         m.qpi.pending_plugins = set(m.pending)
-        self.sched._fail(fwk, m.qpi, Status.unschedulable(msg, plugin=cosched.NAME), cycle)
+        self.sched._fail(
+            fwk, m.qpi, Status.unschedulable(msg, plugin=cosched.NAME), cycle, nominated_node=None
+        )
 
     def _fail_all(
         self,
@@ -355,7 +357,13 @@ class GangCycle:
                 continue
             m.qpi.unschedulable_plugins = set(plugins)
             m.qpi.pending_plugins = set(pending)
-            self.sched._fail(fwk, m.qpi, Status.unschedulable(msg, plugin=cosched.NAME), cycle)
+            self.sched._fail(
+                fwk,
+                m.qpi,
+                Status.unschedulable(msg, plugin=cosched.NAME),
+                cycle,
+                nominated_node=None,
+            )
 
 
 def _untried(members: list[Member], trial: Trial) -> list[Member]:

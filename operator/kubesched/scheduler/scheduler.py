@@ -36,7 +36,7 @@ from kubesched.framework.runtime import Framework, FrameworkServices
 from kubesched.framework.status import Status
 from kubesched.framework.types import Pod
 from kubesched.profiles import CompiledProfile, compile_profile, default_profile_spec
-from kubesched.scheduler.algorithm import Algorithm, FitError, StatusError
+from kubesched.scheduler.algorithm import Algorithm, FitError, StatusError, one_node_rejection
 from kubesched.scheduler.batch import BatchMetrics, OpportunisticBatch
 from kubesched.scheduler.binding_cycle import BindingCycles, PodOutcome, Stats
 from kubesched.scheduler.bindretry import (
@@ -312,7 +312,7 @@ class Scheduler(BindingCycles):
             if s is not None and not s.is_wait():
                 fwk.run_unreserve(state, assumed, result.node_name)
                 self.cache.forget_pod(assumed)
-                self._fail(fwk, qpi, s, cycle)
+                self._fail(fwk, qpi, one_node_rejection(pod, result.node_name, s), cycle)
                 return
             if s is not None:
                 self.stats.outcomes[pod.uid] = PodOutcome(
