@@ -430,6 +430,8 @@ class Run:
     #: preemption's victims (nothing else deletes pods here)
     victims: set[str] = field(default_factory=set)
     seconds: float = 0.0
+    #: pods left unbound -> their status.nominatedNodeName ("" for none)
+    nominated: dict[str, str] = field(default_factory=dict)
 
 
 def bound_pods(api: RestClient) -> set[str]:
@@ -439,6 +441,21 @@ def bound_pods(api: RestClient) -> set[str]:
         for p in api.list("v1", "Pod")
         if p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")
     }
+
+
+def nominations(api: RestClient, keys: list[str]) -> dict[str, str]:
+    """Each pod's status.nominatedNodeName ("" for none or a pod gone)."""
+    got: dict[str, str] = {}
+    for key in keys:
+        ns, name = key.split("/")
+        try:
+            pod = api.read("v1", "Pod", name, ns)
+        except ApiError as err:
+            if err.status != 404:
+                raise
+            pod = {}
+        got[key] = str((pod.get("status") or {}).get("nominatedNodeName") or "")
+    return got
 
 
 def gone(api: RestClient, keys: set[str]) -> set[str]:
@@ -528,6 +545,7 @@ def run_scenario(
     else:
         with KubeschedThread(str(cp.kubeconfig), seed=seed):
             result.outcomes = settle(api, pending, expected)
+    result.nominated = nominations(api, [k for k, v in result.outcomes.items() if v[0] in PENDING])
     result.victims = gone(api, running)
     result.seconds = time.monotonic() - start
     return result

@@ -143,6 +143,13 @@ def test_kube_scheduler_and_kubesched_agree(diff_cluster: ControlPlane, path: pa
             # the whole FailedScheduling message, byte for byte (the FitError summary,
             # DynamicResources' PostFilter ". not found" and preemption's verdict)
             assert my_message == message, f"{key}: messages differ{report}"
+        if where in PENDING and mine in PENDING:
+            # the nomination it is left with: cleared by a failure, or kept when
+            # PostFilter ran without a result (kube's clearNominatedNode)
+            assert ours.nominated[key] == theirs.nominated[key], (
+                f"{key}: nominated node: kube-scheduler {theirs.nominated[key]!r}, "
+                f"kubesched {ours.nominated[key]!r}{report}"
+            )
     victims = expected_victims(path)
     if victims is not None:
         assert theirs.victims == victims, (
