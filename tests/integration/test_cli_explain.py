@@ -78,8 +78,7 @@ def test_explain_unschedulable_pod_of_a_scenario(
         "big": ("NodeResourcesFit", "Unschedulable"),
     }
     assert doc["message"] == (
-        "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, "
-        "2 Insufficient cpu."
+        "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient cpu."
     )
 
 

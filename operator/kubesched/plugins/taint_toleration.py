@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
     from kubesched.framework.snapshot import Snapshot
 
-__all__ = ["NAME", "TaintToleration", "new", "untolerated_taint_reason"]
+__all__ = ["NAME", "UNTOLERATED", "TaintToleration", "new"]
 
 NAME = "TaintToleration"
 
@@ -56,9 +56,9 @@ PRE_SCORE_STATE_KEY: StateKey[list[Toleration]] = StateKey("PreScore" + NAME)
 PREFER_NO_SCHEDULE = "PreferNoSchedule"
 
 
-def untolerated_taint_reason(taint: Taint) -> str:
-    """kube-scheduler's Filter reason: ``node(s) had untolerated taint {key: value}``."""
-    return f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"
+UNTOLERATED = "node(s) had untolerated taint(s)"
+"""kube-scheduler's Filter reason. Since kubernetes#134740 (1.35, and 1.34.2 on) it names
+no taint: a pod's status is readable by whoever can read the pod, a node's taints not."""
 
 
 def _hard(taint: Taint) -> bool:
@@ -123,7 +123,7 @@ class TaintToleration(
         taint = find_matching_untolerated_taint(node.taints, pod.tolerations, _hard)
         if taint is None:
             return None
-        return Status.unresolvable(untolerated_taint_reason(taint), plugin=NAME)
+        return Status.unresolvable(UNTOLERATED, plugin=NAME)
 
     def filter_mask(
         self, state: CycleState, pod: Pod, snapshot: Snapshot

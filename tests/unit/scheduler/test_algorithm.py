@@ -59,7 +59,7 @@ def fit_error(num_nodes: int, diagnosis: Diagnosis) -> str:
     return str(FitError(make_pod("p").pod(), num_nodes, diagnosis))
 
 
-TAINT = "node(s) had untolerated taint {dedicated: gpu}"
+TAINT = "node(s) had untolerated taint(s)"
 
 
 def test_fit_error_counts_reasons_sorted_as_strings() -> None:
