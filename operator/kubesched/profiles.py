@@ -26,6 +26,7 @@ from kubesched.api.profile import (
     PluginSet,
     ProfileSpec,
 )
+from kubesched.framework.implements import implements
 from kubesched.framework.instrumented import instrument_chain
 from kubesched.framework.interface import (
     EXTENSION_POINTS,
@@ -47,7 +48,6 @@ from kubesched.framework.interface import (
     QueueSortPlugin,
     ReservePlugin,
     ScorePlugin,
-    implements,
 )
 from kubesched.framework.registry import Registry
 from kubesched.framework.runtime import Framework, FrameworkServices, PluginChain

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from kubesched.framework.cluster_port import ClusterPort, ObjectStore
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.filter_phase import FilterPhase
+from kubesched.framework.implements import implements
 from kubesched.framework.interface import (
     BindPlugin,
     ClusterEventWithHint,
@@ -48,7 +49,6 @@ from kubesched.framework.interface import (
     ScorePlugin,
     VectorFilterPlugin,
     VectorScorePlugin,
-    implements,
 )
 from kubesched.framework.nominated import NominatedFilter
 from kubesched.framework.score_phase import ScorePhase

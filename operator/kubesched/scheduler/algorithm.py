@@ -22,11 +22,11 @@ import numpy.typing as npt
 
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.filter_phase import go_list
+from kubesched.framework.implements import implements
 from kubesched.framework.interface import (
     Diagnosis,
     FilterPlugin,
     VectorDiagnosePlugin,
-    implements,
 )
 from kubesched.framework.runtime import Framework
 from kubesched.framework.snapshot import Snapshot

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from kubesched.framework import interface
+from kubesched.framework.implements import implements
 from kubesched.plugins import in_tree_registry
 from kubesched.profiles import compile_profile, default_profile_spec
 
@@ -45,7 +46,7 @@ def test_every_in_tree_plugin_implements_what_isinstance_says() -> None:
     plugins = in_tree_plugins()
     assert len(plugins) >= 20 and len(PROTOCOLS) >= 15
     answers = {
-        (p.name, proto.__name__): (interface.implements(p, proto), isinstance(p, proto))
+        (p.name, proto.__name__): (implements(p, proto), isinstance(p, proto))
         for p in plugins
         for proto in PROTOCOLS
     }
@@ -57,10 +58,10 @@ def test_every_in_tree_plugin_implements_what_isinstance_says() -> None:
 @pytest.mark.parametrize("proto", PROTOCOLS, ids=lambda p: p.__name__)
 def test_instance_members_and_none_methods_as_isinstance(proto: type) -> None:
     odd = Odd()
-    assert interface.implements(odd, proto) == isinstance(odd, proto)
+    assert implements(odd, proto) == isinstance(odd, proto)
 
 
 def test_a_method_set_to_none_does_not_implement_its_point() -> None:
     odd = Odd()
-    assert not interface.implements(odd, interface.FilterPlugin)
-    assert interface.implements(odd, interface.ScorePlugin)
+    assert not implements(odd, interface.FilterPlugin)
+    assert implements(odd, interface.ScorePlugin)
