@@ -388,7 +388,10 @@ def prepare(documents: Sequence[Document], *, now: datetime | None = None) -> li
         meta["resourceVersion"] = str(seq + 1)
         if c.kind == "Pod":
             _default_pod(c, classes, global_default)
-            node_name = (c.obj.get("spec") or {}).get("nodeName")
+            spec = c.obj.get("spec")
+            if spec is not None and not isinstance(spec, dict):
+                raise c.fail(f"spec: expected an object, got {type(spec).__name__}")
+            node_name = (spec or {}).get("nodeName")
             if node_name and node_name not in nodes:
                 raise c.fail(f"spec.nodeName: no Node named {node_name!r} in the scenario")
             try:

@@ -306,6 +306,11 @@ ERRORS = [
         "default/g (first defined in scenario.yaml document 0)",
         id="duplicate-podgroup-same-api",
     ),
+    pytest.param(
+        ["apiVersion: v1\nkind: Pod\nmetadata: {name: q}\nspec: [1, 2]\n"],
+        "scenario.yaml document 0 (Pod default/q): spec: expected an object, got list",
+        id="pod-spec-a-list",
+    ),
 ]
 
 
