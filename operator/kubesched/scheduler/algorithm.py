@@ -23,11 +23,7 @@ import numpy.typing as npt
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.filter_phase import go_list
 from kubesched.framework.implements import implements
-from kubesched.framework.interface import (
-    Diagnosis,
-    FilterPlugin,
-    VectorDiagnosePlugin,
-)
+from kubesched.framework.interface import Diagnosis, FilterPlugin, VectorDiagnosePlugin
 from kubesched.framework.runtime import Framework
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Code, Status, distinct, reason_counts
