@@ -288,6 +288,26 @@ def _default_pod(c: _Checked, classes: dict[str, _PriorityClass], global_default
         status["phase"] = "Running" if spec.get("nodeName") else "Pending"
 
 
+def _prepare_pod(
+    c: _Checked,
+    classes: dict[str, _PriorityClass],
+    global_default: str,
+    node_objects: Mapping[str, dict[str, Any]],
+) -> None:
+    """A Pod as the API server would store it: defaulted, its node checked, admitted."""
+    _default_pod(c, classes, global_default)
+    spec = c.obj.get("spec")
+    if spec is not None and not isinstance(spec, dict):
+        raise c.fail(f"spec: expected an object, got {type(spec).__name__}")
+    node_name = (spec or {}).get("nodeName")
+    if node_name and node_name not in node_objects:
+        raise c.fail(f"spec.nodeName: no Node named {node_name!r} in the scenario")
+    try:
+        apiserver.admit_pod(c.obj, node_objects)
+    except ObjectError as e:
+        raise c.fail(str(e)) from None
+
+
 def _default_upstream_podgroup(
     c: _Checked, classes: dict[str, _PriorityClass], global_default: str
 ) -> None:
@@ -335,7 +355,6 @@ def prepare(documents: Sequence[Document], *, now: datetime | None = None) -> li
         for name, value in BUILTIN_PRIORITY_CLASSES.items()
     }
     global_default = ""
-    nodes: set[str] = set()
     profiles: dict[str, _Checked] = {}
     for seq, doc in enumerate(documents):
         c = _check_identity(doc, seq)
@@ -364,8 +383,6 @@ def prepare(documents: Sequence[Document], *, now: datetime | None = None) -> li
                         "the global default; only one may be"
                     )
                 global_default = c.name
-        elif c.kind == "Node":
-            nodes.add(c.name)
         elif c.kind == "SchedulingProfile":
             spec = c.obj.get("spec")
             name = spec.get("schedulerName") if isinstance(spec, Mapping) else None
@@ -387,17 +404,7 @@ def prepare(documents: Sequence[Document], *, now: datetime | None = None) -> li
         meta["creationTimestamp"] = rfc3339(base + timedelta(seconds=seq))
         meta["resourceVersion"] = str(seq + 1)
         if c.kind == "Pod":
-            _default_pod(c, classes, global_default)
-            spec = c.obj.get("spec")
-            if spec is not None and not isinstance(spec, dict):
-                raise c.fail(f"spec: expected an object, got {type(spec).__name__}")
-            node_name = (spec or {}).get("nodeName")
-            if node_name and node_name not in nodes:
-                raise c.fail(f"spec.nodeName: no Node named {node_name!r} in the scenario")
-            try:
-                apiserver.admit_pod(c.obj, node_objects)
-            except ObjectError as e:
-                raise c.fail(str(e)) from None
+            _prepare_pod(c, classes, global_default, node_objects)
         elif c.kind == "Node":
             _default_node(c)
         elif kind == gangs.STORE_KINDS[gangs.GangAPI.UPSTREAM]:
