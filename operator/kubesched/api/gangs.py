@@ -45,6 +45,7 @@ __all__ = [
     "InvalidGang",
     "TopologyConstraint",
     "gang_key",
+    "in_pod_group_cycle",
     "parse_gang",
     "parse_key",
     "pod_ref",
@@ -115,6 +116,14 @@ def pod_ref(namespace: str, labels: Mapping[str, str], spec: Mapping[str, Any]) 
     if name:
         return (X_LABEL_REF, namespace, name)
     return None
+
+
+def in_pod_group_cycle(spec: Mapping[str, Any]) -> bool:
+    """Whether a pod names a Kubernetes PodGroup (``spec.schedulingGroup``): kube-scheduler
+    1.37 schedules such a pod only in its group's cycle, which runs no per-pod PostFilter
+    (a group that does not fit gets the PodGroup's preemption instead)."""
+    group = spec.get("schedulingGroup")
+    return isinstance(group, Mapping) and bool(group.get("podGroupName"))
 
 
 _X = STORE_KINDS[GangAPI.SCHEDULER_PLUGINS]

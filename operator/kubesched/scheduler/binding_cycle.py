@@ -23,6 +23,7 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubesched.api.gangs import in_pod_group_cycle
 from kubesched.backend.cache import Cache
 from kubesched.backend.nominator import Nominator
 from kubesched.backend.queue_set import QueueSet
@@ -144,9 +145,13 @@ class BindingCycles:
     ) -> None:
         diag = err.diagnosis
         # kube-scheduler clears the nomination unless PostFilter runs (no plugins, no
-        # nodes: clearNominatedNode); then its result decides, and none leaves it
+        # nodes: clearNominatedNode); then its result decides, and none leaves it. A
+        # Kubernetes PodGroup's member is tried in its group's cycle: no PostFilter, and
+        # its nomination is left to the group's preemption.
         nominated: str | None = ""
-        if fwk.chain.post_filter and not diag.pre_filter_msg.startswith("no nodes"):
+        if in_pod_group_cycle(qpi.pod.spec):
+            nominated = None
+        elif fwk.chain.post_filter and not diag.pre_filter_msg.startswith("no nodes"):
             nominated = None
             t0 = time.perf_counter()
             res, s = fwk.run_post_filter(state, qpi.pod, diag.node_to_status)
