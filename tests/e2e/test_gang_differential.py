@@ -162,7 +162,7 @@ def test_kube_scheduler_gangs_and_kubesched_agree(
         mine = ours.outcomes[key][0]
         if len(expected.get(key, ())) == 1 or where in PENDING:
             assert mine == where, f"{key}: kube-scheduler {where}, kubesched {mine}{report}"
-    for group, members in gangs.items():
+    for members in gangs.values():
         if any(theirs.outcomes[m][0] not in PENDING for m in members):
             # a placed group's members left over failed alone: kube's own FitError each
             # (no preemption for a member of a pod group cycle)
