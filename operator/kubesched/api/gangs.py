@@ -104,11 +104,9 @@ Exists = Callable[[str, str, str], bool]
 
 def pod_ref(namespace: str, labels: Mapping[str, str], spec: Mapping[str, Any]) -> GangRef | None:
     """The gang a pod names, by precedence (see the module doc), before resolution."""
-    group = spec.get("schedulingGroup")
-    if isinstance(group, Mapping):
-        name = group.get("podGroupName")
-        if isinstance(name, str) and name:
-            return (GROUP_REF, namespace, name)
+    group = _group_name(spec)
+    if group:
+        return (GROUP_REF, namespace, group)
     name = labels.get(podgroup.POD_GROUP_LABEL)
     if name:
         return (LABEL_REF, namespace, name)
@@ -118,12 +116,18 @@ def pod_ref(namespace: str, labels: Mapping[str, str], spec: Mapping[str, Any]) 
     return None
 
 
+def _group_name(spec: Mapping[str, Any]) -> str:
+    """The Kubernetes PodGroup a pod's ``spec.schedulingGroup`` names ("" for none)."""
+    group = spec.get("schedulingGroup")
+    name = group.get("podGroupName") if isinstance(group, Mapping) else None
+    return name if isinstance(name, str) else ""
+
+
 def in_pod_group_cycle(spec: Mapping[str, Any]) -> bool:
     """Whether a pod names a Kubernetes PodGroup (``spec.schedulingGroup``): kube-scheduler
     1.37 schedules such a pod only in its group's cycle, which runs no per-pod PostFilter
     (a group that does not fit gets the PodGroup's preemption instead)."""
-    group = spec.get("schedulingGroup")
-    return isinstance(group, Mapping) and bool(group.get("podGroupName"))
+    return bool(_group_name(spec))
 
 
 _X = STORE_KINDS[GangAPI.SCHEDULER_PLUGINS]

@@ -40,7 +40,13 @@ from kubesched.cluster.kinds import LIST_PATHS, in_namespace, object_key
 from kubesched.cluster.kube_http import STRATEGIC_MERGE, KubeHTTP
 from kubesched.cluster.managed_fields import STRUCT_ORDER_KINDS, without_managed_fields
 from kubesched.cluster.sessions import EVENTS, LISTS, RateLimiter
-from kubesched.framework.cluster_port import ClusterError, Conflict, NotFound, PodCondition
+from kubesched.framework.cluster_port import (
+    ClusterError,
+    Conflict,
+    NotFound,
+    PodCondition,
+    condition_of,
+)
 from kubesched.framework.types import Pod
 
 __all__ = [
@@ -219,13 +225,9 @@ class KubeCluster(KubeHTTP):
     ) -> None:
         status: dict[str, Any] = {}
         if condition is not None:
-            current = _condition(pod.raw, condition.type)
-            if not (
-                current is not None
-                and current.get("status") == condition.status
-                and (current.get("reason") or "") == condition.reason
-                and (current.get("message") or "") == condition.message
-            ):
+            current_status = pod.raw.get("status") or {}
+            if not condition.written_in(current_status):
+                current = condition_of(current_status, condition.type)
                 status["conditions"] = [self._condition_entry(condition, current)]
         if nominated_node_name is not None and nominated_node_name != pod.nominated_node_name:
             # null deletes the field under a strategic merge patch.
@@ -424,10 +426,3 @@ def _pod_ref(pod: Pod) -> dict[str, str]:
     if pod.resource_version:
         ref["resourceVersion"] = pod.resource_version
     return ref
-
-
-def _condition(raw: Obj, type_: str) -> Obj | None:
-    for c in (raw.get("status") or {}).get("conditions") or ():
-        if isinstance(c, Mapping) and c.get("type") == type_:
-            return c
-    return None

@@ -564,13 +564,4 @@ def _status_changes(
     """Whether patching ``status`` with ``condition`` and ``nominated`` changes it."""
     if nominated is not None and nominated != (status.get("nominatedNodeName") or ""):
         return True
-    if condition is None:
-        return False
-    for c in status.get("conditions") or ():
-        if c.get("type") == condition.type:
-            return (c.get("status"), c.get("reason") or "", c.get("message") or "") != (
-                condition.status,
-                condition.reason,
-                condition.message,
-            )
-    return True
+    return condition is not None and not condition.written_in(status)

@@ -21,6 +21,7 @@ __all__ = [
     "NotFound",
     "ObjectStore",
     "PodCondition",
+    "condition_of",
 ]
 
 
@@ -53,6 +54,26 @@ class PodCondition:
     status: str
     reason: str = ""
     message: str = ""
+
+    def written_in(self, status: Mapping[str, Any]) -> bool:
+        """Whether a pod's ``status`` already has this condition with the same status,
+        reason and message: writing it would change nothing (kube-scheduler's
+        ``podutil.UpdatePodCondition`` test; the transition time follows the status)."""
+        current = condition_of(status, self.type)
+        return (
+            current is not None
+            and current.get("status") == self.status
+            and (current.get("reason") or "") == self.reason
+            and (current.get("message") or "") == self.message
+        )
+
+
+def condition_of(status: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:
+    """The condition of type ``type_`` in a pod's ``status``, if any."""
+    for c in status.get("conditions") or ():
+        if isinstance(c, Mapping) and c.get("type") == type_:
+            return c
+    return None
 
 
 class ClusterPort(Protocol):
