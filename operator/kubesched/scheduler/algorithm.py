@@ -24,6 +24,7 @@ from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.filter_phase import go_list
 from kubesched.framework.implements import implements
 from kubesched.framework.interface import Diagnosis, FilterPlugin, VectorDiagnosePlugin
+from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.runtime import Framework
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Code, Status, distinct, reason_counts
@@ -177,12 +178,13 @@ class Algorithm:
             if hint is not None:
                 self._observe_filter(fwk, t0)  # kube filters the hinted node
                 return np.array([hint], dtype=np.intp), diagnosis
-        if pod.nominated_node_name and snap.get(pod.nominated_node_name) is not None:
+        nom = snap.get(pod.nominated_node_name) if pod.nominated_node_name else None
+        if nom is not None:
             t0 = time.perf_counter()
-            nominated = _fitting_nominated_node(fwk, state, pod, snap)
+            fits = _fits_nominated_node(fwk, state, pod, nom)
             self._observe_filter(fwk, t0)  # kube filters the nominated node alone first
-            if nominated is not None:
-                return np.array([nominated], dtype=np.intp), diagnosis
+            if fits:
+                return np.array([nom.index], dtype=np.intp), diagnosis
 
         candidates = _candidates(snap, allowed, narrowing, diagnosis)
         n = len(candidates)
@@ -359,23 +361,14 @@ class _StatusError(Exception):
         self.status = status
 
 
-def _fitting_nominated_node(
-    fwk: Framework, state: CycleState, pod: Pod, snap: Snapshot
-) -> int | None:
-    """The row of the pod's nominated node (from an earlier preemption) when it still
-    fits; it is tried before any other node, with Filter alone, whatever nodes PreFilter
-    narrowed the cycle to (kube-scheduler's evaluateNominatedNode)."""
-    if not pod.nominated_node_name:
-        return None
-    nom = snap.get(pod.nominated_node_name)
-    if nom is None:
-        return None
+def _fits_nominated_node(fwk: Framework, state: CycleState, pod: Pod, nom: NodeInfo) -> bool:
+    """Whether the pod's nominated node (from an earlier preemption) still fits; it is
+    tried before any other node, with Filter alone, whatever nodes PreFilter narrowed the
+    cycle to (kube-scheduler's evaluateNominatedNode)."""
     st = fwk.run_filter_plugins_with_nominated_pods(state, pod, nom)
-    if st is None:
-        return nom.index
-    if st.code == Code.ERROR:
+    if st is not None and st.code == Code.ERROR:
         raise _StatusError(st)
-    return None
+    return st is None
 
 
 def _candidates(
