@@ -47,11 +47,13 @@ RESIZE = "PodResizePending"
 
 ANN_BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
 ANN_BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
+ANN_SELECTED_NODE = "volume.kubernetes.io/selected-node"
 
 #: Namespaced kinds wiped between scenarios, with their API versions.
 NAMESPACED = (
     ("v1", "Pod"),
     ("v1", "PersistentVolumeClaim"),
+    ("storage.k8s.io/v1", "CSIStorageCapacity"),
     ("v1", "Service"),
     ("v1", "ReplicationController"),
     ("apps/v1", "ReplicaSet"),
@@ -78,6 +80,7 @@ ORDER = (
     "DeviceClass",
     "Node",
     "CSINode",
+    "CSIStorageCapacity",
     "ResourceSlice",
     "DeviceTaintRule",
     "PersistentVolumeClaim",
@@ -134,7 +137,8 @@ def key_of(obj: Mapping[str, Any]) -> str:
 
 
 class Controllers:
-    """A thread playing kubelet (finish deletions), PV controller (complete bindings)."""
+    """A thread playing kubelet (finish deletions), PV controller (complete bindings) and
+    an external provisioner (a PV for each claim VolumeBinding selected a node for)."""
 
     def __init__(self, api: RestClient, interval: float = 0.1) -> None:
         self.api = api
@@ -167,10 +171,48 @@ class Controllers:
                 self.api.remove(
                     "v1", "Pod", meta["name"], meta["namespace"], grace_period_seconds=0
                 )
+        for pvc in self.api.list("v1", "PersistentVolumeClaim"):
+            self._provision(pvc)
         for pv in self.api.list("v1", "PersistentVolume"):
             ref = pv["spec"].get("claimRef")
             if ref:
                 self._complete_binding(pv, ref)
+
+    def _provision(self, pvc: JSON) -> None:
+        """A CSI provisioner's answer to ``volume.kubernetes.io/selected-node``: a PV of
+        the claim's size and class, bound to it (kube-scheduler's PreBind waits for it;
+        capacity objects are the driver's to update, and none here does)."""
+        meta, spec = pvc["metadata"], pvc["spec"]
+        if spec.get("volumeName") or ANN_SELECTED_NODE not in (meta.get("annotations") or {}):
+            return
+        sc = self.api.read("storage.k8s.io/v1", "StorageClass", spec["storageClassName"])
+        if sc.get("provisioner") in (None, "", "kubernetes.io/no-provisioner"):
+            return
+        name = f"pvc-{meta['uid']}"
+        self.api.create(
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolume",
+                "metadata": {
+                    "name": name,
+                    "annotations": {"pv.kubernetes.io/provisioned-by": sc["provisioner"]},
+                },
+                "spec": {
+                    "capacity": {"storage": spec["resources"]["requests"]["storage"]},
+                    "accessModes": spec["accessModes"],
+                    "storageClassName": spec["storageClassName"],
+                    "persistentVolumeReclaimPolicy": "Delete",
+                    "csi": {"driver": sc["provisioner"], "volumeHandle": name},
+                    "claimRef": {
+                        "kind": "PersistentVolumeClaim",
+                        "apiVersion": "v1",
+                        "namespace": meta["namespace"],
+                        "name": meta["name"],
+                        "uid": meta["uid"],
+                    },
+                },
+            }
+        )
 
     def _complete_binding(self, pv: JSON, ref: Mapping[str, Any]) -> None:
         """The PV controller's syncVolume/syncClaim for a claimRef VolumeBinding wrote."""

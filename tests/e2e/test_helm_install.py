@@ -170,7 +170,11 @@ NEEDS: dict[str, Need] = {
         rule("apps", "replicasets,statefulsets", "list,watch"), "list", "replicasets", None
     ),
     "storage-reads": Need(
-        rule("storage.k8s.io", "storageclasses,csinodes,csidrivers", "list,watch"),
+        rule(
+            "storage.k8s.io",
+            "storageclasses,csinodes,csidrivers,csistoragecapacities",
+            "list,watch",
+        ),
         "list",
         "storageclasses",
         None,

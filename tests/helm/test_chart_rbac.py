@@ -34,7 +34,11 @@ EXPECTED_CLUSTER_RULES = [
         ["list", "watch"],
     ),
     (["apps"], ["replicasets", "statefulsets"], ["list", "watch"]),
-    (["storage.k8s.io"], ["storageclasses", "csinodes", "csidrivers"], ["list", "watch"]),
+    (
+        ["storage.k8s.io"],
+        ["storageclasses", "csinodes", "csidrivers", "csistoragecapacities"],
+        ["list", "watch"],
+    ),
     (["policy"], ["poddisruptionbudgets"], ["list", "watch"]),
     (["scheduling.k8s.io"], ["priorityclasses"], ["list", "watch"]),
     (["resource.k8s.io"], ["deviceclasses", "resourceslices", "resourceclaims"], ["list", "watch"]),

@@ -83,6 +83,7 @@ KINDS: tuple[Kind, ...] = (
     Kind("StorageClass", _STORAGE, "storageclasses", cluster_scoped=True),
     Kind("CSINode", _STORAGE, "csinodes", cluster_scoped=True),
     Kind("CSIDriver", _STORAGE, "csidrivers", cluster_scoped=True),
+    Kind("CSIStorageCapacity", _STORAGE, "csistoragecapacities"),
     Kind("PodDisruptionBudget", "policy/v1", "poddisruptionbudgets"),
     Kind("PriorityClass", "scheduling.k8s.io/v1", "priorityclasses", cluster_scoped=True),
     # Dynamic Resource Allocation (framework.cluster_port.DRA_KINDS): resource.k8s.io/v1 is

@@ -80,6 +80,7 @@ class EventResource(enum.StrEnum):
     STORAGE_CLASS = "StorageClass"
     CSI_NODE = "CSINode"
     CSI_DRIVER = "CSIDriver"
+    CSI_STORAGE_CAPACITY = "CSIStorageCapacity"
     VOLUME_ATTACHMENT = "VolumeAttachment"
     POD_GROUP = "PodGroup"
     RESOURCE_CLAIM = "ResourceClaim"

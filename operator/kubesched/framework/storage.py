@@ -22,6 +22,7 @@ __all__ = [
     "ANN_STORAGE_CLASS",
     "CSI_DRIVER",
     "CSI_NODE",
+    "CSI_STORAGE_CAPACITY",
     "NOT_SUPPORTED_PROVISIONER",
     "PV",
     "PVC",
@@ -37,6 +38,7 @@ __all__ = [
     "pv_node_affinity",
     "pvc_class",
     "pvc_request",
+    "quantity_bytes",
     "volume_mode",
 ]
 
@@ -45,6 +47,7 @@ PV = "PersistentVolume"
 STORAGE_CLASS = "StorageClass"
 CSI_NODE = "CSINode"
 CSI_DRIVER = "CSIDriver"
+CSI_STORAGE_CAPACITY = "CSIStorageCapacity"
 
 ANN_STORAGE_CLASS = "volume.beta.kubernetes.io/storage-class"
 """The deprecated class annotation; it wins over ``spec.storageClassName`` (kube's
@@ -96,7 +99,9 @@ def volume_mode(obj: Mapping[str, Any]) -> str:
     return str(_spec(obj).get("volumeMode") or "Filesystem")
 
 
-def _quantity(q: object) -> int:
+def quantity_bytes(q: object) -> int:
+    """A storage quantity in bytes, rounded up as kube's ``Quantity.Value()``; 0 when it is
+    missing or not a quantity."""
     if not isinstance(q, str | int | float):  # None, or not a quantity
         return 0
     try:
@@ -108,11 +113,11 @@ def _quantity(q: object) -> int:
 def pvc_request(pvc: Mapping[str, Any]) -> int:
     """The claim's ``resources.requests.storage`` in bytes (0 when unset)."""
     res = _spec(pvc).get("resources") or {}
-    return _quantity((res.get("requests") or {}).get("storage"))
+    return quantity_bytes((res.get("requests") or {}).get("storage"))
 
 
 def pv_capacity(pv: Mapping[str, Any]) -> int:
-    return _quantity((_spec(pv).get("capacity") or {}).get("storage"))
+    return quantity_bytes((_spec(pv).get("capacity") or {}).get("storage"))
 
 
 def is_pvc_fully_bound(pvc: Mapping[str, Any]) -> bool:

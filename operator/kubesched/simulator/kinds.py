@@ -195,6 +195,14 @@ SUPPORTED_KINDS: dict[str, KindSpec] = {
     "CSINode": KindSpec(
         ("storage.k8s.io/v1",), namespaced=False, validate=storage_kinds.validate_csi_node
     ),
+    "CSIDriver": KindSpec(
+        ("storage.k8s.io/v1",), namespaced=False, validate=storage_kinds.validate_csi_driver
+    ),
+    "CSIStorageCapacity": KindSpec(
+        ("storage.k8s.io/v1",),
+        namespaced=True,
+        validate=storage_kinds.validate_csi_storage_capacity,
+    ),
     # Devices for DynamicResources (see kubesched.simulator.dra_kinds).
     "DeviceClass": KindSpec(
         (dra_kinds.API_VERSION,), namespaced=False, validate=dra_kinds.validate_device_class

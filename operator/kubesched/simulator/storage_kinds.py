@@ -1,5 +1,6 @@
 """Scenario support for the storage kinds the volume plugins read: PersistentVolumeClaim,
-PersistentVolume, StorageClass (storage.k8s.io/v1) and CSINode (storage.k8s.io/v1).
+PersistentVolume (v1), StorageClass, CSINode, CSIDriver and CSIStorageCapacity
+(storage.k8s.io/v1).
 
 Validators check the fields the scheduler reads and default what the API server would
 (StorageClass ``volumeBindingMode: Immediate`` and ``reclaimPolicy: Delete``; PV
@@ -24,7 +25,9 @@ from kubesched.framework.types import ObjectError
 
 __all__ = [
     "complete_prebound_claims",
+    "validate_csi_driver",
     "validate_csi_node",
+    "validate_csi_storage_capacity",
     "validate_pv",
     "validate_pvc",
     "validate_storage_class",
@@ -167,6 +170,35 @@ def validate_csi_node(obj: dict[str, Any]) -> None:
             not isinstance(count, int) or isinstance(count, bool) or count < 0
         ):
             raise ObjectError(f"{f}.allocatable.count: must be a non-negative integer")
+
+
+def validate_csi_driver(obj: dict[str, Any]) -> None:
+    spec = obj.get("spec")
+    if spec is None:
+        obj["spec"] = spec = {}
+    if not isinstance(spec, Mapping):
+        raise ObjectError(f"spec: expected an object, got {type(spec).__name__}")
+    capacity = spec.get("storageCapacity")
+    if capacity is not None and not isinstance(capacity, bool):
+        raise ObjectError("spec.storageCapacity: must be true or false")
+
+
+def validate_csi_storage_capacity(obj: dict[str, Any]) -> None:
+    """The fields VolumeBinding reads; they sit beside ``metadata``, not under a spec."""
+    name = obj.get("storageClassName")
+    if not isinstance(name, str) or not name:
+        raise ObjectError("storageClassName: required")
+    for key in ("capacity", "maximumVolumeSize"):
+        q = obj.get(key)
+        if q is None:
+            continue
+        try:
+            value(q)
+        except QuantityError as e:
+            raise ObjectError(f"{key}: {e}") from None
+    topology = obj.get("nodeTopology")
+    if topology is not None:
+        compile_label_selector(topology, "nodeTopology")
 
 
 def complete_prebound_claims(objects: Sequence[dict[str, Any]]) -> None:

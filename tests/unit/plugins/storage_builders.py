@@ -124,3 +124,40 @@ def make_csi_node(node: str, **limits: int | None) -> dict[str, Any]:
         "metadata": {"name": node},
         "spec": {"drivers": drivers},
     }
+
+
+def make_csi_driver(name: str, *, storage_capacity: bool | None = True) -> dict[str, Any]:
+    spec: dict[str, Any] = {}
+    if storage_capacity is not None:
+        spec["storageCapacity"] = storage_capacity
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSIDriver",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def make_capacity(
+    name: str,
+    sc: str,
+    *,
+    capacity: str | None = None,
+    maximum: str | None = None,
+    topology: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A CSIStorageCapacity (its fields sit beside metadata); ``topology`` its
+    nodeTopology, a label selector."""
+    obj: dict[str, Any] = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSIStorageCapacity",
+        "metadata": {"name": name, "namespace": "kube-system"},
+        "storageClassName": sc,
+    }
+    if capacity is not None:
+        obj["capacity"] = capacity
+    if maximum is not None:
+        obj["maximumVolumeSize"] = maximum
+    if topology is not None:
+        obj["nodeTopology"] = topology
+    return obj

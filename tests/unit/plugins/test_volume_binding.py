@@ -15,12 +15,19 @@ from kubesched.plugins import volume_binding as vb
 from kubesched.plugins.volume_binding.plugin import STATE_KEY
 from tests.builders import make_node, make_pod
 from tests.unit.plugins.fakes import FakeHandle, FakeStore
-from tests.unit.plugins.storage_builders import make_pv, make_pvc, make_sc
+from tests.unit.plugins.storage_builders import (
+    make_capacity,
+    make_csi_driver,
+    make_pv,
+    make_pvc,
+    make_sc,
+)
 
 NODE_CONFLICT = "node(s) had volume node affinity conflict"
 BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
 PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
 UNBOUND = "pod has unbound immediate PersistentVolumeClaims"
+NOT_ENOUGH = "node(s) did not have enough free storage"
 
 NODES = [make_node("n1").zone("a").info(), make_node("n2").zone("b").info()]
 LOCAL = make_sc("local", provisioner="kubernetes.io/no-provisioner", wffc=True)
@@ -360,3 +367,177 @@ def test_node_events_are_additions_and_label_updates() -> None:
     pl = vb.new(vb.Args(), FakeHandle())
     node_events = [r.event for r in pl.events_to_register() if r.event.resource.value == "Node"]
     assert [e.action for e in node_events] == [ActionType.ADD | ActionType.UPDATE_NODE_LABEL]
+
+
+# -- CSIStorageCapacity ----------------------------------------------------------------------
+TRACKED = make_sc("tracked", provisioner="disk.csi.example.com", wffc=True)
+DRIVER = make_csi_driver("disk.csi.example.com")
+ZONE = "topology.kubernetes.io/zone"
+
+
+def in_zone(zone: str) -> dict[str, Any]:
+    return {"matchLabels": {ZONE: zone}}
+
+
+@pytest.mark.parametrize(
+    ("objs", "expected"),
+    [
+        pytest.param(
+            [
+                make_capacity("a", "tracked", capacity="10Gi", topology=in_zone("a")),
+                make_capacity("b", "tracked", capacity="512Mi", topology=in_zone("b")),
+            ],
+            {"n1": None, "n2": unresolvable(NOT_ENOUGH)},
+            id="room-in-one-zone",
+        ),
+        pytest.param(
+            [
+                make_capacity(
+                    "a", "tracked", capacity="10Gi", maximum="512Mi", topology=in_zone("a")
+                )
+            ],
+            {"n1": unresolvable(NOT_ENOUGH), "n2": unresolvable(NOT_ENOUGH)},
+            id="maximum-volume-size-wins-over-capacity",
+        ),
+        pytest.param(
+            [make_capacity("a", "tracked", maximum="1Gi", topology=in_zone("a"))],
+            {"n1": None, "n2": unresolvable(NOT_ENOUGH)},
+            id="maximum-volume-size-alone",
+        ),
+        pytest.param(
+            [make_capacity("a", "other-class", capacity="10Gi", topology=in_zone("a"))],
+            {"n1": unresolvable(NOT_ENOUGH), "n2": unresolvable(NOT_ENOUGH)},
+            id="another-class-capacity",
+        ),
+        pytest.param(
+            [make_capacity("a", "tracked", capacity="10Gi")],
+            {"n1": unresolvable(NOT_ENOUGH), "n2": unresolvable(NOT_ENOUGH)},
+            id="no-node-topology-reaches-no-node",
+        ),
+        pytest.param(
+            [make_capacity("all", "tracked", capacity="10Gi", topology={})],
+            {"n1": None, "n2": None},
+            id="empty-topology-reaches-every-node",
+        ),
+        pytest.param(
+            [
+                make_capacity(
+                    "not-a",
+                    "tracked",
+                    capacity="10Gi",
+                    topology={
+                        "matchExpressions": [{"key": ZONE, "operator": "NotIn", "values": ["a"]}]
+                    },
+                )
+            ],
+            {"n1": unresolvable(NOT_ENOUGH), "n2": None},
+            id="match-expressions-topology",
+        ),
+    ],
+)
+def test_capacity_filter(objs: list[dict[str, Any]], expected: dict[str, Status | None]) -> None:
+    pl, _ = plugin(make_pvc("data", sc="tracked", storage="1Gi"), TRACKED, DRIVER, *objs)
+    assert filter_all(pl, POD)[2] == expected
+
+
+@pytest.mark.parametrize(
+    "driver",
+    [
+        pytest.param(None, id="no-csidriver"),
+        pytest.param(make_csi_driver("disk.csi.example.com", storage_capacity=False), id="off"),
+        pytest.param(make_csi_driver("disk.csi.example.com", storage_capacity=None), id="unset"),
+    ],
+)
+def test_capacity_is_checked_only_for_drivers_that_track_it(driver: dict[str, Any] | None) -> None:
+    objs = [make_pvc("data", sc="tracked", storage="1Gi"), TRACKED]
+    objs += [driver] if driver else []
+    pl, _ = plugin(*objs)  # no CSIStorageCapacity at all
+    assert filter_all(pl, POD)[2] == {"n1": None, "n2": None}
+
+
+def test_a_claim_without_a_storage_request_needs_no_capacity() -> None:
+    pvc = make_pvc("data", sc="tracked")
+    del pvc["spec"]["resources"]
+    pl, _ = plugin(pvc, TRACKED, DRIVER)
+    assert filter_all(pl, POD)[2] == {"n1": None, "n2": None}
+
+
+def capacity_scores(*capacities: dict[str, Any], claims: int = 1) -> dict[str, int]:
+    names = [f"data{i}" for i in range(claims)]
+    pod = make_pod("p")
+    for n in names:
+        pod = pod.pvc(n)
+    objs = [make_pvc(n, sc="tracked", storage="1Gi") for n in names]
+    pl, _ = plugin(*objs, TRACKED, DRIVER, *capacities)
+    p = pod.pod()
+    state, _, statuses, _ = filter_all(pl, p)
+    assert pl.pre_score(state, p, NODES) is None
+    return {ni.name: pl.score(state, p, ni)[0] for ni in NODES if statuses[ni.name] is None}
+
+
+def test_capacity_score_prefers_the_node_with_more_room() -> None:
+    # 1Gi of 4Gi: 25 % -> 75; of 2Gi: 50 % -> 50 (default shape, scores x10)
+    assert capacity_scores(
+        make_capacity("a", "tracked", capacity="4Gi", topology=in_zone("a")),
+        make_capacity("b", "tracked", capacity="2Gi", topology=in_zone("b")),
+    ) == {"n1": 75, "n2": 50}
+
+
+def test_capacity_score_counts_a_class_capacity_once_for_two_claims() -> None:
+    # two 1Gi claims of one class on a 3Gi capacity: 2Gi of 3Gi = 66 % -> 34; counting
+    # the capacity once per claim (2Gi of 6Gi = 33 %) would give 67
+    assert capacity_scores(
+        make_capacity("a", "tracked", capacity="3Gi", topology=in_zone("a")), claims=2
+    ) == {"n1": 34}
+
+
+def test_capacity_score_reads_the_first_capacity_that_holds_the_claim() -> None:
+    # both select n1; the first listed wins, whichever index finds it
+    by_expression = make_capacity(
+        "x",
+        "tracked",
+        capacity="2Gi",
+        topology={"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["a"]}]},
+    )
+    by_label = make_capacity("y", "tracked", capacity="4Gi", topology=in_zone("a"))
+    assert capacity_scores(by_expression, by_label) == {"n1": 50}
+    assert capacity_scores(by_label, by_expression) == {"n1": 75}
+    too_small = make_capacity("z", "tracked", capacity="512Mi", topology=in_zone("a"))
+    assert capacity_scores(too_small, by_expression) == {"n1": 50}
+
+
+def test_capacity_score_without_capacity_is_full() -> None:
+    only_max = make_capacity("a", "tracked", maximum="4Gi", topology=in_zone("a"))
+    assert capacity_scores(only_max) == {"n1": 0}
+
+
+def test_reserve_and_prebind_keep_the_capacity_decision() -> None:
+    pl, handle = plugin(
+        make_pvc("data", sc="tracked", storage="1Gi"),
+        TRACKED,
+        DRIVER,
+        make_capacity("a", "tracked", capacity="4Gi", topology=in_zone("a")),
+    )
+    state, _, statuses, _ = filter_all(pl, POD)
+    assert statuses["n1"] is None
+    assert pl.reserve(state, POD, "n1") is None
+    assert asyncio.run(pl.pre_bind(state, POD, "n1")) is None
+    assert handle.cluster.volume_binds == [("default/data", None, "n1")]
+
+
+def test_capacity_events_requeue_on_a_new_one_or_a_larger_limit() -> None:
+    pl = vb.new(vb.Args(), FakeHandle())
+    (registered,) = [
+        r for r in pl.events_to_register() if r.event.resource.value == "CSIStorageCapacity"
+    ]
+    assert registered.event.action == ActionType.ADD | ActionType.UPDATE_OTHER
+    hint = registered.hint
+    assert hint is not None
+    small = make_capacity("a", "tracked", capacity="1Gi", topology=in_zone("a"))
+    big = make_capacity("a", "tracked", capacity="2Gi", topology=in_zone("a"))
+    capped = make_capacity("a", "tracked", capacity="8Gi", maximum="1Gi", topology=in_zone("a"))
+    assert hint(POD, None, small)
+    assert hint(POD, small, big)
+    assert not hint(POD, big, small)
+    assert not hint(POD, small, capped), "maximumVolumeSize is the limit"
+    assert not hint(POD, small, {**small, "capacity": None})

@@ -106,8 +106,8 @@ ERRORS = [
         "scenario.yaml document 0 (DaemonSet web): kind: unsupported kind 'DaemonSet' "
         "(supported: Namespace, Node, Pod, PriorityClass, PodDisruptionBudget, Service, "
         "ReplicationController, ReplicaSet, StatefulSet, Deployment, Job, "
-        "PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, DeviceClass, "
-        "ResourceSlice, ResourceClaim, ResourceClaimTemplate, DeviceTaintRule, "
+        "PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, CSIDriver, "
+        "CSIStorageCapacity, DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate, DeviceTaintRule, "
         "SchedulingProfile, "
         "PodGroup, Workload)",
         id="unknown-kind",
@@ -386,6 +386,8 @@ def test_supported_kinds_table() -> None:
         "PersistentVolume": ("v1",),
         "StorageClass": ("storage.k8s.io/v1",),
         "CSINode": ("storage.k8s.io/v1",),
+        "CSIDriver": ("storage.k8s.io/v1",),
+        "CSIStorageCapacity": ("storage.k8s.io/v1",),
         "DeviceClass": ("resource.k8s.io/v1",),
         "ResourceSlice": ("resource.k8s.io/v1",),
         "ResourceClaim": ("resource.k8s.io/v1",),

@@ -1,4 +1,5 @@
-"""Scenario files with PVCs, PVs, StorageClasses and CSINodes: validation and defaults."""
+"""Scenario files with PVCs, PVs, StorageClasses, CSINodes, CSIDrivers and
+CSIStorageCapacities: validation and defaults."""
 
 from __future__ import annotations
 
@@ -31,6 +32,21 @@ CSINODE: dict[str, Any] = {
     "kind": "CSINode",
     "metadata": {"name": "n1"},
     "spec": {"drivers": [{"name": "d", "nodeID": "n1", "allocatable": {"count": 2}}]},
+}
+
+CSIDRIVER: dict[str, Any] = {
+    "apiVersion": "storage.k8s.io/v1",
+    "kind": "CSIDriver",
+    "metadata": {"name": "d"},
+    "spec": {"storageCapacity": True},
+}
+CAPACITY: dict[str, Any] = {
+    "apiVersion": "storage.k8s.io/v1",
+    "kind": "CSIStorageCapacity",
+    "metadata": {"name": "c", "namespace": "kube-system"},
+    "storageClassName": "fast",
+    "capacity": "10Gi",
+    "nodeTopology": {"matchLabels": {"zone": "a"}},
 }
 
 
@@ -115,12 +131,39 @@ def patched(base: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
             "(CSINode n1): spec.drivers[0].allocatable.count: must be a non-negative integer",
             id="csinode-negative-count",
         ),
+        pytest.param(
+            patched(CSIDRIVER, "spec.storageCapacity", "yes"),
+            "(CSIDriver d): spec.storageCapacity: must be true or false",
+            id="csidriver-storage-capacity",
+        ),
+        pytest.param(
+            patched(CAPACITY, "storageClassName", None),
+            "(CSIStorageCapacity kube-system/c): storageClassName: required",
+            id="capacity-without-class",
+        ),
+        pytest.param(
+            patched(CAPACITY, "maximumVolumeSize", "lots"),
+            "(CSIStorageCapacity kube-system/c): maximumVolumeSize: ",
+            id="capacity-bad-quantity",
+        ),
+        pytest.param(
+            patched(CAPACITY, "nodeTopology", {"matchLabels": ["zone"]}),
+            "(CSIStorageCapacity kube-system/c): nodeTopology.matchLabels: ",
+            id="capacity-bad-topology",
+        ),
     ],
 )
 def test_invalid_storage_objects_name_the_field(obj: dict[str, Any], message: str) -> None:
     with pytest.raises(ScenarioError) as exc:
         run(obj)
     assert message in str(exc.value)
+
+
+def test_csi_driver_and_capacity_load_as_written() -> None:
+    objs = {o["kind"]: o for o in run(CSIDRIVER, CAPACITY)}
+    assert objs["CSIDriver"]["spec"] == {"storageCapacity": True}
+    assert objs["CSIStorageCapacity"]["capacity"] == "10Gi"
+    assert objs["CSIStorageCapacity"]["metadata"]["namespace"] == "kube-system"
 
 
 def test_defaults_and_prebound_claims_are_completed() -> None:

@@ -15,11 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubesched.framework.cluster_port import ObjectStore
-from kubesched.framework.labels import NodeSelector, compile_label_selector
+from kubesched.framework.labels import LabelSelector, NodeSelector, compile_label_selector
 from kubesched.framework.memo import remember
 from kubesched.framework.storage import (
     ANN_BOUND_BY_CONTROLLER,
     ANN_SELECTED_NODE,
+    CSI_DRIVER,
+    CSI_STORAGE_CAPACITY,
     NOT_SUPPORTED_PROVISIONER,
     STORAGE_CLASS,
     access_modes,
@@ -28,6 +30,7 @@ from kubesched.framework.storage import (
     pv_node_affinity,
     pvc_class,
     pvc_request,
+    quantity_bytes,
     volume_mode,
 )
 
@@ -39,6 +42,8 @@ __all__ = [
     "AffinityCache",
     "AssumeCache",
     "BindingInfo",
+    "Capacities",
+    "DynamicProvision",
     "PodVolumeClaims",
     "PodVolumes",
     "bind_volume_to_claim",
@@ -130,9 +135,94 @@ class BindingInfo:
 
 
 @dataclass(slots=True)
+class DynamicProvision:
+    pvc: Obj
+    capacity: Obj | None = None
+    """The CSIStorageCapacity that has room for it on the node, if the driver tracks
+    capacity (VolumeBinding's Score reads its ``capacity``)."""
+
+
+@dataclass(slots=True)
 class PodVolumes:
     static_bindings: list[BindingInfo] = field(default_factory=list)
-    dynamic_provisions: list[Obj] = field(default_factory=list)
+    dynamic_provisions: list[DynamicProvision] = field(default_factory=list)
+
+
+class Capacities:
+    """The CSIStorageCapacity objects of the store, looked up by StorageClass and node,
+    as kube's hasEnoughCapacity finds them: one whose ``storageClassName`` is the
+    class's, whose volume limit (``maximumVolumeSize``, else ``capacity``) holds the
+    claim, and whose ``nodeTopology`` selects the node's labels (none, or one that does
+    not parse: no node). Read from the store once per scheduling cycle, when a claim
+    first needs it.
+
+    kube lists every capacity for every node (O(nodes x capacities) per pod); drivers
+    such as TopoLVM publish one per node and class, selected by a node label. So a
+    capacity whose selector is ``matchLabels`` only is filed under its first label, and
+    a node looks up its own value of that key instead of testing every capacity. Of
+    several that fit, the first in the store's order is taken (kube takes the first in
+    its informer's, which is no fixed order)."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        self._store = store
+        self._by_class: dict[str, _ClassCapacities] | None = None
+
+    def find(self, class_name: str, size: int, node_labels: Mapping[str, str]) -> Obj | None:
+        if self._by_class is None:
+            self._by_class = {}
+            for i, cap in enumerate(self._store.list(CSI_STORAGE_CAPACITY)):
+                name = cap.get("storageClassName")
+                if isinstance(name, str):
+                    self._by_class.setdefault(name, _ClassCapacities()).add(i, cap)
+        entries = self._by_class.get(class_name)
+        return None if entries is None else entries.find(size, node_labels)
+
+
+_Entry = tuple[int, int | None, LabelSelector, Obj]
+"""(store position, volume limit in bytes or None, node topology, the capacity)."""
+
+
+class _ClassCapacities:
+    __slots__ = ("by_label", "other")
+
+    def __init__(self) -> None:
+        self.by_label: dict[str, dict[str, list[_Entry]]] = {}
+        self.other: list[_Entry] = []
+
+    def add(self, position: int, cap: Obj) -> None:
+        limit = cap.get("maximumVolumeSize")
+        if limit is None:
+            limit = cap.get("capacity")
+        topology = cap.get("nodeTopology")
+        if topology is None:
+            return  # kube: "unavailable"
+        try:
+            selector = compile_label_selector(topology, "nodeTopology")
+        except ValueError:
+            return  # kube logs it and gives the capacity no node
+        entry = (position, None if limit is None else quantity_bytes(limit), selector, cap)
+        if selector.match_labels and not selector.exprs:
+            key, value = next(iter(selector.match_labels.items()))
+            self.by_label.setdefault(key, {}).setdefault(value, []).append(entry)
+        else:
+            self.other.append(entry)
+
+    def find(self, size: int, node_labels: Mapping[str, str]) -> Obj | None:
+        best: _Entry | None = None
+        candidates = [self.other]
+        for key, by_value in self.by_label.items():
+            value = node_labels.get(key)
+            if value is not None and value in by_value:
+                candidates.append(by_value[value])
+        for entries in candidates:
+            for entry in entries:
+                if best is not None and entry[0] > best[0]:
+                    break
+                _, limit, selector, _ = entry
+                if limit is not None and limit >= size and selector.matches(node_labels):
+                    best = entry
+                    break
+        return None if best is None else best[3]
 
 
 class AffinityCache:
@@ -247,6 +337,7 @@ def find_pod_volumes(
     node_labels: Mapping[str, str],
     store: ObjectStore,
     affinity: AffinityCache,
+    capacities: Capacities,
 ) -> FindResult:
     """kube's FindPodVolumes for one node. ``bound_pvs``: (claim, its PV or None)."""
     result = FindResult(PodVolumes(), [])
@@ -289,7 +380,7 @@ def find_pod_volumes(
                     result.volumes.static_bindings.append(BindingInfo(pv, pvc))
             if to_provision:
                 unbound_ok, enough_storage, err = _check_provisions(
-                    to_provision, node_labels, store, result.volumes
+                    to_provision, node_labels, store, capacities, result.volumes
                 )
                 if err:
                     result.error = err
@@ -306,11 +397,13 @@ def find_pod_volumes(
 
 
 def _check_provisions(
-    claims: list[Obj], node_labels: Mapping[str, str], store: ObjectStore, out: PodVolumes
+    claims: list[Obj],
+    node_labels: Mapping[str, str],
+    store: ObjectStore,
+    capacities: Capacities,
+    out: PodVolumes,
 ) -> tuple[bool, bool, str]:
-    """(provisioning possible, enough storage, error) as kube's checkVolumeProvisions.
-
-    Storage capacity (CSIStorageCapacity) is not modelled: capacity is always enough."""
+    """(provisioning possible, enough storage, error) as kube's checkVolumeProvisions."""
     provisions = []
     for pvc in claims:
         class_name = pvc_class(pvc)
@@ -324,9 +417,35 @@ def _check_provisions(
             return False, True, ""
         if not match_topology_selector_terms(sc.get("allowedTopologies"), node_labels):
             return False, True, ""
-        provisions.append(pvc)
+        enough, capacity = _has_enough_capacity(
+            pvc, class_name, provisioner, node_labels, store, capacities
+        )
+        if not enough:
+            return True, False, ""
+        provisions.append(DynamicProvision(pvc, capacity))
     out.dynamic_provisions = provisions
     return True, True, ""
+
+
+def _has_enough_capacity(
+    pvc: Obj,
+    class_name: str,
+    provisioner: str,
+    node_labels: Mapping[str, str],
+    store: ObjectStore,
+    capacities: Capacities,
+) -> tuple[bool, Obj | None]:
+    """kube's hasEnoughCapacity: (room for the claim, the CSIStorageCapacity that has it).
+    Only a claim that requests storage, provisioned by a CSIDriver with
+    ``storageCapacity: true``, is checked; any other has room."""
+    requests = ((pvc.get("spec") or {}).get("resources") or {}).get("requests") or {}
+    if "storage" not in requests:
+        return True, None
+    driver = store.get(CSI_DRIVER, "", provisioner)
+    if driver is None or (driver.get("spec") or {}).get("storageCapacity") is not True:
+        return True, None
+    capacity = capacities.find(class_name, pvc_request(pvc), node_labels)
+    return capacity is not None, capacity
 
 
 def bind_volume_to_claim(pv: Obj, pvc: Obj) -> Obj:

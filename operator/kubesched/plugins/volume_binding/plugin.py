@@ -15,13 +15,19 @@ WaitForFirstConsumer claims, as kube-scheduler v1.37's plugin of that name.
   provisioning (a provisioner other than ``kubernetes.io/no-provisioner`` whose
   ``allowedTopologies`` admit the node), or was already provisioned for another node:
   ``node(s) didn't find available persistent volumes to bind``; a bound claim's PV is
-  gone: ``node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)``.
+  gone: ``node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)``;
+  a claim to provision through a CSIDriver with ``storageCapacity: true`` finds no
+  CSIStorageCapacity of its class that selects the node (``nodeTopology``) and holds it
+  (``maximumVolumeSize``, else ``capacity``): ``node(s) did not have enough free
+  storage``.
 - Score (StorageCapacityScoring, beta and on by default since v1.37): on a node where
   the pod would bind claims to existing PVs, per StorageClass the utilization
   ``requested * 100 / capacity`` (summed over those claims and PVs; 100 when over or
   without capacity) is mapped through ``shape`` (default: 0 % -> 10, 100 % -> 0, scores
   scaled by 10), and the node scores the rounded mean over classes: the PV that fits
-  the claim most loosely wins. Nodes without such bindings score 0.
+  the claim most loosely wins. A node that binds none but provisions claims where a
+  CSIStorageCapacity holds them scores the same way, against that capacity's
+  ``capacity`` (once per class): the node with the most room wins. Other nodes score 0.
 - Reserve assumes the chosen bindings (other pods see the PV as taken from the next
   cycle on); Unreserve reverts them; PreBind writes them through
   ``ClusterPort.bind_volume`` (static: the PV's claimRef; dynamic: the claim's
@@ -29,10 +35,9 @@ WaitForFirstConsumer claims, as kube-scheduler v1.37's plugin of that name.
 
 Deliberate differences from kube-scheduler:
 
-- CSIStorageCapacity is not modelled, so ``node(s) did not have enough free storage``
-  is never reported (every provisioner is assumed to have room), and dynamically
-  provisioned claims add nothing to the score (kube scores them by the node's
-  CSIStorageCapacity).
+- Of several CSIStorageCapacity objects that hold a claim on a node, Score reads the
+  first in the store's order (kube: the first its informer lists, in no fixed order);
+  one without ``capacity`` scores as full (kube would dereference nil).
 - PreBind does not wait (``bindTimeoutSeconds``) for the PV controller or an external
   provisioner to finish: it returns once the writes are accepted.
 - In-tree to CSI migration of PV node affinity is not translated.
@@ -79,11 +84,14 @@ from kubesched.framework.storage import (
     pv_class,
     pvc_class,
     pvc_request,
+    quantity_bytes,
 )
 from kubesched.framework.types import Pod
 from kubesched.plugins.volume_binding.binder import (
     AffinityCache,
     AssumeCache,
+    Capacities,
+    DynamicProvision,
     PodVolumeClaims,
     PodVolumes,
     bind_volume_to_claim,
@@ -166,6 +174,7 @@ class StateData:
     bound_pvs: list[tuple[Obj, Obj | None]] = field(default_factory=list)
     by_node: dict[str, PodVolumes] = field(default_factory=dict)
     all_bound: bool = False
+    capacities: Capacities | None = None
 
 
 def is_delay_binding(pvc: Obj, store: ObjectStore) -> tuple[bool, str]:
@@ -197,6 +206,25 @@ def local_pv_node_names(pv: Obj) -> set[str] | None:
                 nodes = vals if nodes is None else nodes & vals
         result |= nodes or set()
     return result or None
+
+
+def _volume_limit(capacity: object) -> int | None:
+    """kube's volumeLimit: ``maximumVolumeSize``, else ``capacity``, in bytes."""
+    if not isinstance(capacity, Mapping):
+        return None
+    limit = capacity.get("maximumVolumeSize")
+    if limit is None:
+        limit = capacity.get("capacity")
+    return None if limit is None else quantity_bytes(limit)
+
+
+def _after_capacity_change(pod: Pod, old: object, new: object) -> bool:
+    """kube's isSchedulableAfterCSIStorageCapacityChange: a new CSIStorageCapacity, or a
+    larger volume limit (its class and node topology cannot change)."""
+    if old is None:
+        return True
+    before, after = _volume_limit(old), _volume_limit(new)
+    return after is not None and (before is None or after > before)
 
 
 class VolumeBinding(
@@ -231,6 +259,10 @@ class VolumeBinding(
             ),
             ClusterEventWithHint(ClusterEvent(EventResource.CSI_NODE, add_update)),
             ClusterEventWithHint(ClusterEvent(EventResource.CSI_DRIVER, ActionType.UPDATE_OTHER)),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.CSI_STORAGE_CAPACITY, add_update),
+                _after_capacity_change,
+            ),
         ]
 
     # -- PreFilter ---------------------------------------------------------------------------
@@ -305,7 +337,7 @@ class VolumeBinding(
                 cls = pvc_class(pvc)
                 if cls not in claims.pvs_by_class:
                     claims.pvs_by_class[cls] = [pv for pv in all_pvs if pv_class(pv) == cls]
-        data = StateData(claims=claims)
+        data = StateData(claims=claims, capacities=Capacities(store))
         eligible: set[str] | None = None
         missing = False
         for pvc in claims.bound:
@@ -343,6 +375,7 @@ class VolumeBinding(
                 node.labels,
                 self._handle.store,
                 self._affinity,
+                data.capacities or Capacities(self._handle.store),
             )
         except ValueError as e:  # a malformed selector or node affinity
             return Status.as_error(str(e), plugin=NAME)
@@ -355,10 +388,14 @@ class VolumeBinding(
 
     # -- PreScore / Score --------------------------------------------------------------------
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
-        """Skip unless some node would bind a claim to an existing PV: the other nodes
-        score 0 in kube-scheduler (no CSIStorageCapacity here), which adds nothing."""
+        """Skip unless some node would bind a claim to an existing PV or provision one
+        where a CSIStorageCapacity has room: every node scores 0 otherwise, which adds
+        nothing."""
         data: StateData | None = state.get(STATE_KEY)
-        if data is None or not any(v.static_bindings for v in data.by_node.values()):
+        if data is None or not any(
+            v.static_bindings or any(d.capacity is not None for d in v.dynamic_provisions)
+            for v in data.by_node.values()
+        ):
             return Status.skip()
         return None
 
@@ -367,14 +404,24 @@ class VolumeBinding(
         if data is None:
             return 0, Status.as_error(f"cannot read {STATE_KEY!r} from cycleState", plugin=NAME)
         volumes = data.by_node.get(node_info.name)
-        if volumes is None or not volumes.static_bindings:
+        if volumes is None:
             return 0, None
         per_class: dict[str, list[int]] = {}
-        for b in volumes.static_bindings:
-            cls = str((b.pv.get("spec") or {}).get("storageClassName") or "")
-            acc = per_class.setdefault(cls, [0, 0])
-            acc[0] += pvc_request(b.pvc)
-            acc[1] += pv_capacity(b.pv)
+        if volumes.static_bindings:
+            for b in volumes.static_bindings:
+                cls = str((b.pv.get("spec") or {}).get("storageClassName") or "")
+                acc = per_class.setdefault(cls, [0, 0])
+                acc[0] += pvc_request(b.pvc)
+                acc[1] += pv_capacity(b.pv)
+        else:
+            # kube: the node's capacity for the class, once (two claims of one class
+            # share it), against the sum of their requests
+            for d in volumes.dynamic_provisions:
+                if d.capacity is None:
+                    continue
+                acc = per_class.setdefault(pvc_class(d.pvc), [0, 0])
+                acc[0] += pvc_request(d.pvc)
+                acc[1] = quantity_bytes(d.capacity.get("capacity"))
         return self._capacity_score(per_class.values()), None
 
     def _capacity_score(self, classes: Any) -> int:
@@ -410,10 +457,11 @@ class VolumeBinding(
             b.pv = bind_volume_to_claim(b.pv, b.pvc)
             self.pv_cache.assume(b.pv)
         volumes.dynamic_provisions = [
-            with_selected_node(pvc, node_name) for pvc in volumes.dynamic_provisions
+            DynamicProvision(with_selected_node(d.pvc, node_name), d.capacity)
+            for d in volumes.dynamic_provisions
         ]
-        for pvc in volumes.dynamic_provisions:
-            self.pvc_cache.assume(pvc)
+        for d in volumes.dynamic_provisions:
+            self.pvc_cache.assume(d.pvc)
         data.all_bound = False
         return None
 
@@ -426,8 +474,8 @@ class VolumeBinding(
             return
         for b in volumes.static_bindings:
             self.pv_cache.restore(b.pv)
-        for pvc in volumes.dynamic_provisions:
-            self.pvc_cache.restore(pvc)
+        for d in volumes.dynamic_provisions:
+            self.pvc_cache.restore(d.pvc)
 
     # -- PreBind -----------------------------------------------------------------------------
     def pre_bind_pre_flight(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
@@ -453,8 +501,8 @@ class VolumeBinding(
         try:
             for b in volumes.static_bindings:
                 await cluster.bind_volume(b.pvc, str(b.pv["metadata"]["name"]), None)
-            for pvc in volumes.dynamic_provisions:
-                await cluster.bind_volume(pvc, None, node_name)
+            for d in volumes.dynamic_provisions:
+                await cluster.bind_volume(d.pvc, None, node_name)
         except ClusterError as e:
             return Status.as_error(e, plugin=NAME)
         return None
