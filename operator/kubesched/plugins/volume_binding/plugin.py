@@ -6,10 +6,11 @@ WaitForFirstConsumer claims, as kube-scheduler v1.37's plugin of that name.
   message (``persistentvolumeclaim "data" not found``, ...). A claim that is not fully
   bound (``spec.volumeName`` plus the ``pv.kubernetes.io/bind-completed`` annotation)
   and not of a WaitForFirstConsumer StorageClass: UnschedulableAndUnresolvable
-  ``pod has unbound immediate PersistentVolumeClaims``. Bound local PVs whose node
-  affinity names hosts (``kubernetes.io/hostname In [...]``) narrow the nodes.
+  ``pod has unbound immediate PersistentVolumeClaims``. It does not narrow the nodes
+  (kube-scheduler 1.37 no longer narrows them to the hosts a bound local PV names: its
+  Filter says why each other node does not fit).
 - Filter (all UnschedulableAndUnresolvable): a bound PV's node affinity rejects the node
-  ``node(s) had volume node affinity conflict``; a WaitForFirstConsumer claim finds
+  ``node(s) didn't match PersistentVolume's node affinity``; a WaitForFirstConsumer claim finds
   neither an available matching PV (class, capacity, access and volume modes, selector,
   PV node affinity; the smallest wins, claims matched smallest first) nor dynamic
   provisioning (a provisioner other than ``kubernetes.io/no-provisioner`` whose
@@ -191,23 +192,6 @@ def is_delay_binding(pvc: Obj, store: ObjectStore) -> tuple[bool, str]:
     return mode == "WaitForFirstConsumer", ""
 
 
-def local_pv_node_names(pv: Obj) -> set[str] | None:
-    """kube's GetLocalPersistentVolumeNodeNames: hostnames named by ``In`` expressions
-    (intersected within a term, united across terms); ``None`` when there are none."""
-    required = ((pv.get("spec") or {}).get("nodeAffinity") or {}).get("required")
-    if not required:
-        return None
-    result: set[str] = set()
-    for term in required.get("nodeSelectorTerms") or ():
-        nodes: set[str] | None = None
-        for e in term.get("matchExpressions") or ():
-            if e.get("key") == "kubernetes.io/hostname" and e.get("operator") == "In":
-                vals = set(e.get("values") or ())
-                nodes = vals if nodes is None else nodes & vals
-        result |= nodes or set()
-    return result or None
-
-
 def _volume_limit(capacity: object) -> int | None:
     """kube's volumeLimit: ``maximumVolumeSize``, else ``capacity``, in bytes."""
     if not isinstance(capacity, Mapping):
@@ -338,20 +322,9 @@ class VolumeBinding(
                 if cls not in claims.pvs_by_class:
                     claims.pvs_by_class[cls] = [pv for pv in all_pvs if pv_class(pv) == cls]
         data = StateData(claims=claims, capacities=Capacities(store))
-        eligible: set[str] | None = None
-        missing = False
         for pvc in claims.bound:
-            pv = self.pv_cache.get("", str(pvc["spec"]["volumeName"]))
-            data.bound_pvs.append((pvc, pv))
-            if pv is None:
-                missing = True
-                continue
-            names = local_pv_node_names(pv)
-            if names:
-                eligible = set(names) if eligible is None else eligible & names
+            data.bound_pvs.append((pvc, self.pv_cache.get("", str(pvc["spec"]["volumeName"]))))
         state.write(STATE_KEY, data)
-        if eligible is not None and not missing:
-            return PreFilterResult(eligible), None
         return None, None
 
     def pre_filter_extensions(self) -> PreFilterExtensions | None:
