@@ -151,7 +151,7 @@ class BindingCycles:
         nominated: str | None = ""
         if in_pod_group_cycle(qpi.pod.spec):
             nominated = None
-        elif fwk.chain.post_filter and not diag.pre_filter_msg.startswith("no nodes"):
+        elif fwk.chain.post_filter and err.num_all_nodes > 0:
             nominated = None
             t0 = time.perf_counter()
             res, s = fwk.run_post_filter(state, qpi.pod, diag.node_to_status)
