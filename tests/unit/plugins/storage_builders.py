@@ -126,10 +126,16 @@ def make_csi_node(node: str, **limits: int | None) -> dict[str, Any]:
     }
 
 
-def make_csi_driver(name: str, *, storage_capacity: bool | None = True) -> dict[str, Any]:
+def make_csi_driver(
+    name: str, *, storage_capacity: bool | None = True, prevent_if_missing: bool | None = None
+) -> dict[str, Any]:
+    """A CSIDriver; a None flag is left unset (``storageCapacity``,
+    ``preventPodSchedulingIfMissing``)."""
     spec: dict[str, Any] = {}
     if storage_capacity is not None:
         spec["storageCapacity"] = storage_capacity
+    if prevent_if_missing is not None:
+        spec["preventPodSchedulingIfMissing"] = prevent_if_missing
     return {
         "apiVersion": "storage.k8s.io/v1",
         "kind": "CSIDriver",

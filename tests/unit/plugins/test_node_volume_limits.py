@@ -11,7 +11,13 @@ from kubesched.framework.types import Pod
 from kubesched.plugins import node_volume_limits as nvl
 from tests.builders import make_node, make_pod
 from tests.unit.plugins.fakes import FakeHandle, FakeStore
-from tests.unit.plugins.storage_builders import make_csi_node, make_pv, make_pvc, make_sc
+from tests.unit.plugins.storage_builders import (
+    make_csi_driver,
+    make_csi_node,
+    make_pv,
+    make_pvc,
+    make_sc,
+)
 
 EXCEEDED = "node(s) exceed max volume count"
 DRIVER = "ebs.csi.example.com"
@@ -139,15 +145,7 @@ def test_long_driver_names_are_hashed_like_kube() -> None:
 
 # -- v1.37 (VolumeLimitScaling): a driver that must be registered on the node -----------------------
 def csi_driver(prevent: bool | None) -> dict[str, Any]:
-    spec: dict[str, Any] = {}
-    if prevent is not None:
-        spec["preventPodSchedulingIfMissing"] = prevent
-    return {
-        "apiVersion": "storage.k8s.io/v1",
-        "kind": "CSIDriver",
-        "metadata": {"name": DRIVER},
-        "spec": spec,
-    }
+    return make_csi_driver(DRIVER, storage_capacity=None, prevent_if_missing=prevent)
 
 
 NOT_INSTALLED = Status(
