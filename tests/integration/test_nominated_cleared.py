@@ -114,3 +114,50 @@ async def test_a_permit_rejection_is_kubes_fit_error_over_one_node_and_does_not_
     # writes nothing new, so nothing moves the pod again before its unschedulable timeout
     assert len(events) == 2
     assert h.sched.stats.unschedulable == 2
+
+
+class Hold:
+    """Permit keeps pods labelled ``hold`` waiting: assumed, their binding not started."""
+
+    name = "Hold"
+
+    def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status | None, float]:
+        if pod.labels.get("hold"):
+            return Status.wait("held"), 600.0
+        return None, 0.0
+
+
+def two_nodes_holding() -> Harness:
+    registry = in_tree_registry()
+    registry.register(Hold.name, lambda args, handle: Hold())
+    spec = ProfileSpec(plugins=Plugins(permit=PluginSet(enabled=[PluginRef(name=Hold.name)])))
+    h = Harness(profiles=[spec], registry=registry)
+    for name in ("n1", "n2"):
+        h.apply(make_node(name).alloc(cpu="2", memory="4Gi").label("host", name).obj())
+    return h
+
+
+@pytest.mark.parametrize("late_patch", [False, True])
+async def test_an_assumed_pod_no_longer_holds_its_nominated_node(late_patch: bool) -> None:
+    # "high" was nominated to n2 by an earlier preemption but now goes to n1 (its node
+    # selector), where it waits at Permit. kube-scheduler drops a pod's nomination when
+    # it assumes the pod; had n2 stayed held for "high", "low" would find no room on n2
+    # and, with no event to move it, stay pending for minutes (it did on a real API
+    # server: two preemptors, each nominated, the first binding on the other's node).
+    h = two_nodes_holding()
+    high = make_pod("high").priority(100).req(cpu="2").label("hold", "yes")
+    h.apply(high.node_selector(host="n1").nominated("n2").obj())
+    async with running(h):
+        await h.wait_for(lambda: h.sched.cache.is_assumed(uid(h, "high")))
+        assert h.sched.nominator.nominated_node(uid(h, "high")) == ""
+        if late_patch:
+            # the status patch of the old nomination comes back while "high" waits
+            obj = h.cluster.get("Pod", "default", "high")
+            assert obj is not None
+            await h.cluster.patch_pod_status(Pod(obj), nominated_node_name="n2")
+            await asyncio.sleep(0.1)
+            assert nominated(h, "high") == "n2"
+            assert h.sched.nominator.nominated_node(uid(h, "high")) == ""
+        h.apply(make_pod("low").priority(10).req(cpu="2").obj())
+        await h.wait_for(lambda: h.node_of("default/low") is not None)
+    assert h.node_of("default/low") == "n2"

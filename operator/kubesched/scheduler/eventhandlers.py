@@ -170,12 +170,14 @@ class EventHandlers:
             return
         if s.responsible_for(new):
             s.unscheduled[new.uid] = new
-            s.nominator.update(old, new)
             if s.cache.is_assumed(new.uid):
                 # In its binding cycle (waiting at Permit, binding): not the queue's, or
-                # it would be both assumed and queued; a failed bind requeues the latest
-                # version (kube-scheduler's updatePodInSchedulingQueue skips it too).
+                # it would be both assumed and queued, nor the nominator's (its status
+                # patch of an earlier nomination, landing now, must not hold that node
+                # again); a failed bind requeues the latest version (kube-scheduler's
+                # updatePodInSchedulingQueue skips it too).
                 return
+            s.nominator.update(old, new)
             q = s.queues.queue(new.scheduler_name)
             if q is not None:
                 q.update(old, new)

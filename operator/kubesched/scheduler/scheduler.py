@@ -298,6 +298,9 @@ class Scheduler(BindingCycles):
                 return
             assumed = pod.assigned_to(result.node_name)
             self.cache.assume_pod(assumed)
+            # kube's assume: an assumed pod no longer holds the node it was nominated to
+            # (lower pods would otherwise find that node taken while it binds elsewhere)
+            self.nominator.delete(pod)
             t0 = time.perf_counter()
             s = fwk.run_reserve(state, assumed, result.node_name)
             t1 = time.perf_counter()
