@@ -19,6 +19,9 @@ the pod a cluster would hold:
   set, a cpu, memory or hugepages limit no container requests becomes the pod-level
   request too (for one a container requests, the API server writes the containers'
   aggregate, which is what the scheduler computes without it);
+- **hostNetwork ports** defaulting: in a ``hostNetwork`` pod, each container's (and init
+  container's) port without a ``hostPort`` gets its ``containerPort`` as one, so
+  NodePorts sees the ports the pod takes on its node;
 - **PodTopologyLabels** admission (beta, on since 1.35): a pod created with
   ``spec.nodeName`` gets that node's ``topology.kubernetes.io/zone`` and ``/region``
   labels (overwriting its own);
@@ -69,6 +72,19 @@ def admit_pod(pod: dict[str, Any], nodes: Mapping[str, Mapping[str, Any]]) -> No
             _check_match_label_keys(c, labels, f"{_FIELD}[{i}]")
     _default_tolerations(spec)
     _default_pod_level_requests(spec)
+    if spec.get("hostNetwork") is True:
+        _default_host_network_ports(spec)
+
+
+def _default_host_network_ports(spec: dict[str, Any]) -> None:
+    """kube's defaultHostNetworkPorts (SetDefaults_Pod)."""
+    for part in ("containers", "initContainers"):
+        containers = spec.get(part)
+        for c in containers if isinstance(containers, list) else ():
+            ports = c.get("ports") if isinstance(c, dict) else None
+            for port in ports if isinstance(ports, list) else ():
+                if isinstance(port, dict) and not port.get("hostPort") and "containerPort" in port:
+                    port["hostPort"] = port["containerPort"]
 
 
 def _pod_level(key: Any) -> bool:

@@ -287,3 +287,22 @@ def test_pod_level_limits_default_the_requests_no_container_makes() -> None:
     admit_pod(p, {})
     # memory: the container's limit is its request, so the aggregate stands (unwritten)
     assert p["spec"]["resources"]["requests"] == {"cpu": "3", "hugepages-2Mi": "2Mi"}
+
+
+@pytest.mark.parametrize("host_network", [True, False])
+def test_a_host_network_pods_container_ports_are_host_ports(host_network: bool) -> None:
+    ports = [{"containerPort": 9100}, {"containerPort": 53, "hostPort": 5353, "protocol": "UDP"}]
+    p = pod(
+        {
+            "hostNetwork": host_network,
+            "initContainers": [{"name": "i", "image": "i", "ports": [{"containerPort": 8443}]}],
+            "containers": [{"name": "c", "image": "i", "ports": copy.deepcopy(ports)}],
+        }
+    )
+    admit_pod(p, {})
+    got = [port.get("hostPort") for port in p["spec"]["containers"][0]["ports"]]
+    init = p["spec"]["initContainers"][0]["ports"][0].get("hostPort")
+    if host_network:
+        assert (got, init) == ([9100, 5353], 8443)  # an explicit hostPort is kept
+    else:
+        assert (got, init) == ([None, 5353], None)

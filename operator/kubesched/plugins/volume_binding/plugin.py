@@ -10,12 +10,13 @@ WaitForFirstConsumer claims, as kube-scheduler v1.37's plugin of that name.
   (kube-scheduler 1.37 no longer narrows them to the hosts a bound local PV names: its
   Filter says why each other node does not fit).
 - Filter (all UnschedulableAndUnresolvable): a bound PV's node affinity rejects the node
-  ``node(s) didn't match PersistentVolume's node affinity``; a WaitForFirstConsumer claim finds
-  neither an available matching PV (class, capacity, access and volume modes, selector,
-  PV node affinity; the smallest wins, claims matched smallest first) nor dynamic
-  provisioning (a provisioner other than ``kubernetes.io/no-provisioner`` whose
-  ``allowedTopologies`` admit the node), or was already provisioned for another node:
-  ``node(s) didn't find available persistent volumes to bind``; a bound claim's PV is
+  ``node(s) didn't match PersistentVolume's node affinity`` (1.37's wording); a
+  WaitForFirstConsumer claim finds neither an available matching PV (class, capacity,
+  access and volume modes, selector, PV node affinity; the smallest wins, claims matched
+  smallest first) nor dynamic provisioning (a provisioner other than
+  ``kubernetes.io/no-provisioner`` whose ``allowedTopologies`` admit the node), or was
+  already provisioned for another node: ``node(s) didn't find available persistent
+  volumes to bind``; a bound claim's PV is
   gone: ``node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)``;
   a claim to provision through a CSIDriver with ``storageCapacity: true`` finds no
   CSIStorageCapacity of its class that selects the node (``nodeTopology``) and holds it
