@@ -19,8 +19,9 @@ Each scenario is the file's ``# expect:`` line (see test_differential): kube-sch
 outcome must satisfy it (this validates the corpus), kubesched's too; both leave the
 same gangs bound or pending (pod by pod: bound, Unschedulable or Waiting) and, where the
 expectation names one node, put the member there; the members left over by a placed
-group fail with the same message. Nothing is ever bound below its minimum: a gang's
-members are bound at least ``minCount`` at a time, or none.
+group fail with the same message; pending members are left with the same nominated
+node. Nothing is ever bound below its minimum: a gang's members are bound at least
+``minCount`` at a time, or none.
 """
 
 from __future__ import annotations
@@ -162,6 +163,14 @@ def test_kube_scheduler_gangs_and_kubesched_agree(
         mine = ours.outcomes[key][0]
         if len(expected.get(key, ())) == 1 or where in PENDING:
             assert mine == where, f"{key}: kube-scheduler {where}, kubesched {mine}{report}"
+        if where in PENDING and mine in PENDING:
+            # the nomination a pending member is left with (kube's
+            # submitPodGroupAlgorithmResult: cleared for a member that fitted in a
+            # rejected group, kept for one that did not, set by a pod group preemption)
+            assert ours.nominated[key] == theirs.nominated[key], (
+                f"{key}: nominated node: kube-scheduler {theirs.nominated[key]!r}, "
+                f"kubesched {ours.nominated[key]!r}{report}"
+            )
     for members in gangs.values():
         if any(theirs.outcomes[m][0] not in PENDING for m in members):
             # a placed group's members left over failed alone: kube's own FitError each

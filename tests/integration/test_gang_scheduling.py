@@ -357,3 +357,30 @@ async def test_a_gang_that_does_not_fit_waits_for_the_cluster_to_change() -> Non
         assert h.cluster.bindings == []
         h.apply(make_node("node-big").alloc(cpu="8", memory="32Gi").obj())
         await h.wait_for(lambda: bound(h, keys) == 3)
+
+
+def status_nomination(h: Harness, key: str) -> Any:
+    return (h.cluster.pod(key) or {}).get("status", {}).get("nominatedNodeName")
+
+
+async def test_a_rejected_gang_clears_the_nominations_of_the_members_that_fitted() -> None:
+    # kube-scheduler 1.37 (submitPodGroupAlgorithmResult): a group rejected with no
+    # preemption to wait on clears the nomination of each member that found a node in
+    # the cycle, and a member that found none keeps its own. Both were nominated by an
+    # earlier preemption; "keeper" outranks the gang, so no preemption helps now.
+    h = Harness()
+    h.apply(*nodes(2))
+    h.apply(make_pod("keeper").priority(100).req(cpu="2").node("n2").obj())
+    h.apply(pod_group("g", 2))
+    h.apply(make_pod("g-0").req(cpu="3").label(LABEL, "g").nominated("n1").obj())
+    h.apply(make_pod("g-1").req(cpu="5").label(LABEL, "g").nominated("n2").obj())
+    keys = ["default/g-0", "default/g-1"]
+    async with running(h):
+        await h.wait_for(lambda: all("FailedScheduling" in h.reasons(k) for k in keys))
+        await h.wait_for(lambda: status_nomination(h, "default/g-0") is None)
+        nominator = h.sched.nominator
+        uids = {k: h.cluster.pod(k)["metadata"]["uid"] for k in keys}  # type: ignore[index]
+        assert nominator.nominated_node(uids["default/g-0"]) == ""  # g-0 fitted n1
+        assert status_nomination(h, "default/g-1") == "n2"  # g-1 fitted nowhere
+        assert nominator.nominated_node(uids["default/g-1"]) == "n2"
+    assert bound(h, keys) == 0

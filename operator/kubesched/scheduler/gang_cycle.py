@@ -26,6 +26,7 @@ kube-scheduler 1.37's ``findBestPlacement`` picks it.
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +59,9 @@ class Member:
     """Why this member found no node (its own FitError or Reserve message)."""
     plugins: set[str] = field(default_factory=set)
     pending: set[str] = field(default_factory=set)
+    nominated: str = ""
+    """The node this member was nominated to before its assume dropped the nomination;
+    given back if the assume is undone (kube's unreserveAndForget in a pod group cycle)."""
 
     @property
     def pod(self) -> Pod:
@@ -117,7 +121,9 @@ class GangCycle:
             taken = queue.take(other.uid)
             if taken is not None:
                 members.append(Member(taken))
-        members.sort(key=lambda m: m.pod.name)
+        # kube's PodGroupMemberPodsOrderingFunc: higher priority, then more attempts,
+        # then longer queued, then the name
+        members.sort(key=lambda m: (-m.pod.priority, -m.qpi.attempts, m.qpi.timestamp, m.pod.name))
         for m in members:
             sched._attempt_start[m.pod.uid] = start
         if sched.stats.first_cycle is None:
@@ -175,8 +181,14 @@ class GangCycle:
             else:
                 # Gang-aware preemption (gang_preemption.py): may evict lower-priority
                 # pods for the whole gang and nominate its members; says so in the reason.
-                msg = gang_preemption.post_filter(sched, fwk, view, members, need, attempt.message)
-                self._fail_all(fwk, cos, key, members, msg, cycle)
+                msg, waiting = gang_preemption.post_filter(
+                    sched, fwk, view, members, need, attempt.message
+                )
+                # kube's submitPodGroupAlgorithmResult: a group rejected without a
+                # preemption to wait on clears the nominations of the members that found
+                # a node; a member that found none keeps its own.
+                fitted = () if waiting or trial is None else trial.placed
+                self._fail_all(fwk, cos, key, members, msg, cycle, clear={id(m) for m in fitted})
                 result = "unschedulable"
             metrics.group_attempt(result, fwk.profile_name, time.perf_counter() - start)
             return
@@ -248,13 +260,14 @@ class GangCycle:
                 cache.assume_pod(assumed)
                 # kube's assume: a placed pod no longer counts as nominated (its siblings
                 # nominated by gang preemption would otherwise count twice on a node).
+                m.nominated = sched.nominator.nominated_node(m.pod.uid)
                 sched.nominator.delete(m.pod)
                 s = fwk.run_reserve(state, assumed, result.node_name)
                 if batch is not None:
                     batch.finish(s is None)
                 if s is not None:
                     fwk.run_unreserve(state, assumed, result.node_name)
-                    cache.forget_pod(assumed)
+                    self._forget(m, assumed)
                     if s.code == Code.ERROR:
                         trial.error = s
                         return trial
@@ -291,13 +304,20 @@ class GangCycle:
 
     def revert(self, fwk: Framework, trial: Trial) -> None:
         """Undo a trial's assumes and reservations, last first."""
-        cache = self.sched.cache
         for m in reversed(trial.placed):
             if m.assumed is not None and m.state is not None:
                 fwk.run_unreserve(m.state, m.assumed, m.assumed.node_name)
-                cache.forget_pod(m.assumed)
+                self._forget(m, m.assumed)
             m.assumed, m.state = None, None
-        cache.update_snapshot()
+        self.sched.cache.update_snapshot()
+
+    def _forget(self, m: Member, assumed: Pod) -> None:
+        """Undo a member's assume: out of the cache, and its nomination back (kube's
+        unreserveAndForget in a pod group cycle; a pod alone keeps it dropped)."""
+        self.sched.cache.forget_pod(assumed)
+        if m.nominated:
+            self.sched.nominator.add(m.pod, m.nominated)
+            m.nominated = ""
 
     def _commit(self, fwk: Framework, trial: Trial, cycle: int) -> None:
         """The gang holds its minimum: Permit each member and start its binding."""
@@ -311,7 +331,7 @@ class GangCycle:
             if s is not None and not s.is_wait():
                 # Another Permit plugin said no (Coscheduling allows a group member).
                 fwk.run_unreserve(state, assumed, node)
-                sched.cache.forget_pod(assumed)
+                self._forget(m, assumed)
                 sched._fail(fwk, m.qpi, s, cycle, nominated_node=None)
                 continue
             if s is not None:
@@ -336,9 +356,11 @@ class GangCycle:
         *,
         error: Status | None = None,
         clear_nominated: bool = False,
+        clear: Collection[int] = (),
     ) -> None:
         """Every member fails with the gang's reason (or the error), together;
-        ``clear_nominated``: their nominated nodes are cleared too."""
+        ``clear_nominated``: their nominated nodes are cleared too; ``clear``: those of
+        these members (by ``id``), the others' are left as they are."""
         if error is None:
             cos.group_failed(key, msg)
         else:
@@ -362,7 +384,7 @@ class GangCycle:
                 m.qpi,
                 Status.unschedulable(msg, plugin=cosched.NAME),
                 cycle,
-                nominated_node=None,
+                nominated_node="" if id(m) in clear else None,
             )
 
 

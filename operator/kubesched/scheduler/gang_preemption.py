@@ -88,17 +88,19 @@ def post_filter(
     members: Sequence[Member],
     need: int,
     message: str,
-) -> str:
+) -> tuple[str, bool]:
     """Try to make room for the gang; returns the members' failure message (``message``,
-    then the preemption outcome as kube appends it). Evictions run asynchronously."""
+    then the preemption outcome as kube appends it) and whether the gang now waits on a
+    preemption (a new one, or one still evicting: its members keep their nominations).
+    Evictions run asynchronously."""
     if not any(p.name == dp.NAME for p in fwk.chain.post_filter):
-        return message
+        return message, False
     sched.metrics.preemption_attempts.inc()
     spec = view.spec
     pods = [m.pod for m in members]
     ok, why = gp.preemptor_eligible(spec.preemption_policy, pods)
     if not ok:
-        return _join(message, why)
+        return _join(message, why), False
     priority = preemptor_priority(spec, pods)
     find = gang_of(fwk)
     snap = sched.cache.update_snapshot()
@@ -107,7 +109,7 @@ def post_filter(
         for p in pods:
             if p.nominated_node_name:
                 sched.nominator.add(p, p.nominated_node_name)
-        return _join(message, gp.MSG_ONGOING)
+        return _join(message, gp.MSG_ONGOING), True
     pdbs = [dp.PdbInfo.from_dict(d) for d in _pdbs(fwk)]
 
     def place(work: Snapshot) -> list[gp.Assignment] | Status:
@@ -138,7 +140,7 @@ def post_filter(
     if isinstance(out, Status):
         if out.code == Code.ERROR:
             log.warning("gang preemption for %s failed: %s", view.key, out.message())
-        return _join(message, out.message())
+        return _join(message, out.message()), False
     log.info(
         "pod group %s preempts %d victims (%s); members nominated: %s",
         view.key,
@@ -152,7 +154,7 @@ def post_filter(
     evicting.add(view.key)
     sched.metrics.workload_preemption_victims.observe(len(out.victims))
     sched._spawn(_evict(sched, fwk, spec, pods, out.victims, evicting))
-    return _join(message, out.message())
+    return _join(message, out.message()), True
 
 
 def _join(message: str, outcome: str) -> str:
