@@ -43,29 +43,22 @@ among equal scores must agree.
 
 from __future__ import annotations
 
-import copy
-import multiprocessing
 import pathlib
-import traceback
 from collections.abc import Iterator
-from multiprocessing.connection import Connection
 from typing import Any
 
 import pytest
 
-from kubesched.simulator.engine import simulate
-from kubesched.simulator.scenario import Document, load_scenarios
-from kubesched.simulator.scenario import prepare as default_documents
+from kubesched.simulator.scenario import load_scenarios
 from tests.controlplane import Binaries, ControlPlane
 from tests.e2e.differential_support import (
     CORPUS,
     FILES,
-    JSON,
     KUBE_SCHEDULER,
     KUBESCHED,
     KUBESCHED_ONLY,
     PENDING,
-    TERMINATING,
+    SEED,
     Controllers,
     Run,
     expectations,
@@ -73,6 +66,7 @@ from tests.e2e.differential_support import (
     install_crds,
     prepare,
     run_scenario,
+    simulated,
     uses_upstream_gangs,
 )
 
@@ -163,60 +157,6 @@ def test_kube_scheduler_and_kubesched_agree(diff_cluster: ControlPlane, path: pa
 
 
 # -- the simulator against kubesched run ----------------------------------------------------------
-
-#: The tie-breaking seed of both ``kubesched simulate`` and ``kubesched run`` below.
-SEED = 7
-
-
-def as_terminated(obj: JSON) -> JSON:
-    """A copy of a created object as it is after :func:`apply`: held pods terminating."""
-    out = copy.deepcopy(obj)
-    meta = out["metadata"]
-    if out["kind"] == "Pod" and TERMINATING in (meta.get("finalizers") or ()):
-        meta["deletionTimestamp"] = "2025-01-01T00:00:00Z"
-    return out
-
-
-#: A simulation that takes longer is stopped and fails its test (it runs in a process of
-#: its own: a simulator that never settles must not hang the module).
-SIMULATE_TIMEOUT = 60.0
-
-Outcomes = dict[str, tuple[str, str]]
-
-
-def _simulate_created(created: list[JSON]) -> Outcomes:
-    docs = [Document("cluster", i, as_terminated(o)) for i, o in enumerate(created)]
-    result = simulate(default_documents(docs), seed=SEED)
-    return {f"{p.namespace}/{p.name}": (p.node or p.status, p.message) for p in result.pods}
-
-
-def _simulate_to(created: list[JSON], conn: Connection) -> None:
-    try:
-        conn.send(_simulate_created(created))
-    except BaseException:
-        conn.send(traceback.format_exc())
-
-
-def simulated(created: list[JSON]) -> Outcomes:
-    """``kubesched simulate --seed SEED`` on the objects as they were created on the
-    cluster (in that order; defaulted by the scenario loader as a file would be): each
-    pod to schedule -> (node | Unschedulable | Waiting, message)."""
-    ctx = multiprocessing.get_context("spawn")
-    receive, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_simulate_to, args=(created, send), daemon=True)
-    proc.start()
-    send.close()
-    try:
-        if not receive.poll(SIMULATE_TIMEOUT):
-            pytest.fail(f"kubesched simulate did not finish within {SIMULATE_TIMEOUT:.0f} s")
-        got: Outcomes | str = receive.recv()
-    finally:
-        receive.close()
-        proc.kill()
-        proc.join()
-    if isinstance(got, str):
-        pytest.fail(f"kubesched simulate failed:\n{got}")
-    return got
 
 
 @pytest.mark.parametrize("path", _ids())

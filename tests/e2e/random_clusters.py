@@ -1,0 +1,328 @@
+"""Random small clusters, each with one pod to schedule (``default/p``), for
+``test_random_differential.py``: scenarios nobody wrote by hand, played to kube-scheduler
+and to kubesched.
+
+Two kinds, each a function of a ``random.Random``:
+
+* :func:`general`: two to five nodes with zones, some labels, taints
+  (NoSchedule, PreferNoSchedule, NoExecute), cordons, few pods or an extended resource;
+  running pods of several priorities with requests, host ports and required
+  anti-affinity; the pod asks cpu and memory, maybe the extended resource, a host port,
+  a node selector, tolerations, a Gt/Lt node affinity, required (anti-)affinity, zone or
+  hostname spread, and its priority is usually above some running pods (so preemption
+  and its verdicts are exercised).
+* :func:`volumes`: two to four nodes, a local WaitForFirstConsumer class with local PVs
+  pinned to nodes, a CSI class (maybe limited by ``allowedTopologies``, maybe with a
+  CSIDriver that tracks capacity and per-node CSIStorageCapacity objects), an Immediate
+  class, CSINode attach limits; the pod uses some of: a claim bound to a zonal PV, a local
+  claim, a claim to provision, an unbound Immediate claim, a claim that does not exist.
+
+The objects are scenario documents (``kubesched.simulator.scenario`` defaults them as it
+defaults a file).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+JSON = dict[str, Any]
+
+POD = "default/p"
+"""The pod each cluster schedules."""
+
+ZONES = ("a", "b", "c")
+TAINTS = (
+    ("dedicated", "gpu", "NoSchedule"),
+    ("spot", "true", "PreferNoSchedule"),
+    ("maint", "", "NoExecute"),
+    ("team", "x", "NoSchedule"),
+)
+GPU = "example.com/gpu"
+ZONE = "topology.kubernetes.io/zone"
+HOSTNAME = "kubernetes.io/hostname"
+CSI = "disk.csi.example.com"
+
+
+def _node(name: str, labels: dict[str, str], spec: JSON, capacity: dict[str, str]) -> JSON:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "spec": spec,
+        "status": {"capacity": capacity},
+    }
+
+
+def _pod(name: str, spec: JSON, labels: dict[str, str] | None = None) -> JSON:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": spec,
+    }
+
+
+def _term(rng: random.Random, apps: tuple[str, ...]) -> JSON:
+    return {
+        "topologyKey": rng.choice((HOSTNAME, ZONE)),
+        "labelSelector": {"matchLabels": {"app": rng.choice(apps)}},
+    }
+
+
+def general(rng: random.Random) -> list[JSON]:
+    docs: list[JSON] = []
+    names = [f"n{k}" for k in range(rng.randint(2, 5))]
+    for name in names:
+        labels = {ZONE: rng.choice(ZONES)}
+        if rng.random() < 0.4:
+            labels["disk"] = rng.choice(("ssd", "hdd"))
+        if rng.random() < 0.3:
+            labels["gen"] = str(rng.randint(1, 9))
+        spec: JSON = {}
+        taints = []
+        for key, value, effect in TAINTS:
+            if rng.random() < 0.1:
+                taint = {"key": key, "effect": effect}
+                if value:
+                    taint["value"] = value
+                taints.append(taint)
+        if taints:
+            spec["taints"] = taints
+        if rng.random() < 0.07:
+            spec["unschedulable"] = True
+        capacity = {
+            "cpu": str(rng.choice((1, 2, 4))),
+            "memory": rng.choice(("2Gi", "4Gi", "8Gi")),
+            "pods": str(rng.choice((2, 3, 110))),
+        }
+        if rng.random() < 0.3:
+            capacity[GPU] = str(rng.randint(0, 2))
+        docs.append(_node(name, labels, spec, capacity))
+    for k in range(rng.randint(1, 8)):
+        container: JSON = {
+            "name": "c",
+            "image": "busybox",
+            "resources": {
+                "requests": {
+                    "cpu": rng.choice(("100m", "500m", "1", "2")),
+                    "memory": rng.choice(("128Mi", "1Gi", "2Gi")),
+                }
+            },
+        }
+        if rng.random() < 0.25:
+            container["ports"] = [{"containerPort": 80, "hostPort": rng.choice((8080, 9090))}]
+        spec = {
+            "nodeName": rng.choice(names),
+            "priority": rng.choice((0, 10, 100, 1000)),
+            "containers": [container],
+        }
+        if rng.random() < 0.25:
+            spec["affinity"] = {
+                "podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [_term(rng, ("web", "db"))]
+                }
+            }
+        docs.append(_pod(f"run-{k}", spec, {"app": rng.choice(("web", "db", "cache"))}))
+    requests = {
+        "cpu": rng.choice(("500m", "1", "2", "3")),
+        "memory": rng.choice(("256Mi", "1Gi", "3Gi")),
+    }
+    container = {"name": "c", "image": "busybox", "resources": {"requests": requests}}
+    if rng.random() < 0.25:
+        requests[GPU] = "1"
+        container["resources"]["limits"] = {GPU: "1"}
+    if rng.random() < 0.25:
+        container["ports"] = [{"containerPort": 80, "hostPort": rng.choice((8080, 9090))}]
+    spec = {"priority": rng.choice((50, 500, 500)), "containers": [container]}
+    if rng.random() < 0.1:
+        spec["preemptionPolicy"] = "Never"
+    if rng.random() < 0.3:
+        spec["nodeSelector"] = {"disk": rng.choice(("ssd", "hdd"))}
+    if rng.random() < 0.3:
+        spec["tolerations"] = [
+            {
+                "key": rng.choice(("dedicated", "team", "maint")),
+                "operator": "Exists",
+                "effect": rng.choice(("NoSchedule", "NoExecute")),
+            }
+        ]
+    affinity: JSON = {}
+    if rng.random() < 0.25:
+        expression = {
+            "key": "gen",
+            "operator": rng.choice(("Gt", "Lt")),
+            "values": [str(rng.randint(1, 9))],
+        }
+        affinity["nodeAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [expression]}]
+            }
+        }
+    if rng.random() < 0.3:
+        affinity["podAntiAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": [_term(rng, ("web", "db", "cache"))]
+        }
+    if rng.random() < 0.2:
+        affinity["podAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": [_term(rng, ("web", "db", "none"))]
+        }
+    if affinity:
+        spec["affinity"] = affinity
+    if rng.random() < 0.3:
+        spec["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": rng.choice((HOSTNAME, ZONE)),
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "web"}},
+            }
+        ]
+    docs.append(_pod("p", spec, {"app": "web"}))
+    return docs
+
+
+def _storage_class(name: str, provisioner: str, mode: str) -> JSON:
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": name},
+        "provisioner": provisioner,
+        "volumeBindingMode": mode,
+    }
+
+
+def _claim(name: str, size: str, storage_class: str, volume: str = "") -> JSON:
+    spec: JSON = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": size}},
+        "storageClassName": storage_class,
+    }
+    if volume:
+        spec["volumeName"] = volume
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def _affinity(key: str, value: str) -> JSON:
+    expression = {"key": key, "operator": "In", "values": [value]}
+    return {"required": {"nodeSelectorTerms": [{"matchExpressions": [expression]}]}}
+
+
+def volumes(rng: random.Random) -> list[JSON]:
+    docs: list[JSON] = [
+        _storage_class("local", "kubernetes.io/no-provisioner", "WaitForFirstConsumer"),
+        _storage_class("imm", CSI, "Immediate"),
+    ]
+    zonal = _storage_class("zonal", CSI, "WaitForFirstConsumer")
+    if rng.random() < 0.5:
+        zonal["allowedTopologies"] = [
+            {"matchLabelExpressions": [{"key": ZONE, "values": [rng.choice(ZONES[:2])]}]}
+        ]
+    docs.append(zonal)
+    if rng.random() < 0.5:
+        docs.append(
+            {
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "CSIDriver",
+                "metadata": {"name": CSI},
+                "spec": {"storageCapacity": True, "attachRequired": True},
+            }
+        )
+    names = [f"n{k}" for k in range(rng.randint(2, 4))]
+    for name in names:
+        docs.append(
+            _node(
+                name,
+                {ZONE: rng.choice(ZONES[:2]), "topology.example.com/node": name},
+                {},
+                {"cpu": "4", "memory": "8Gi", "pods": "110"},
+            )
+        )
+        if rng.random() < 0.5:
+            driver = {"name": CSI, "nodeID": name, "allocatable": {"count": rng.randint(0, 2)}}
+            docs.append(
+                {
+                    "apiVersion": "storage.k8s.io/v1",
+                    "kind": "CSINode",
+                    "metadata": {"name": name},
+                    "spec": {"drivers": [driver]},
+                }
+            )
+        if rng.random() < 0.5:
+            capacity: JSON = {
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "CSIStorageCapacity",
+                "metadata": {"name": f"zonal-{name}", "namespace": "default"},
+                "storageClassName": "zonal",
+                "nodeTopology": {"matchLabels": {"topology.example.com/node": name}},
+                "capacity": f"{rng.choice((1, 5, 20))}Gi",
+            }
+            if rng.random() < 0.3:
+                capacity["maximumVolumeSize"] = f"{rng.choice((1, 3))}Gi"
+            docs.append(capacity)
+    for k in range(rng.randint(0, 3)):
+        docs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolume",
+                "metadata": {"name": f"local-{k}"},
+                "spec": {
+                    "capacity": {"storage": f"{rng.choice((1, 5, 10))}Gi"},
+                    "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": "local",
+                    "local": {"path": f"/mnt/{k}"},
+                    "nodeAffinity": _affinity(HOSTNAME, rng.choice(names)),
+                },
+            }
+        )
+    claims: list[str] = []
+    if rng.random() < 0.5:
+        zone = rng.choice(ZONES[:2])
+        docs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolume",
+                "metadata": {"name": "zonal-pv", "labels": {ZONE: zone}},
+                "spec": {
+                    "capacity": {"storage": "5Gi"},
+                    "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": "",
+                    "csi": {"driver": CSI, "volumeHandle": "zonal-pv"},
+                    "nodeAffinity": _affinity(ZONE, zone),
+                },
+            }
+        )
+        docs.append(_claim("bound", "5Gi", "", volume="zonal-pv"))
+        claims.append("bound")
+    if rng.random() < 0.6:
+        docs.append(_claim("local", f"{rng.choice((1, 4, 8))}Gi", "local"))
+        claims.append("local")
+    if rng.random() < 0.5:
+        docs.append(_claim("dynamic", f"{rng.choice((1, 2, 4))}Gi", "zonal"))
+        claims.append("dynamic")
+    if rng.random() < 0.15:
+        docs.append(_claim("immediate", "1Gi", "imm"))
+        claims.append("immediate")
+    if rng.random() < 0.1 or not claims:
+        claims.append("missing")
+    spec: JSON = {
+        "priority": 10,
+        "containers": [{"name": "c", "image": "busybox"}],
+        "volumes": [
+            {"name": f"v{i}", "persistentVolumeClaim": {"claimName": c}}
+            for i, c in enumerate(claims)
+        ],
+    }
+    if rng.random() < 0.3:
+        spec["nodeSelector"] = {ZONE: rng.choice(ZONES[:2])}
+    docs.append(_pod("p", spec))
+    return docs
+
+
+KINDS: dict[str, Callable[[random.Random], list[JSON]]] = {"general": general, "volumes": volumes}

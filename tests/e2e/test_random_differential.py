@@ -1,0 +1,102 @@
+"""Random clusters against the real kube-scheduler: scenarios nobody wrote by hand.
+
+Each case is a small cluster from :mod:`tests.e2e.random_clusters` (its kind and seed
+name it) with one pod to schedule. ``kubesched simulate`` predicts whether the pod is
+placed or stays unschedulable; the cluster is then played on the real API server to
+kube-scheduler 1.37 and to ``kubesched run``, each waiting for that outcome, and the two
+must agree:
+
+* both place the pod (the node is not compared: equally scored nodes are broken
+  differently, see docs/differences.md), or both leave it unschedulable with the same
+  message, byte for byte, and the same nomination;
+* preemption evicts the same pods.
+
+So a wrong prediction shows as a disagreement too (one scheduler never reaches the
+outcome). The seeds are fixed (:data:`SEEDS`); ``KUBESCHED_RANDOM_SEEDS=first:count``
+tries others (a failing case's cluster is in the failure message: save it under
+``tests/scenarios/`` with its ``# expect:`` line to keep it).
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import random
+from collections.abc import Iterator
+
+import pytest
+import yaml
+
+from kubesched.simulator.scenario import load_scenarios
+from tests.controlplane import Binaries, ControlPlane
+from tests.e2e.differential_support import (
+    KUBE_SCHEDULER,
+    KUBESCHED,
+    PENDING,
+    SEED,
+    Controllers,
+    Run,
+    install_crds,
+    prepare,
+    run_scenario,
+    simulated,
+)
+from tests.e2e.random_clusters import KINDS, POD
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _seeds() -> range:
+    chosen = os.environ.get("KUBESCHED_RANDOM_SEEDS", "")
+    if chosen:
+        first, _, count = chosen.partition(":")
+        return range(int(first), int(first) + int(count or 1))
+    return range(16)
+
+
+SEEDS = _seeds()
+"""Seeds tried for each kind (16 each: about two minutes for both kinds together)."""
+
+
+@pytest.fixture(scope="module")
+def random_cluster(controlplane_binaries: Binaries) -> Iterator[ControlPlane]:
+    """A control plane of this module's own (node counts appear in the messages)."""
+    with ControlPlane(controlplane_binaries) as cp, Controllers(cp.api) as ctl:
+        install_crds(cp.api)
+        yield cp
+        assert not ctl.errors, ctl.errors
+
+
+def _fmt(run: Run) -> str:
+    where, message = run.outcomes[POD]
+    text = f"{where}" + (f" ({message})" if message else "")
+    text += f", nominated {run.nominated.get(POD, '')!r}" if where in PENDING else ""
+    return text + (f"; victims {sorted(run.victims)}" if run.victims else "")
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_a_random_cluster(
+    random_cluster: ControlPlane, tmp_path: pathlib.Path, kind: str, seed: int
+) -> None:
+    docs = KINDS[kind](random.Random(seed))
+    path = tmp_path / f"{kind}-{seed}.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    objects = load_scenarios([str(path)])
+    created, _ = prepare(objects, KUBESCHED)
+    predicted, _ = simulated(created)[POD]
+    node_names = {str(d["metadata"]["name"]) for d in docs if d["kind"] == "Node"}
+    expected = {POD: {predicted} if predicted in PENDING else node_names}
+    theirs = run_scenario(random_cluster, objects, expected, KUBE_SCHEDULER)
+    ours = run_scenario(random_cluster, objects, expected, KUBESCHED, seed=SEED)
+    report = (
+        f"\n{kind} seed {seed}, predicted {predicted}"
+        f"\nkube-scheduler: {_fmt(theirs)}\nkubesched:      {_fmt(ours)}"
+        f"\n---\n{path.read_text()}"
+    )
+    (where, message), (mine, my_message) = theirs.outcomes[POD], ours.outcomes[POD]
+    assert (where in PENDING) == (mine in PENDING), f"placed by one only{report}"
+    if where in PENDING:
+        assert (mine, my_message) == (where, message), f"the messages differ{report}"
+        assert ours.nominated[POD] == theirs.nominated[POD], f"the nominations differ{report}"
+    assert ours.victims == theirs.victims, f"the victims differ{report}"
