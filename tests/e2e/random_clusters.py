@@ -6,8 +6,8 @@ Two kinds, each a function of a ``random.Random``:
 
 * :func:`general`: two to five nodes with zones, some labels, taints
   (NoSchedule, PreferNoSchedule, NoExecute), cordons, few pods or an extended resource;
-  running pods of several priorities with requests, host ports and required
-  anti-affinity; the pod asks cpu and memory, maybe the extended resource, a host port,
+  running pods of several priorities with requests, host ports (one pod per port and
+  node) and required anti-affinity, each started at its own time; the pod asks cpu and memory, maybe the extended resource, a host port,
   a node selector, tolerations, a Gt/Lt node affinity, required (anti-)affinity, zone or
   hostname spread, and its priority is usually above some running pods (so preemption
   and its verdicts are exercised).
@@ -100,7 +100,9 @@ def general(rng: random.Random) -> list[JSON]:
         if rng.random() < 0.3:
             capacity[GPU] = str(rng.randint(0, 2))
         docs.append(_node(name, labels, spec, capacity))
+    taken: set[tuple[str, int]] = set()
     for k in range(rng.randint(1, 8)):
+        node = rng.choice(names)
         container: JSON = {
             "name": "c",
             "image": "busybox",
@@ -111,10 +113,14 @@ def general(rng: random.Random) -> list[JSON]:
                 }
             },
         }
-        if rng.random() < 0.25:
-            container["ports"] = [{"containerPort": 80, "hostPort": rng.choice((8080, 9090))}]
+        port = rng.choice((8080, 9090))
+        if rng.random() < 0.25 and (node, port) not in taken:
+            # one pod per host port and node, as the scheduler leaves them (kube-scheduler
+            # frees a port two pods share with the first to leave: docs/differences.md)
+            taken.add((node, port))
+            container["ports"] = [{"containerPort": 80, "hostPort": port}]
         spec = {
-            "nodeName": rng.choice(names),
+            "nodeName": node,
             "priority": rng.choice((0, 10, 100, 1000)),
             "containers": [container],
         }
@@ -124,7 +130,12 @@ def general(rng: random.Random) -> list[JSON]:
                     "requiredDuringSchedulingIgnoredDuringExecution": [_term(rng, ("web", "db"))]
                 }
             }
-        docs.append(_pod(f"run-{k}", spec, {"app": rng.choice(("web", "db", "cache"))}))
+        pod = _pod(f"run-{k}", spec, {"app": rng.choice(("web", "db", "cache"))})
+        # started, each at its own time, as running pods are: kube-scheduler ranks
+        # equal-priority victims that never started by the order its cache got them,
+        # which its streaming list does not fix
+        pod["status"] = {"startTime": f"2026-01-01T{k:02d}:{rng.randint(0, 59):02d}:00Z"}
+        docs.append(pod)
     requests = {
         "cpu": rng.choice(("500m", "1", "2", "3")),
         "memory": rng.choice(("256Mi", "1Gi", "3Gi")),
