@@ -72,81 +72,91 @@ def _term(rng: random.Random, apps: tuple[str, ...]) -> JSON:
 
 
 def general(rng: random.Random) -> list[JSON]:
-    docs: list[JSON] = []
     names = [f"n{k}" for k in range(rng.randint(2, 5))]
-    for name in names:
-        labels = {ZONE: rng.choice(ZONES)}
-        if rng.random() < 0.4:
-            labels["disk"] = rng.choice(("ssd", "hdd"))
-        if rng.random() < 0.3:
-            labels["gen"] = str(rng.randint(1, 9))
-        spec: JSON = {}
-        taints = []
-        for key, value, effect in TAINTS:
-            if rng.random() < 0.1:
-                taint = {"key": key, "effect": effect}
-                if value:
-                    taint["value"] = value
-                taints.append(taint)
-        if taints:
-            spec["taints"] = taints
-        if rng.random() < 0.07:
-            spec["unschedulable"] = True
-        capacity = {
-            "cpu": str(rng.choice((1, 2, 4))),
-            "memory": rng.choice(("2Gi", "4Gi", "8Gi")),
-            "pods": str(rng.choice((2, 3, 110))),
-        }
-        if rng.random() < 0.3:
-            capacity[GPU] = str(rng.randint(0, 2))
-        docs.append(_node(name, labels, spec, capacity))
+    docs = [_general_node(rng, name) for name in names]
     taken: set[tuple[str, int]] = set()
-    for k in range(rng.randint(1, 8)):
-        node = rng.choice(names)
-        container: JSON = {
-            "name": "c",
-            "image": "busybox",
-            "resources": {
-                "requests": {
-                    "cpu": rng.choice(("100m", "500m", "1", "2")),
-                    "memory": rng.choice(("128Mi", "1Gi", "2Gi")),
-                }
-            },
-        }
-        port = rng.choice((8080, 9090))
-        if rng.random() < 0.25 and (node, port) not in taken:
-            # one pod per host port and node, as the scheduler leaves them (kube-scheduler
-            # frees a port two pods share with the first to leave: docs/differences.md)
-            taken.add((node, port))
-            container["ports"] = [{"containerPort": 80, "hostPort": port}]
-        spec = {
-            "nodeName": node,
-            "priority": rng.choice((0, 10, 100, 1000)),
-            "containers": [container],
-        }
-        if rng.random() < 0.25:
-            spec["affinity"] = {
-                "podAntiAffinity": {
-                    "requiredDuringSchedulingIgnoredDuringExecution": [_term(rng, ("web", "db"))]
-                }
+    docs += [_running_pod(rng, k, names, taken) for k in range(rng.randint(1, 8))]
+    docs.append(_pending_pod(rng))
+    return docs
+
+
+def _general_node(rng: random.Random, name: str) -> JSON:
+    labels = {ZONE: rng.choice(ZONES)}
+    if rng.random() < 0.4:
+        labels["disk"] = rng.choice(("ssd", "hdd"))
+    if rng.random() < 0.3:
+        labels["gen"] = str(rng.randint(1, 9))
+    spec: JSON = {}
+    taints = []
+    for key, value, effect in TAINTS:
+        if rng.random() < 0.1:
+            taint = {"key": key, "effect": effect}
+            if value:
+                taint["value"] = value
+            taints.append(taint)
+    if taints:
+        spec["taints"] = taints
+    if rng.random() < 0.07:
+        spec["unschedulable"] = True
+    capacity = {
+        "cpu": str(rng.choice((1, 2, 4))),
+        "memory": rng.choice(("2Gi", "4Gi", "8Gi")),
+        "pods": str(rng.choice((2, 3, 110))),
+    }
+    if rng.random() < 0.3:
+        capacity[GPU] = str(rng.randint(0, 2))
+    return _node(name, labels, spec, capacity)
+
+
+def _running_pod(rng: random.Random, k: int, names: list[str], taken: set[tuple[str, int]]) -> JSON:
+    node = rng.choice(names)
+    container: JSON = {
+        "name": "c",
+        "image": "busybox",
+        "resources": {
+            "requests": {
+                "cpu": rng.choice(("100m", "500m", "1", "2")),
+                "memory": rng.choice(("128Mi", "1Gi", "2Gi")),
             }
-        pod = _pod(f"run-{k}", spec, {"app": rng.choice(("web", "db", "cache"))})
-        # started, each at its own time, as running pods are: kube-scheduler ranks
-        # equal-priority victims that never started by the order its cache got them,
-        # which its streaming list does not fix
-        pod["status"] = {"startTime": f"2026-01-01T{k:02d}:{rng.randint(0, 59):02d}:00Z"}
-        docs.append(pod)
+        },
+    }
+    port = rng.choice((8080, 9090))
+    if rng.random() < 0.25 and (node, port) not in taken:
+        # one pod per host port and node, as the scheduler leaves them (kube-scheduler
+        # frees a port two pods share with the first to leave: docs/differences.md)
+        taken.add((node, port))
+        container["ports"] = [{"containerPort": 80, "hostPort": port}]
+    spec: JSON = {
+        "nodeName": node,
+        "priority": rng.choice((0, 10, 100, 1000)),
+        "containers": [container],
+    }
+    if rng.random() < 0.25:
+        spec["affinity"] = {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [_term(rng, ("web", "db"))]
+            }
+        }
+    pod = _pod(f"run-{k}", spec, {"app": rng.choice(("web", "db", "cache"))})
+    # started, each at its own time, as running pods are: kube-scheduler ranks
+    # equal-priority victims that never started by the order its cache got them,
+    # which its streaming list does not fix
+    pod["status"] = {"startTime": f"2026-01-01T{k:02d}:{rng.randint(0, 59):02d}:00Z"}
+    return pod
+
+
+def _pending_pod(rng: random.Random) -> JSON:
     requests = {
         "cpu": rng.choice(("500m", "1", "2", "3")),
         "memory": rng.choice(("256Mi", "1Gi", "3Gi")),
     }
-    container = {"name": "c", "image": "busybox", "resources": {"requests": requests}}
+    container: JSON = {"name": "c", "image": "busybox", "resources": {"requests": requests}}
     if rng.random() < 0.25:
         requests[GPU] = "1"
         container["resources"]["limits"] = {GPU: "1"}
     if rng.random() < 0.25:
         container["ports"] = [{"containerPort": 80, "hostPort": rng.choice((8080, 9090))}]
-    spec = {"priority": rng.choice((50, 500, 500)), "containers": [container]}
+    spec: JSON = {"priority": rng.choice((50, 500, 500)), "containers": [container]}
     if rng.random() < 0.1:
         spec["preemptionPolicy"] = "Never"
     if rng.random() < 0.3:
@@ -159,6 +169,22 @@ def general(rng: random.Random) -> list[JSON]:
                 "effect": rng.choice(("NoSchedule", "NoExecute")),
             }
         ]
+    affinity = _pending_affinity(rng)
+    if affinity:
+        spec["affinity"] = affinity
+    if rng.random() < 0.3:
+        spec["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": rng.choice((HOSTNAME, ZONE)),
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "web"}},
+            }
+        ]
+    return _pod("p", spec, {"app": "web"})
+
+
+def _pending_affinity(rng: random.Random) -> JSON:
     affinity: JSON = {}
     if rng.random() < 0.25:
         expression = {
@@ -179,19 +205,7 @@ def general(rng: random.Random) -> list[JSON]:
         affinity["podAffinity"] = {
             "requiredDuringSchedulingIgnoredDuringExecution": [_term(rng, ("web", "db", "none"))]
         }
-    if affinity:
-        spec["affinity"] = affinity
-    if rng.random() < 0.3:
-        spec["topologySpreadConstraints"] = [
-            {
-                "maxSkew": 1,
-                "topologyKey": rng.choice((HOSTNAME, ZONE)),
-                "whenUnsatisfiable": "DoNotSchedule",
-                "labelSelector": {"matchLabels": {"app": "web"}},
-            }
-        ]
-    docs.append(_pod("p", spec, {"app": "web"}))
-    return docs
+    return affinity
 
 
 def _storage_class(name: str, provisioner: str, mode: str) -> JSON:
@@ -247,51 +261,76 @@ def volumes(rng: random.Random) -> list[JSON]:
         )
     names = [f"n{k}" for k in range(rng.randint(2, 4))]
     for name in names:
-        docs.append(
-            _node(
-                name,
-                {ZONE: rng.choice(ZONES[:2]), "topology.example.com/node": name},
-                {},
-                {"cpu": "4", "memory": "8Gi", "pods": "110"},
-            )
-        )
-        if rng.random() < 0.5:
-            driver = {"name": CSI, "nodeID": name, "allocatable": {"count": rng.randint(0, 2)}}
-            docs.append(
-                {
-                    "apiVersion": "storage.k8s.io/v1",
-                    "kind": "CSINode",
-                    "metadata": {"name": name},
-                    "spec": {"drivers": [driver]},
-                }
-            )
-        if rng.random() < 0.5:
-            capacity: JSON = {
-                "apiVersion": "storage.k8s.io/v1",
-                "kind": "CSIStorageCapacity",
-                "metadata": {"name": f"zonal-{name}", "namespace": "default"},
-                "storageClassName": "zonal",
-                "nodeTopology": {"matchLabels": {"topology.example.com/node": name}},
-                "capacity": f"{rng.choice((1, 5, 20))}Gi",
-            }
-            if rng.random() < 0.3:
-                capacity["maximumVolumeSize"] = f"{rng.choice((1, 3))}Gi"
-            docs.append(capacity)
+        docs += _volume_node(rng, name)
     for k in range(rng.randint(0, 3)):
+        docs.append(_local_pv(rng, k, names))
+    claims = _claims(rng, docs)
+    spec: JSON = {
+        "priority": 10,
+        "containers": [{"name": "c", "image": "busybox"}],
+        "volumes": [
+            {"name": f"v{i}", "persistentVolumeClaim": {"claimName": c}}
+            for i, c in enumerate(claims)
+        ],
+    }
+    if rng.random() < 0.3:
+        spec["nodeSelector"] = {ZONE: rng.choice(ZONES[:2])}
+    docs.append(_pod("p", spec))
+    return docs
+
+
+def _volume_node(rng: random.Random, name: str) -> list[JSON]:
+    """A node, maybe its CSINode (attach limit) and its CSIStorageCapacity."""
+    docs = [
+        _node(
+            name,
+            {ZONE: rng.choice(ZONES[:2]), "topology.example.com/node": name},
+            {},
+            {"cpu": "4", "memory": "8Gi", "pods": "110"},
+        )
+    ]
+    if rng.random() < 0.5:
+        driver = {"name": CSI, "nodeID": name, "allocatable": {"count": rng.randint(0, 2)}}
         docs.append(
             {
-                "apiVersion": "v1",
-                "kind": "PersistentVolume",
-                "metadata": {"name": f"local-{k}"},
-                "spec": {
-                    "capacity": {"storage": f"{rng.choice((1, 5, 10))}Gi"},
-                    "accessModes": ["ReadWriteOnce"],
-                    "storageClassName": "local",
-                    "local": {"path": f"/mnt/{k}"},
-                    "nodeAffinity": _affinity(HOSTNAME, rng.choice(names)),
-                },
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "CSINode",
+                "metadata": {"name": name},
+                "spec": {"drivers": [driver]},
             }
         )
+    if rng.random() < 0.5:
+        capacity: JSON = {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "CSIStorageCapacity",
+            "metadata": {"name": f"zonal-{name}", "namespace": "default"},
+            "storageClassName": "zonal",
+            "nodeTopology": {"matchLabels": {"topology.example.com/node": name}},
+            "capacity": f"{rng.choice((1, 5, 20))}Gi",
+        }
+        if rng.random() < 0.3:
+            capacity["maximumVolumeSize"] = f"{rng.choice((1, 3))}Gi"
+        docs.append(capacity)
+    return docs
+
+
+def _local_pv(rng: random.Random, k: int, names: list[str]) -> JSON:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": f"local-{k}"},
+        "spec": {
+            "capacity": {"storage": f"{rng.choice((1, 5, 10))}Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "local",
+            "local": {"path": f"/mnt/{k}"},
+            "nodeAffinity": _affinity(HOSTNAME, rng.choice(names)),
+        },
+    }
+
+
+def _claims(rng: random.Random, docs: list[JSON]) -> list[str]:
+    """The pod's claims (their objects, and a bound claim's PV, appended to ``docs``)."""
     claims: list[str] = []
     if rng.random() < 0.5:
         zone = rng.choice(ZONES[:2])
@@ -322,18 +361,7 @@ def volumes(rng: random.Random) -> list[JSON]:
         claims.append("immediate")
     if rng.random() < 0.1 or not claims:
         claims.append("missing")
-    spec: JSON = {
-        "priority": 10,
-        "containers": [{"name": "c", "image": "busybox"}],
-        "volumes": [
-            {"name": f"v{i}", "persistentVolumeClaim": {"claimName": c}}
-            for i, c in enumerate(claims)
-        ],
-    }
-    if rng.random() < 0.3:
-        spec["nodeSelector"] = {ZONE: rng.choice(ZONES[:2])}
-    docs.append(_pod("p", spec))
-    return docs
+    return claims
 
 
 KINDS: dict[str, Callable[[random.Random], list[JSON]]] = {"general": general, "volumes": volumes}
