@@ -58,7 +58,6 @@ from tests.e2e.differential_support import (
     KUBESCHED,
     KUBESCHED_ONLY,
     PENDING,
-    SEED,
     Controllers,
     Run,
     expectations,
@@ -66,9 +65,9 @@ from tests.e2e.differential_support import (
     install_crds,
     prepare,
     run_scenario,
-    simulated,
     uses_upstream_gangs,
 )
+from tests.e2e.simulate_support import SEED, simulated
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -33,15 +33,14 @@ from tests.e2e.differential_support import (
     KUBE_SCHEDULER,
     KUBESCHED,
     PENDING,
-    SEED,
     Controllers,
     Run,
     install_crds,
     prepare,
     run_scenario,
-    simulated,
 )
 from tests.e2e.random_clusters import KINDS, POD
+from tests.e2e.simulate_support import SEED, simulated
 
 pytestmark = pytest.mark.timeout(120)
 

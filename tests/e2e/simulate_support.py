@@ -1,0 +1,71 @@
+"""``kubesched simulate``'s prediction of a scenario as it was created on a cluster, in a
+process of its own (the differential's simulate check, the random clusters)."""
+
+from __future__ import annotations
+
+import copy
+import multiprocessing
+import traceback
+from multiprocessing.connection import Connection
+
+import pytest
+
+from kubesched.simulator.engine import simulate
+from kubesched.simulator.scenario import Document
+from kubesched.simulator.scenario import prepare as default_documents
+from tests.e2e.differential_support import JSON, TERMINATING
+
+#: The tie-breaking seed of both ``kubesched simulate`` and ``kubesched run`` (the
+#: differential's simulate check, the random clusters).
+SEED = 7
+
+
+def as_terminated(obj: JSON) -> JSON:
+    """A copy of a created object as it is after :func:`apply`: held pods terminating."""
+    out = copy.deepcopy(obj)
+    meta = out["metadata"]
+    if out["kind"] == "Pod" and TERMINATING in (meta.get("finalizers") or ()):
+        meta["deletionTimestamp"] = "2025-01-01T00:00:00Z"
+    return out
+
+
+#: A simulation that takes longer is stopped and fails its test (it runs in a process of
+#: its own: a simulator that never settles must not hang the module).
+SIMULATE_TIMEOUT = 60.0
+
+Outcomes = dict[str, tuple[str, str]]
+
+
+def _simulate_created(created: list[JSON]) -> Outcomes:
+    docs = [Document("cluster", i, as_terminated(o)) for i, o in enumerate(created)]
+    result = simulate(default_documents(docs), seed=SEED)
+    return {f"{p.namespace}/{p.name}": (p.node or p.status, p.message) for p in result.pods}
+
+
+def _simulate_to(created: list[JSON], conn: Connection) -> None:
+    try:
+        conn.send(_simulate_created(created))
+    except BaseException:
+        conn.send(traceback.format_exc())
+
+
+def simulated(created: list[JSON]) -> Outcomes:
+    """``kubesched simulate --seed SEED`` on the objects as they were created on the
+    cluster (in that order; defaulted by the scenario loader as a file would be): each
+    pod to schedule -> (node | Unschedulable | Waiting, message)."""
+    ctx = multiprocessing.get_context("spawn")
+    receive, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_simulate_to, args=(created, send), daemon=True)
+    proc.start()
+    send.close()
+    try:
+        if not receive.poll(SIMULATE_TIMEOUT):
+            pytest.fail(f"kubesched simulate did not finish within {SIMULATE_TIMEOUT:.0f} s")
+        got: Outcomes | str = receive.recv()
+    finally:
+        receive.close()
+        proc.kill()
+        proc.join()
+    if isinstance(got, str):
+        pytest.fail(f"kubesched simulate failed:\n{got}")
+    return got
