@@ -48,6 +48,7 @@ __all__ = [
     "PodVolumes",
     "bind_volume_to_claim",
     "find_pod_volumes",
+    "volume_limit",
     "with_selected_node",
 ]
 
@@ -178,6 +179,17 @@ class Capacities:
         return None if entries is None else entries.find(size, node_labels)
 
 
+def volume_limit(capacity: object) -> int | None:
+    """kube's volumeLimit: a CSIStorageCapacity's ``maximumVolumeSize``, else its
+    ``capacity``, in bytes; None without either."""
+    if not isinstance(capacity, Mapping):
+        return None
+    limit = capacity.get("maximumVolumeSize")
+    if limit is None:
+        limit = capacity.get("capacity")
+    return None if limit is None else quantity_bytes(limit)
+
+
 _Entry = tuple[int, int | None, LabelSelector, Obj]
 """(store position, volume limit in bytes or None, node topology, the capacity)."""
 
@@ -190,9 +202,6 @@ class _ClassCapacities:
         self.other: list[_Entry] = []
 
     def add(self, position: int, cap: Obj) -> None:
-        limit = cap.get("maximumVolumeSize")
-        if limit is None:
-            limit = cap.get("capacity")
         topology = cap.get("nodeTopology")
         if topology is None:
             return  # kube: "unavailable"
@@ -200,7 +209,7 @@ class _ClassCapacities:
             selector = compile_label_selector(topology, "nodeTopology")
         except ValueError:
             return  # kube logs it and gives the capacity no node
-        entry = (position, None if limit is None else quantity_bytes(limit), selector, cap)
+        entry = (position, volume_limit(cap), selector, cap)
         if selector.match_labels and not selector.exprs:
             key, value = next(iter(selector.match_labels.items()))
             self.by_label.setdefault(key, {}).setdefault(value, []).append(entry)

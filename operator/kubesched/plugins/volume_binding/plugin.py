@@ -98,6 +98,7 @@ from kubesched.plugins.volume_binding.binder import (
     PodVolumes,
     bind_volume_to_claim,
     find_pod_volumes,
+    volume_limit,
     with_selected_node,
 )
 
@@ -193,22 +194,12 @@ def is_delay_binding(pvc: Obj, store: ObjectStore) -> tuple[bool, str]:
     return mode == "WaitForFirstConsumer", ""
 
 
-def _volume_limit(capacity: object) -> int | None:
-    """kube's volumeLimit: ``maximumVolumeSize``, else ``capacity``, in bytes."""
-    if not isinstance(capacity, Mapping):
-        return None
-    limit = capacity.get("maximumVolumeSize")
-    if limit is None:
-        limit = capacity.get("capacity")
-    return None if limit is None else quantity_bytes(limit)
-
-
 def _after_capacity_change(pod: Pod, old: object, new: object) -> bool:
     """kube's isSchedulableAfterCSIStorageCapacityChange: a new CSIStorageCapacity, or a
     larger volume limit (its class and node topology cannot change)."""
     if old is None:
         return True
-    before, after = _volume_limit(old), _volume_limit(new)
+    before, after = volume_limit(old), volume_limit(new)
     return after is not None and (before is None or after > before)
 
 
