@@ -2,7 +2,7 @@
 ``test_random_differential.py``: scenarios nobody wrote by hand, played to kube-scheduler
 and to kubesched.
 
-Two kinds, each a function of a ``random.Random``:
+Three kinds, each a function of a ``random.Random``:
 
 * :func:`general`: two to five nodes with zones, some labels, taints
   (NoSchedule, PreferNoSchedule, NoExecute), cordons, few pods or an extended resource;
@@ -16,6 +16,12 @@ Two kinds, each a function of a ``random.Random``:
   CSIDriver that tracks capacity and per-node CSIStorageCapacity objects), an Immediate
   class, CSINode attach limits; the pod uses some of: a claim bound to a zonal PV, a local
   claim, a claim to provision, an unbound Immediate claim, a claim that does not exist.
+* :func:`dra`: two to four nodes publishing GPUs through ResourceSlices (model, NUMA and
+  memory attributes; sometimes shared counters, tainted devices, or a pool in two
+  slices of which one is missing), maybe a NIC pool for every node or one zone, claims
+  already allocated; the pod asks one or two claims: counts, ``All``, CEL selectors,
+  tolerations, ``firstAvailable``, ``matchAttribute``, a class that does not exist, or
+  a claim allocated already (the pod must follow it).
 
 The objects are scenario documents (``kubesched.simulator.scenario`` defaults them as it
 defaults a file).
@@ -364,4 +370,226 @@ def _claims(rng: random.Random, docs: list[JSON]) -> list[str]:
     return claims
 
 
-KINDS: dict[str, Callable[[random.Random], list[JSON]]] = {"general": general, "volumes": volumes}
+GPU_DRIVER = "gpu.example.com"
+NIC_DRIVER = "nic.example.com"
+MODELS = ("a", "b")
+MEMORY = ("10Gi", "20Gi", "40Gi")
+SELECTORS = (
+    'device.attributes["gpu.example.com"].model == "a"',
+    'device.attributes["gpu.example.com"].model != "a"',
+    'device.attributes["gpu.example.com"].numa == 1',
+    'device.capacity["gpu.example.com"].memory.compareTo(quantity("20Gi")) >= 0',
+    'device.capacity["gpu.example.com"].memory.compareTo(quantity("40Gi")) < 0',
+)
+
+
+def dra(rng: random.Random) -> list[JSON]:
+    """Nodes publishing GPUs (attributes, capacity, maybe shared counters, taints, a pool
+    of two slices of which one may be missing), maybe a NIC pool for every node or one
+    zone, claims already allocated, and a pod asking one or two claims of its own."""
+    docs: list[JSON] = [_device_class(GPU_DRIVER, "gpu")]
+    if rng.random() < 0.3:
+        docs.append(_device_class(NIC_DRIVER, "nic"))
+    names = [f"n{k}" for k in range(rng.randint(2, 4))]
+    devices: dict[str, list[JSON]] = {}
+    for name in names:
+        capacity = {"cpu": str(rng.choice((2, 4))), "memory": "8Gi", "pods": "110"}
+        docs.append(_node(name, {ZONE: rng.choice(ZONES[:2])}, {}, capacity))
+        devices[name] = _gpu_slices(rng, name, docs)
+    if rng.random() < 0.4:
+        docs.append(_nic_slice(rng))
+    claims = []
+    for k in range(rng.randint(1, 2)):
+        claim = _device_claim(rng, f"c{k}")
+        docs.append(claim)
+        claims.append(claim["metadata"]["name"])
+    used: set[tuple[str, str]] = set()
+    for k in range(rng.randint(0, 3)):
+        held = _allocated_claim(rng, f"held-{k}", devices, used)
+        if held is not None:
+            docs.append(held)
+    if rng.random() < 0.15:
+        # the pod's own claim, allocated already: the pod must follow it
+        own = _allocated_claim(rng, claims[0], devices, used)
+        if own is not None:
+            docs = [d for d in docs if d["metadata"]["name"] != claims[0]] + [own]
+    spec: JSON = {
+        "priority": 10,
+        "resourceClaims": [{"name": f"r{i}", "resourceClaimName": c} for i, c in enumerate(claims)],
+        "containers": [
+            {
+                "name": "c",
+                "image": "busybox",
+                "resources": {
+                    "requests": {"cpu": rng.choice(("1", "3"))},
+                    "claims": [{"name": f"r{i}"} for i in range(len(claims))],
+                },
+            }
+        ],
+    }
+    if rng.random() < 0.2:
+        spec["nodeSelector"] = {ZONE: rng.choice(ZONES[:2])}
+    docs.append(_pod("p", spec))
+    return docs
+
+
+def _device_class(driver: str, name: str) -> JSON:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]},
+    }
+
+
+def _slice(name: str, driver: str, pool: str, count: int, body: JSON) -> JSON:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": {
+            "driver": driver,
+            "pool": {"name": pool, "generation": 1, "resourceSliceCount": count},
+            **body,
+        },
+    }
+
+
+def _gpu_slices(rng: random.Random, node: str, docs: list[JSON]) -> list[JSON]:
+    """A node's GPU slices, appended to ``docs``; its devices returned (for allocations)."""
+    gpus: list[JSON] = []
+    counters = rng.random() < 0.25
+    for k in range(rng.randint(0, 4)):
+        gpu: JSON = {
+            "name": f"gpu-{k}",
+            "attributes": {"model": {"string": rng.choice(MODELS)}, "numa": {"int": k % 2}},
+            "capacity": {"memory": {"value": rng.choice(MEMORY)}},
+        }
+        if counters:
+            memory = gpu["capacity"]["memory"]["value"]
+            gpu["consumesCounters"] = [
+                {"counterSet": "gpu-memory", "counters": {"memory": {"value": memory}}}
+            ]
+        if rng.random() < 0.1:
+            gpu["taints"] = [{"key": "example.com/unhealthy", "effect": "NoSchedule"}]
+        gpus.append(gpu)
+    split = counters or (len(gpus) > 1 and rng.random() < 0.2)
+    count = 2 if split else 1
+    if counters:
+        shared = {
+            "nodeName": node,
+            "sharedCounters": [
+                {"name": "gpu-memory", "counters": {"memory": {"value": rng.choice(MEMORY)}}}
+            ],
+        }
+        docs.append(_slice(f"{node}-counters", GPU_DRIVER, node, count, shared))
+        docs.append(
+            _slice(f"{node}-gpus", GPU_DRIVER, node, count, {"nodeName": node, "devices": gpus})
+        )
+    elif split:
+        # the pool in two slices; sometimes the second is not published (yet)
+        half = len(gpus) // 2
+        docs.append(
+            _slice(
+                f"{node}-gpus-0", GPU_DRIVER, node, 2, {"nodeName": node, "devices": gpus[:half]}
+            )
+        )
+        if rng.random() < 0.6:
+            docs.append(
+                _slice(
+                    f"{node}-gpus-1",
+                    GPU_DRIVER,
+                    node,
+                    2,
+                    {"nodeName": node, "devices": gpus[half:]},
+                )
+            )
+        else:
+            gpus = gpus[:half]
+    elif gpus:
+        docs.append(
+            _slice(f"{node}-gpus", GPU_DRIVER, node, 1, {"nodeName": node, "devices": gpus})
+        )
+    return gpus
+
+
+def _nic_slice(rng: random.Random) -> JSON:
+    """NICs of a fabric every node reaches, or only zone a's nodes."""
+    body: JSON = {"devices": [{"name": f"nic-{k}"} for k in range(rng.randint(1, 2))]}
+    if rng.random() < 0.5:
+        body["allNodes"] = True
+    else:
+        expression = {"key": ZONE, "operator": "In", "values": ["a"]}
+        body["nodeSelector"] = {"nodeSelectorTerms": [{"matchExpressions": [expression]}]}
+    return _slice("fabric", NIC_DRIVER, "fabric", 1, body)
+
+
+def _device_request(rng: random.Random, name: str) -> JSON:
+    exactly: JSON = {"deviceClassName": "gpu"}
+    if rng.random() < 0.06:
+        exactly["deviceClassName"] = "missing"
+    elif rng.random() < 0.15:
+        exactly["deviceClassName"] = "nic"
+    if rng.random() < 0.12:
+        exactly["allocationMode"] = "All"
+    elif rng.random() < 0.4:
+        exactly["count"] = rng.randint(1, 3)
+    if exactly["deviceClassName"] == "gpu" and rng.random() < 0.6:
+        exactly["selectors"] = [{"cel": {"expression": rng.choice(SELECTORS)}}]
+    if rng.random() < 0.15:
+        exactly["tolerations"] = [
+            {"key": "example.com/unhealthy", "operator": "Exists", "effect": "NoSchedule"}
+        ]
+    if rng.random() < 0.2:
+        first = {"name": "one", **exactly}
+        second = {"name": "two", "deviceClassName": "gpu", "count": rng.randint(1, 2)}
+        return {"name": name, "firstAvailable": [first, second]}
+    return {"name": name, "exactly": exactly}
+
+
+def _device_claim(rng: random.Random, name: str) -> JSON:
+    requests = [_device_request(rng, f"req{k}") for k in range(rng.randint(1, 2))]
+    devices: JSON = {"requests": requests}
+    if len(requests) > 1 and rng.random() < 0.4:
+        devices["constraints"] = [{"matchAttribute": "gpu.example.com/numa"}]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name},
+        "spec": {"devices": devices},
+    }
+
+
+def _allocated_claim(
+    rng: random.Random, name: str, devices: dict[str, list[JSON]], used: set[tuple[str, str]]
+) -> JSON | None:
+    """A one-GPU claim allocated to a GPU of a node no other claim has (not reserved for
+    a pod)."""
+    free = [(n, g) for n, gpus in devices.items() for g in gpus if (n, g["name"]) not in used]
+    if not free:
+        return None
+    node, gpu = rng.choice(free)
+    used.add((node, gpu["name"]))
+    claim = _device_claim(rng, name)
+    claim["spec"]["devices"] = {
+        "requests": [{"name": "req0", "exactly": {"deviceClassName": "gpu"}}]
+    }
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+    result = {"request": "req0", "driver": GPU_DRIVER, "pool": node, "device": gpu["name"]}
+    claim["status"] = {
+        "allocation": {
+            "devices": {"results": [result]},
+            "nodeSelector": {"nodeSelectorTerms": [term]},
+            # as kube-scheduler 1.37 writes it (without one, its PreBind cannot add a
+            # reservation: the timestamp it adds would modify the allocation)
+            "allocationTimestamp": "2026-01-01T00:00:00Z",
+        }
+    }
+    return claim
+
+
+KINDS: dict[str, Callable[[random.Random], list[JSON]]] = {
+    "general": general,
+    "volumes": volumes,
+    "dra": dra,
+}

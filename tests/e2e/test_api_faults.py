@@ -217,7 +217,7 @@ async def test_retries_exhausted_requeue_with_an_event_then_bind(
         within=20,
         what="a FailedScheduling event for unlucky",
     )
-    assert failed[0]["note"].startswith("Binding rejected: ")
+    assert failed[0]["note"].startswith('running Bind plugin "DefaultBinder": '), failed
     await assert_bound_exactly_once(cp, namespace, ["unlucky"])
     assert await call(metric, url, "kubesched_bind_request_errors_total", "503") == 5
     assert await call(metric, url, "kubesched_bind_retries_total", "503") == 4  # 3 + 1

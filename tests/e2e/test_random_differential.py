@@ -54,7 +54,7 @@ def _seeds() -> range:
 
 
 SEEDS = _seeds()
-"""Seeds tried for each kind (16 each: about two minutes for both kinds together)."""
+"""Seeds tried for each kind (16 each: about three minutes for the three kinds)."""
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
 """Transient Bind failures on the in-memory cluster, in virtual time: 500s and 429s are
 retried in place with backoff (Retry-After honoured) and counted; when the retries run
-out the pod is forgotten and requeued with "Binding rejected"; a bind that landed but
+out the pod is forgotten and requeued with kube-scheduler's ``running Bind plugin
+"DefaultBinder": <the API server's message>``; a bind that landed but
 failed on our side is recognised by the retry's 409; a pod is never both assumed and
 queued."""
 
@@ -20,8 +21,13 @@ from tests.integration.harness import Harness, running
 pytestmark = pytest.mark.looptime
 
 
+MESSAGE = "Internal error occurred: etcdserver: request timed out"
+"""What the API server says in the Status of a failed call."""
+
+
 def api_error(code: str, retry_after: float | None = None) -> ClusterError:
-    err = ClusterError(f"POST /api/v1/namespaces/default/pods/p/binding: {code}")
+    err = ClusterError(f"POST /api/v1/namespaces/default/pods/p/binding: {code} {MESSAGE}")
+    err.server_message = MESSAGE
     err.code = code
     err.retry_after = retry_after
     return err
@@ -109,14 +115,14 @@ async def test_retries_run_out_then_forget_requeue_and_report() -> None:
         assert dump["assumed"] == []
         (pending,) = dump["pending"]
         assert pending["pod"] == "default/p"
-        assert pending["reason"].startswith("Binding rejected: POST ")
+        assert pending["reason"] == f'running Bind plugin "DefaultBinder": {MESSAGE}'
         await settle(h)  # the queue's backoff, then a fifth call that succeeds
         w.cancel()
     assert h.cluster.bindings == [("default/p", "n1")]
     assert counter(h, "kubesched_bind_retries", "500") == 3
     assert counter(h, "kubesched_bind_request_errors", "500") == 4
     (event,) = [e for e in h.cluster.events_for("default/p") if e.reason == "FailedScheduling"]
-    assert event.message.startswith("Binding rejected: ")
+    assert event.message == f'running Bind plugin "DefaultBinder": {MESSAGE}'
     assert watcher.both == []
     assert consistent(h) == []
 

@@ -182,6 +182,7 @@ async def test_a_failed_status_patch_deletes_the_claim_and_the_retry_binds() -> 
     async with running(h):
         await h.wait_for(lambda: h.node_of("default/p") == "n0", within=60)
     assert failed_messages(h, "default/p") == [
+        'running PreBind plugin "DynamicResources": '
         "update pod default/p ExtendedResourceClaimStatus: boom"
     ]
     assert len(extended_claims(h)) == 1, "the first claim was deleted, the retry made one"

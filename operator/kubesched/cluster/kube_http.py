@@ -74,27 +74,27 @@ def _retry_after(value: str | None) -> float | None:
 def _api_error(
     method: str, path: str, status: int, body: bytes, retry_after: str | None = None
 ) -> ClusterError:
-    message = ""
+    message = server = ""
     try:
         decoded = orjson.loads(body)
         if isinstance(decoded, dict):
-            message = str(decoded.get("message") or "")
+            message = server = str(decoded.get("message") or "")
     except orjson.JSONDecodeError:
         message = body[:200].decode(errors="replace")
     text = f"{method} {path}: {status} {message}".rstrip()
+    err: ClusterError
     if status == 404:
-        gone = NotFound(text)
-        gone.code = "404"
-        return gone
-    if status == 409:
-        if "Precondition failed" in message:
-            gone = NotFound(text)  # the UID we meant is gone (deleted, maybe re-created)
-            gone.code = "409"
-            return gone
-        conflict = Conflict(text)
-        conflict.code = "409"
-        return conflict
-    err = ClusterError(text)
+        err = NotFound(text)
+    elif status == 409 and "Precondition failed" in message:
+        err = NotFound(text)  # the UID we meant is gone (deleted, maybe re-created)
+    elif status == 409:
+        err = Conflict(text)
+    else:
+        err = ClusterError(text)
+    err.server_message = server
+    if status in (404, 409):
+        err.code = str(status)
+        return err
     if 400 <= status < 500 and status != 429:
         err.retryable = False
     err.code = str(status)

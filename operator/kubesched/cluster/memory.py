@@ -228,10 +228,11 @@ class MemoryCluster:
         self._maybe_fail("bind")
         current = self.pod(pod.key)
         if current is None or (current.get("metadata") or {}).get("uid", pod.uid) != pod.uid:
-            raise NotFound(f"pods {pod.key!r} not found")
+            raise NotFound(f'pods "{pod.name}" not found')  # the API server's words
         if (current.get("spec") or {}).get("nodeName"):
             raise Conflict(
-                f"pod {pod.key} is already assigned to node {current['spec']['nodeName']!r}"
+                f'Operation cannot be fulfilled on pods/binding "{pod.name}": pod {pod.name} '
+                f'is already assigned to node "{current["spec"]["nodeName"]}"'
             )
         # A missing node is no error: the API server's binding does not check it either
         # (a pod bound to a deleted node is the pod GC's to delete). The node's zone and

@@ -34,6 +34,9 @@ class ClusterError(Exception):
     ``"timeout"`` or ``"connection"``; empty when the adapter does not say."""
     retry_after: float | None = None
     """The server's Retry-After, in seconds, when it sent one (429, 503)."""
+    server_message = ""
+    """The API server's own message (its Status's), which client-go's errors read, as in
+    kube-scheduler's ``pods "p" not found``; empty when it sent none."""
 
 
 class NotFound(ClusterError):

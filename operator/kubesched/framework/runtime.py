@@ -380,9 +380,12 @@ class Framework(FilterPhase, ScorePhase):
             try:
                 s: Status | None = await p.pre_bind(state, pod, node_name)
             except Exception as e:
-                return Status.as_error(e, plugin=p.name)
-            if s is not None and s.code not in (Code.SUCCESS, Code.SKIP):
+                s = Status.as_error(e)
+            if s is None or s.code in (Code.SUCCESS, Code.SKIP):
+                continue
+            if s.is_rejected():
                 return s.with_plugin(p.name)
+            return _wrapped("PreBind", p.name, s)
         return None
 
     async def run_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
@@ -392,10 +395,10 @@ class Framework(FilterPhase, ScorePhase):
             try:
                 s: Status | None = await p.bind(state, pod, node_name)
             except Exception as e:
-                return Status.as_error(e, plugin=p.name)
+                s = Status.as_error(e)
             if s is not None and s.code == Code.SKIP:
                 continue
-            return None if s is None or s.code == Code.SUCCESS else s.with_plugin(p.name)
+            return None if s is None or s.code == Code.SUCCESS else _wrapped("Bind", p.name, s)
         return Status.as_error("every bind plugin skipped the pod")
 
     def run_post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
@@ -406,3 +409,10 @@ class Framework(FilterPhase, ScorePhase):
 
 def _plugins_list(names: list[str]) -> str:
     return "[" + ", ".join(names) + "]"
+
+
+def _wrapped(point: str, plugin: str, s: Status) -> Status:
+    """A PreBind or Bind plugin's error as kube-scheduler's framework reports it:
+    ``running PreBind plugin "X": <error>`` (the error object kept)."""
+    message = f'running {point} plugin "{plugin}": {s.message()}'
+    return Status(Code.ERROR, message, plugin=plugin, error=s.error)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from kubesched.framework.cluster_port import ClusterError
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import BindPlugin, Handle
 from kubesched.framework.registry import NoArgs
-from kubesched.framework.status import Status
+from kubesched.framework.status import Code, Status
 from kubesched.framework.types import Pod
 
 __all__ = ["NAME", "DefaultBinder", "new"]
@@ -24,6 +25,10 @@ class DefaultBinder(BindPlugin):
         the scheduler unreserves, forgets the assumed pod and retries with backoff."""
         try:
             await self._handle.cluster.bind(pod, node_name)
+        except ClusterError as e:
+            # the API server's message, as kube's client-go error reads (``pods "p" not
+            # found``), the request's method and path left to the logs
+            return Status(Code.ERROR, e.server_message or str(e), plugin=NAME, error=e)
         except Exception as e:
             return Status.as_error(e, plugin=NAME)
         return None

@@ -368,11 +368,6 @@ class BindingCycles:
             self.queues.move_all_to_active_or_backoff(ASSIGNED_POD_DELETE, assumed, None)
             if point == "Permit":
                 s = one_node_rejection(assumed, node, s)
-            if point == "Bind" and not isinstance(s.error, NotFound | Conflict):
-                # kube-scheduler's message for a failed bind (handleBindingCycleError)
-                s = Status(
-                    s.code, f"Binding rejected: {s.message()}", plugin=s.plugin, error=s.error
-                )
             if isinstance(s.error, NotFound) or (point == "Bind" and isinstance(s.error, Conflict)):
                 # The pod is gone, or (409 at Bind: "already assigned") someone else bound
                 # it -- another replica's last binds during a failover: the watch brings
@@ -383,7 +378,7 @@ class BindingCycles:
                     # Deleted between its cycle and its bind. kube-scheduler still records
                     # FailedScheduling (the Event outlives the pod): say why it never ran.
                     log.info("pod %s was deleted before its bind: %s", assumed.key, s.error)
-                    self._spawn(self._report_gone(fwk, assumed, f"Binding rejected: {s.message()}"))
+                    self._spawn(self._report_gone(fwk, assumed, s.message()))
                 self.stats.outcomes.pop(assumed.uid, None)
                 self._attempt_start.pop(assumed.uid, None)
                 return

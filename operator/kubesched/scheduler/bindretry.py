@@ -13,7 +13,7 @@ requests do not retry by themselves:
 - the pod stays assumed (and out of the queue) meanwhile, so the next cycles see its
   resources as taken, exactly as during a slow bind;
 - when the retries run out, the usual failure path runs: forget + Unreserve + requeue
-  with the queue's backoff + ``FailedScheduling`` ("Binding rejected: ...");
+  with the queue's backoff + ``FailedScheduling`` (``running Bind plugin "DefaultBinder": ...``);
 - a retry answered ``409 ... already assigned to node "<ours>"`` means an earlier
   attempt did land (it timed out or failed on our side only): the bind succeeded. An
   answer naming another node means someone else bound it: forgotten, not requeued.

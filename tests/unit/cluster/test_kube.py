@@ -146,6 +146,7 @@ async def test_bind_errors_map_to_what_the_scheduler_does(
     assert type(info.value) is error
     assert info.value.retryable is retryable
     assert message in str(info.value)
+    assert info.value.server_message == message  # what the pod's condition quotes
     assert info.value.code == str(status)  # what kubesched_bind_request_errors counts
     assert info.value.retry_after is None
 

@@ -431,6 +431,45 @@ async def test_bind_chain(
     assert calls == expected_calls
 
 
+class FakePreBind:
+    def __init__(self, name: str, outcome: Status | Exception | None) -> None:
+        self.name = name
+        self.outcome = outcome
+
+    async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        if isinstance(self.outcome, Exception):
+            raise self.outcome
+        return self.outcome
+
+
+@pytest.mark.parametrize(
+    ("outcome", "message"),
+    [
+        (Status.as_error("claim gone"), 'running PreBind plugin "P": claim gone'),
+        (RuntimeError("api down"), 'running PreBind plugin "P": api down'),
+        # a rejection is the plugin's own words (kube sets only its name)
+        (Status.unschedulable("node(s) too full"), "node(s) too full"),
+    ],
+)
+async def test_a_prebind_failure_reads_as_kube_schedulers(
+    outcome: Status | Exception, message: str
+) -> None:
+    """The pod's condition and FailedScheduling event carry kube-scheduler's wording:
+    ``running PreBind plugin "<name>": <error>`` for an error."""
+    fwk = framework(pre_bind=[FakePreBind("P", outcome)])
+    st = await fwk.run_pre_bind(CycleState(), POD, "n1")
+    assert st is not None and st.message() == message and st.plugin == "P"
+
+
+async def test_a_bind_error_names_the_bind_plugin_and_keeps_the_error() -> None:
+    gone = RuntimeError('pods "p" not found')
+    calls: Calls = []
+    fwk = framework(bind=[FakeBinder("DefaultBinder", calls, Status.as_error(gone))])
+    st = await fwk.run_bind(CycleState(), POD, "n1")
+    assert st is not None and st.code == Code.ERROR and st.error is gone
+    assert st.message() == 'running Bind plugin "DefaultBinder": pods "p" not found'
+
+
 # -- Registry -------------------------------------------------------------------------------------
 def plugin_module(name: str, module_name: str = "") -> types.ModuleType:
     m = types.ModuleType(module_name or f"fake_{name.lower()}")
