@@ -21,7 +21,8 @@ Three kinds, each a function of a ``random.Random``:
   slices of which one is missing), maybe a NIC pool for every node or one zone, claims
   already allocated; the pod asks one or two claims: counts, ``All``, CEL selectors,
   tolerations, ``firstAvailable``, ``matchAttribute``, a class that does not exist, or
-  a claim allocated already (the pod must follow it).
+  a claim allocated already (the pod must follow it); running pods of lower and higher
+  priority take cpu, some of them using an allocated claim.
 
 The objects are scenario documents (``kubesched.simulator.scenario`` defaults them as it
 defaults a file).
@@ -404,17 +405,21 @@ def dra(rng: random.Random) -> list[JSON]:
         docs.append(claim)
         claims.append(claim["metadata"]["name"])
     used: set[tuple[str, str]] = set()
+    held_on: dict[str, str] = {}
     for k in range(rng.randint(0, 3)):
         held = _allocated_claim(rng, f"held-{k}", devices, used)
         if held is not None:
             docs.append(held)
+            term = held["status"]["allocation"]["nodeSelector"]["nodeSelectorTerms"][0]
+            held_on[held["metadata"]["name"]] = term["matchFields"][0]["values"][0]
+    docs += _device_users(rng, names, held_on)
     if rng.random() < 0.15:
         # the pod's own claim, allocated already: the pod must follow it
         own = _allocated_claim(rng, claims[0], devices, used)
         if own is not None:
             docs = [d for d in docs if d["metadata"]["name"] != claims[0]] + [own]
     spec: JSON = {
-        "priority": 10,
+        "priority": 50,
         "resourceClaims": [{"name": f"r{i}", "resourceClaimName": c} for i, c in enumerate(claims)],
         "containers": [
             {
@@ -431,6 +436,34 @@ def dra(rng: random.Random) -> list[JSON]:
         spec["nodeSelector"] = {ZONE: rng.choice(ZONES[:2])}
     docs.append(_pod("p", spec))
     return docs
+
+
+def _device_users(rng: random.Random, names: list[str], held_on: dict[str, str]) -> list[JSON]:
+    """Running pods of lower or higher priority than the pod, taking cpu, some using an
+    allocated claim on its node (preemption frees their cpu, not their devices)."""
+    pods = []
+    for k in range(rng.randint(0, 3)):
+        spec: JSON = {
+            "priority": rng.choice((0, 100)),
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "busybox",
+                    "resources": {"requests": {"cpu": rng.choice(("1", "2"))}},
+                }
+            ],
+        }
+        claim = rng.choice(sorted(held_on)) if held_on and rng.random() < 0.5 else ""
+        if claim:
+            spec["nodeName"] = held_on.pop(claim)
+            spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim}]
+            spec["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
+        else:
+            spec["nodeName"] = rng.choice(names)
+        pod = _pod(f"run-{k}", spec)
+        pod["status"] = {"startTime": f"2026-01-01T{k:02d}:00:00Z"}
+        pods.append(pod)
+    return pods
 
 
 def _device_class(driver: str, name: str) -> JSON:
