@@ -69,3 +69,13 @@ def simulated(created: list[JSON]) -> Outcomes:
     if isinstance(got, str):
         pytest.fail(f"kubesched simulate failed:\n{got}")
     return got
+
+
+def expected_outcomes(predicted: str, nodes: set[str]) -> set[str]:
+    """What a scheduler on the cluster may show for a pod ``kubesched simulate`` left at
+    ``predicted``: any node when it placed the pod (ties break differently), its pending
+    outcome otherwise; simulate's "Unschedulable" is a rejection or an error alike, which
+    the cluster tells apart (``SchedulerError``)."""
+    if predicted == "Unschedulable":
+        return {"Unschedulable", "SchedulerError"}
+    return {predicted} if predicted == "Waiting" else nodes
