@@ -2,7 +2,7 @@
 ``test_random_differential.py``: scenarios nobody wrote by hand, played to kube-scheduler
 and to kubesched.
 
-Three kinds, each a function of a ``random.Random``:
+Four kinds, each a function of a ``random.Random``:
 
 * :func:`general`: two to five nodes with zones, some labels, taints
   (NoSchedule, PreferNoSchedule, NoExecute), cordons, few pods or an extended resource;
@@ -16,6 +16,10 @@ Three kinds, each a function of a ``random.Random``:
   CSIDriver that tracks capacity and per-node CSIStorageCapacity objects), an Immediate
   class, CSINode attach limits; the pod uses some of: a claim bound to a zonal PV, a local
   claim, a claim to provision, an unbound Immediate claim, a claim that does not exist.
+* :func:`scoring`: three to six nodes of several shapes (zones, disk labels, a
+  PreferNoSchedule taint, cached images) running pods of three apps, and a pod that fits
+  on most of them with preferences (node affinity weights, preferred pod
+  (anti-)affinity, a ScheduleAnyway spread, an image some nodes hold): the score decides.
 * :func:`dra`: two to four nodes publishing GPUs through ResourceSlices (model, NUMA and
   memory attributes; sometimes shared counters, tainted devices, or a pool in two
   slices of which one is missing), maybe a NIC pool for every node or one zone, claims
@@ -371,6 +375,103 @@ def _claims(rng: random.Random, docs: list[JSON]) -> list[str]:
     return claims
 
 
+IMAGES = ("registry.example.com/app:v1", "registry.example.com/tools:v2")
+
+
+def scoring(rng: random.Random) -> list[JSON]:
+    """Nodes of several shapes (zones, disk labels, a PreferNoSchedule taint, cached
+    images) running pods of a few apps, and a pod that fits on most of them with
+    preferences: node affinity weights, preferred pod (anti-)affinity, a ScheduleAnyway
+    spread, an image some nodes hold. No priorities: the score alone decides."""
+    names = [f"n{k}" for k in range(rng.randint(3, 6))]
+    # one size per image: kube-scheduler scores an image with the size of the first node
+    # it listed holding it, and it lists the nodes at start in no fixed order
+    sizes = {image: rng.choice((50, 300, 900)) * 1024 * 1024 for image in IMAGES}
+    docs = [_scoring_node(rng, name, sizes) for name in names]
+    for k in range(rng.randint(0, 8)):
+        requests = {
+            "cpu": rng.choice(("250m", "500m", "1", "2")),
+            "memory": rng.choice(("256Mi", "1Gi", "4Gi")),
+        }
+        spec: JSON = {
+            "nodeName": rng.choice(names),
+            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": requests}}],
+        }
+        docs.append(_pod(f"run-{k}", spec, {"app": rng.choice(("web", "db", "cache"))}))
+    requests = {
+        "cpu": rng.choice(("100m", "500m", "1", "2")),
+        "memory": rng.choice(("128Mi", "1Gi", "2Gi")),
+    }
+    image = rng.choice((*IMAGES, "busybox"))
+    spec = {"containers": [{"name": "c", "image": image, "resources": {"requests": requests}}]}
+    affinity: JSON = {}
+    if rng.random() < 0.5:
+        affinity["nodeAffinity"] = {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": rng.randint(1, 100),
+                    "preference": {
+                        "matchExpressions": [
+                            rng.choice(
+                                (
+                                    {"key": "disk", "operator": "In", "values": ["ssd"]},
+                                    {"key": ZONE, "operator": "In", "values": [rng.choice(ZONES)]},
+                                )
+                            )
+                        ]
+                    },
+                }
+                for _ in range(rng.randint(1, 2))
+            ]
+        }
+    for kind in ("podAffinity", "podAntiAffinity"):
+        if rng.random() < 0.35:
+            affinity[kind] = {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": rng.randint(1, 100),
+                        "podAffinityTerm": _term(rng, ("web", "db", "cache")),
+                    }
+                ]
+            }
+    if affinity:
+        spec["affinity"] = affinity
+    if rng.random() < 0.4:
+        spec["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": rng.choice((HOSTNAME, ZONE)),
+                "whenUnsatisfiable": "ScheduleAnyway",
+                "labelSelector": {"matchLabels": {"app": "web"}},
+            }
+        ]
+    if rng.random() < 0.3:
+        spec["tolerations"] = [{"key": "spot", "operator": "Exists", "effect": "PreferNoSchedule"}]
+    docs.append(_pod("p", spec, {"app": "web"}))
+    return docs
+
+
+def _scoring_node(rng: random.Random, name: str, sizes: dict[str, int]) -> JSON:
+    labels = {ZONE: rng.choice(ZONES), HOSTNAME: name}
+    if rng.random() < 0.5:
+        labels["disk"] = rng.choice(("ssd", "hdd"))
+    spec: JSON = {}
+    if rng.random() < 0.2:
+        spec["taints"] = [{"key": "spot", "value": "true", "effect": "PreferNoSchedule"}]
+    capacity = {
+        "cpu": str(rng.choice((4, 8, 16))),
+        "memory": rng.choice(("8Gi", "16Gi", "32Gi")),
+        "pods": "110",
+    }
+    node = _node(name, labels, spec, capacity)
+    images = [
+        {"names": [image], "sizeBytes": sizes[image]} for image in IMAGES if rng.random() < 0.4
+    ]
+    if images:
+        node["status"]["images"] = images
+    return node
+
+
 GPU_DRIVER = "gpu.example.com"
 NIC_DRIVER = "nic.example.com"
 MODELS = ("a", "b")
@@ -720,4 +821,5 @@ KINDS: dict[str, Callable[[random.Random], list[JSON]]] = {
     "general": general,
     "volumes": volumes,
     "dra": dra,
+    "scoring": scoring,
 }

@@ -120,8 +120,12 @@ class Cache:
             for n in names:
                 holders = self._images.setdefault(n, set())
                 holders.add(node.name)
-                self._image_size[n] = size
-                states[n] = ImageState(size, len(holders))
+                # kube-scheduler's cache keeps one size per image name: the size the
+                # first node holding it reported, until no node holds it any more
+                # (addNodeImageStates); nodes reporting other sizes score with that one
+                shared = self._image_size.setdefault(n, size)
+                if n not in states:
+                    states[n] = ImageState(shared, len(holders))
         ni.image_states = states
         # num_nodes of shared images changed on other nodes too: refresh lazily on read.
         for n in states:

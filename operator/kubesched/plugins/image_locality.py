@@ -6,7 +6,9 @@ Score (kube-scheduler's formula, integer results as Go computes them):
   (``spec.volumes[].image.reference``) present on the node adds
   ``int(size * num_nodes_with_image / total_nodes)`` (a float product truncated, as Go's
   ``int64(float64(size) * spread)``), so images on many nodes count less
-  (the "node heating" damper);
+  (the "node heating" damper). ``size`` is the image's, not the node's: as in
+  kube-scheduler's cache, the size the first node holding the image reported, for every
+  node (the cache, ``_add_images``);
 - the sum is clamped to ``[23 MiB, 1000 MiB * number_of_images]`` (init and regular
   containers and image volumes counted) and scaled linearly to 0..100, truncating.
 

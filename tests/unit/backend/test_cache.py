@@ -277,3 +277,24 @@ def test_image_states_count_the_nodes_holding_each_image() -> None:
     ni = cache.node_info("n1")
     assert ni is not None and "nginx:1" not in ni.image_states
     assert num_nodes(cache, "n3", "redis:7") == 2
+
+
+def size(cache: Cache, node: str, image: str) -> int:
+    ni = cache.node_info(node)
+    assert ni is not None
+    return ni.image_states[image].size
+
+
+def test_an_image_scores_with_the_size_its_first_node_reported() -> None:
+    """kube-scheduler's cache keeps one size per image name, the first holder's, until no
+    node holds the image: a node reporting another size scores with that one (which
+    moves ImageLocality's choice between two nodes holding the image)."""
+    cache = cache_with(
+        make_node("n1").image("app:v1", 900).node(),
+        make_node("n2").image("app:v1", 50).node(),
+    )
+    assert size(cache, "n1", "app:v1") == size(cache, "n2", "app:v1") == 900
+    cache.remove_node("n1")
+    assert size(cache, "n2", "app:v1") == 900  # still held: the entry stays
+    cache.update_node(None, make_node("n2").image("app:v1", 50).node())
+    assert size(cache, "n2", "app:v1") == 50  # n2 alone: re-entered with its own size
