@@ -388,22 +388,26 @@ def scoring(rng: random.Random) -> list[JSON]:
     # it listed holding it, and it lists the nodes at start in no fixed order
     sizes = {image: rng.choice((50, 300, 900)) * 1024 * 1024 for image in IMAGES}
     docs = [_scoring_node(rng, name, sizes) for name in names]
-    for k in range(rng.randint(0, 8)):
-        requests = {
-            "cpu": rng.choice(("250m", "500m", "1", "2")),
-            "memory": rng.choice(("256Mi", "1Gi", "4Gi")),
-        }
-        spec: JSON = {
-            "nodeName": rng.choice(names),
-            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": requests}}],
-        }
-        docs.append(_pod(f"run-{k}", spec, {"app": rng.choice(("web", "db", "cache"))}))
+    docs += [_scoring_running_pod(rng, k, names) for k in range(rng.randint(0, 8))]
     requests = {
         "cpu": rng.choice(("100m", "500m", "1", "2")),
         "memory": rng.choice(("128Mi", "1Gi", "2Gi")),
     }
+    if rng.random() < 0.12:
+        requests = {}  # best effort: scored with kube's default requests
     image = rng.choice((*IMAGES, "busybox"))
-    spec = {"containers": [{"name": "c", "image": image, "resources": {"requests": requests}}]}
+    spec: JSON = {
+        "containers": [{"name": "c", "image": image, "resources": {"requests": requests}}]
+    }
+    if rng.random() < 0.2:
+        init: JSON = {
+            "name": "init",
+            "image": "busybox",
+            "resources": {"requests": {"cpu": rng.choice(("1", "3")), "memory": "3Gi"}},
+        }
+        if rng.random() < 0.5:
+            init["restartPolicy"] = "Always"  # a sidecar: its requests add up
+        spec["initContainers"] = [init]
     affinity: JSON = {}
     if rng.random() < 0.5:
         affinity["nodeAffinity"] = {
@@ -451,6 +455,31 @@ def scoring(rng: random.Random) -> list[JSON]:
     return docs
 
 
+def _scoring_running_pod(rng: random.Random, k: int, names: list[str]) -> JSON:
+    """A running pod of one of three apps, sometimes with (anti-)affinity terms of its
+    own toward web pods: kube-scheduler counts those of existing pods too (preferred by
+    their weight, required by hardPodAffinityWeight)."""
+    requests = {
+        "cpu": rng.choice(("250m", "500m", "1", "2")),
+        "memory": rng.choice(("256Mi", "1Gi", "4Gi")),
+    }
+    spec: JSON = {
+        "nodeName": rng.choice(names),
+        "containers": [{"name": "c", "image": "busybox", "resources": {"requests": requests}}],
+    }
+    if rng.random() < 0.25:
+        kind = rng.choice(("podAffinity", "podAntiAffinity"))
+        term = _term(rng, ("web",))
+        if kind == "podAffinity" and rng.random() < 0.4:
+            spec["affinity"] = {kind: {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+        else:
+            weighted = {"weight": rng.randint(1, 100), "podAffinityTerm": term}
+            spec["affinity"] = {
+                kind: {"preferredDuringSchedulingIgnoredDuringExecution": [weighted]}
+            }
+    return _pod(f"run-{k}", spec, {"app": rng.choice(("web", "db", "cache"))})
+
+
 def _scoring_node(rng: random.Random, name: str, sizes: dict[str, int]) -> JSON:
     labels = {ZONE: rng.choice(ZONES), HOSTNAME: name}
     if rng.random() < 0.5:
@@ -464,6 +493,9 @@ def _scoring_node(rng: random.Random, name: str, sizes: dict[str, int]) -> JSON:
         "pods": "110",
     }
     node = _node(name, labels, spec, capacity)
+    if rng.random() < 0.3:
+        # some of it kept for the system
+        node["status"]["allocatable"] = {**capacity, "cpu": f"{int(capacity['cpu']) * 1000 - 500}m"}
     images = [
         {"names": [image], "sizeBytes": sizes[image]} for image in IMAGES if rng.random() < 0.4
     ]
