@@ -26,6 +26,7 @@ node. Nothing is ever bound below its minimum: a gang's members are bound at lea
 
 from __future__ import annotations
 
+import contextlib
 import pathlib
 from collections.abc import Iterator
 from typing import Any
@@ -87,18 +88,24 @@ def wipe_upstream(api: RestClient) -> None:
     )
 
 
-@pytest.fixture(scope="module")
-def gang_cluster(controlplane_binaries: Binaries) -> Iterator[ControlPlane]:
+@contextlib.contextmanager
+def gang_control_plane(binaries: Binaries) -> Iterator[ControlPlane]:
+    """A control plane of a module's own with the gang gates and API, kubesched's CRDs,
+    kube-controller-manager's resourceclaim controller and :class:`Controllers`."""
     with (
-        ControlPlane(
-            controlplane_binaries, feature_gates=GATES, runtime_config=RUNTIME_CONFIG
-        ) as cp,
+        ControlPlane(binaries, feature_gates=GATES, runtime_config=RUNTIME_CONFIG) as cp,
         Controllers(cp.api) as ctl,
     ):
         install_crds(cp.api)
         cp.start_controller_manager(["resourceclaim-controller"])
         yield cp
         assert not ctl.errors, ctl.errors
+
+
+@pytest.fixture(scope="module")
+def gang_cluster(controlplane_binaries: Binaries) -> Iterator[ControlPlane]:
+    with gang_control_plane(controlplane_binaries) as cp:
+        yield cp
 
 
 def gangs_of(objects: list[dict[str, Any]]) -> dict[str, list[str]]:

@@ -13,9 +13,10 @@ must then agree on:
 * the nomination each member left pending has.
 
 A rejected group's members' messages are not compared: kubesched words them its own way
-(docs/differences.md, "Gangs"). The control plane has the gang test's feature gates
-(``GenericWorkload``, ``TopologyAwareWorkloadScheduling``, ``DRAWorkloadResourceClaims``)
-and ``scheduling.k8s.io/v1beta1`` served. ``KUBESCHED_RANDOM_SEEDS=first:count`` tries
+(docs/differences.md, "Gangs"). The control plane is the gang differential's
+(``gang_control_plane``): its feature gates (``GenericWorkload``,
+``TopologyAwareWorkloadScheduling``, ``DRAWorkloadResourceClaims``) and
+``scheduling.k8s.io/v1beta1`` served. ``KUBESCHED_RANDOM_SEEDS=first:count`` tries
 other seeds, as in test_random_differential.
 """
 
@@ -34,17 +35,14 @@ from tests.e2e.differential_support import (
     KUBE_SCHEDULER,
     KUBESCHED,
     PENDING,
-    Controllers,
     Run,
-    install_crds,
     prepare,
     run_scenario,
 )
 from tests.e2e.random_clusters import gang
 from tests.e2e.simulate_support import SEED, expected_outcomes, simulated
 from tests.e2e.test_gang_differential import (
-    GATES,
-    RUNTIME_CONFIG,
+    gang_control_plane,
     gangs_of,
     minimums_of,
     wipe_upstream,
@@ -56,15 +54,8 @@ pytestmark = pytest.mark.timeout(180)
 
 @pytest.fixture(scope="module")
 def random_gang_cluster(controlplane_binaries: Binaries) -> Iterator[ControlPlane]:
-    with (
-        ControlPlane(
-            controlplane_binaries, feature_gates=GATES, runtime_config=RUNTIME_CONFIG
-        ) as cp,
-        Controllers(cp.api) as ctl,
-    ):
-        install_crds(cp.api)
+    with gang_control_plane(controlplane_binaries) as cp:
         yield cp
-        assert not ctl.errors, ctl.errors
 
 
 def _fmt(run: Run) -> str:
