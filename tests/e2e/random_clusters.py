@@ -2,7 +2,7 @@
 ``test_random_differential.py``: scenarios nobody wrote by hand, played to kube-scheduler
 and to kubesched.
 
-Four kinds, each a function of a ``random.Random``:
+Five kinds, each a function of a ``random.Random``:
 
 * :func:`general`: two to five nodes with zones, some labels, taints
   (NoSchedule, PreferNoSchedule, NoExecute), cordons, few pods or an extended resource;
@@ -16,6 +16,9 @@ Four kinds, each a function of a ``random.Random``:
   CSIDriver that tracks capacity and per-node CSIStorageCapacity objects), an Immediate
   class, CSINode attach limits; the pod uses some of: a claim bound to a zonal PV, a local
   claim, a claim to provision, an unbound Immediate claim, a claim that does not exist.
+* :func:`preemption`: two to five nodes full of running pods of several priorities,
+  apps and start times, PodDisruptionBudgets (0 or 1 disruption allowed) over some
+  apps, and a pod of high priority that fits nowhere until pods go.
 * :func:`scoring`: three to six nodes of several shapes (zones, disk labels, a
   PreferNoSchedule taint, cached images) running pods of three apps, and a pod that fits
   on most of them with preferences (node affinity weights, preferred pod
@@ -373,6 +376,61 @@ def _claims(rng: random.Random, docs: list[JSON]) -> list[str]:
     if rng.random() < 0.1 or not claims:
         claims.append("missing")
     return claims
+
+
+def preemption(rng: random.Random) -> list[JSON]:
+    """Two to five nodes full of running pods of several priorities, apps and start
+    times, PodDisruptionBudgets over some apps, and a pod of high priority that fits
+    nowhere until pods go: which node and which victims (kube's candidate order: fewest
+    PDB violations, lowest highest victim priority, smallest priority sum, fewest
+    victims, latest start) must be the same."""
+    names = [f"n{k}" for k in range(rng.randint(2, 5))]
+    docs: list[JSON] = []
+    for name in names:
+        capacity = {"cpu": str(rng.choice((4, 8))), "memory": "16Gi", "pods": "110"}
+        docs.append(_node(name, {ZONE: rng.choice(ZONES), HOSTNAME: name}, {}, capacity))
+    apps = ("web", "db", "cache", "batch")
+    k = 0
+    for name in names:
+        for _ in range(rng.randint(1, 4)):
+            requests = {"cpu": rng.choice(("1", "2", "3")), "memory": rng.choice(("1Gi", "4Gi"))}
+            spec: JSON = {
+                "nodeName": name,
+                "priority": rng.choice((0, 10, 100, 1000, 10000)),
+                "containers": [
+                    {"name": "c", "image": "busybox", "resources": {"requests": requests}}
+                ],
+            }
+            pod = _pod(f"run-{k}", spec, {"app": rng.choice(apps)})
+            # started at times of their own (kube ranks equal victims by start time)
+            pod["status"] = {"startTime": f"2026-01-01T{k % 24:02d}:{k:02d}:00Z"}
+            docs.append(pod)
+            k += 1
+    for app in rng.sample(apps, rng.randint(0, 2)):
+        allowed = rng.randint(0, 1)
+        docs.append(
+            {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": {"name": app, "namespace": "default"},
+                "spec": {"maxUnavailable": allowed, "selector": {"matchLabels": {"app": app}}},
+                "status": {
+                    "disruptionsAllowed": allowed,
+                    "currentHealthy": 1,
+                    "desiredHealthy": 1,
+                    "expectedPods": 1,
+                },
+            }
+        )
+    requests = {"cpu": rng.choice(("2", "3", "4", "6")), "memory": rng.choice(("1Gi", "8Gi"))}
+    spec = {
+        "priority": rng.choice((50, 500, 5000)),
+        "containers": [{"name": "c", "image": "busybox", "resources": {"requests": requests}}],
+    }
+    if rng.random() < 0.3:
+        spec["nodeSelector"] = {ZONE: rng.choice(ZONES)}
+    docs.append(_pod("p", spec))
+    return docs
 
 
 IMAGES = ("registry.example.com/app:v1", "registry.example.com/tools:v2")
@@ -854,4 +912,5 @@ KINDS: dict[str, Callable[[random.Random], list[JSON]]] = {
     "volumes": volumes,
     "dra": dra,
     "scoring": scoring,
+    "preemption": preemption,
 }

@@ -56,7 +56,7 @@ def _seeds() -> range:
 
 
 SEEDS = _seeds()
-"""Seeds tried for each kind (16 each: about four minutes for the four kinds)."""
+"""Seeds tried for each kind (16 each: about five minutes for the five kinds)."""
 
 
 @pytest.fixture(scope="module")
