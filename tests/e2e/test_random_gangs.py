@@ -39,7 +39,7 @@ from tests.e2e.differential_support import (
     prepare,
     run_scenario,
 )
-from tests.e2e.random_clusters import gang
+from tests.e2e.random_workloads import gang
 from tests.e2e.simulate_support import SEED, expected_outcomes, simulated
 from tests.e2e.test_gang_differential import (
     gang_control_plane,

@@ -1,0 +1,41 @@
+"""Builders and names shared by the random cluster kinds (:mod:`tests.e2e.random_clusters`)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+JSON = dict[str, Any]
+
+POD = "default/p"
+"""The pod each cluster schedules."""
+
+ZONES = ("a", "b", "c")
+ZONE = "topology.kubernetes.io/zone"
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def node_doc(name: str, labels: dict[str, str], spec: JSON, capacity: dict[str, str]) -> JSON:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "spec": spec,
+        "status": {"capacity": capacity},
+    }
+
+
+def pod_doc(name: str, spec: JSON, labels: dict[str, str] | None = None) -> JSON:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": spec,
+    }
+
+
+def affinity_term(rng: random.Random, apps: tuple[str, ...]) -> JSON:
+    return {
+        "topologyKey": rng.choice((HOSTNAME, ZONE)),
+        "labelSelector": {"matchLabels": {"app": rng.choice(apps)}},
+    }
