@@ -12,12 +12,8 @@ from typing import Any
 
 import pytest
 
-from kubesched.cluster.memory import MemoryCluster
-from kubesched.framework.types import Pod
-from kubesched.scheduler.eventhandlers import EventHandlers
-from kubesched.scheduler.explain import explain_pod
-from kubesched.scheduler.scheduler import Scheduler
-from kubesched.simulator.engine import scenario_profiles, simulate, start
+from kubesched.cli.explain import explain_objects
+from kubesched.simulator.engine import simulate
 from kubesched.simulator.scenario import Document
 from kubesched.simulator.scenario import prepare as default_documents
 from tests.e2e.differential_support import JSON, TERMINATING
@@ -49,24 +45,18 @@ def _simulate_created(created: list[JSON]) -> Outcomes:
     return {f"{p.namespace}/{p.name}": (p.node or p.status, p.message) for p in result.pods}
 
 
-async def _best_now(created: list[JSON]) -> dict[str, list[str]]:
+async def _best_now(created: list[JSON], key: str) -> list[str]:
     docs = [Document("cluster", i, as_terminated(o)) for i, o in enumerate(created)]
-    profiles, objects = scenario_profiles(default_documents(docs))
-    cluster = MemoryCluster()
-    sched = Scheduler(cluster, cluster, profiles=profiles, seed=SEED)
-    best: dict[str, list[str]] = {}
-    for key in start(cluster, objects, EventHandlers(sched)):
-        raw = cluster.pod(key)
-        feasible = [] if raw is None else explain_pod(sched, Pod(dict(raw))).feasible
-        if feasible:
-            top = max(n.total for n in feasible)
-            best[key] = sorted(n.node for n in feasible if n.total == top)
-    return best
+    ns, name = key.split("/")
+    exp = await explain_objects(default_documents(docs), ns, name, schedule=False)
+    feasible = exp.feasible
+    top = max((n.total for n in feasible), default=None)
+    return sorted(n.node for n in feasible if n.total == top)
 
 
-def _simulate_to(created: list[JSON], conn: Connection, best: bool) -> None:
+def _simulate_to(created: list[JSON], conn: Connection, best: str) -> None:
     try:
-        conn.send(asyncio.run(_best_now(created)) if best else _simulate_created(created))
+        conn.send(asyncio.run(_best_now(created, best)) if best else _simulate_created(created))
     except BaseException:
         conn.send(traceback.format_exc())
 
@@ -75,21 +65,22 @@ def simulated(created: list[JSON]) -> Outcomes:
     """``kubesched simulate --seed SEED`` on the objects as they were created on the
     cluster (in that order; defaulted by the scenario loader as a file would be): each
     pod to schedule -> (node | Unschedulable | Waiting, message)."""
-    got: Outcomes = _in_child(created, best=False)
+    got: Outcomes = _in_child(created, best="")
     return got
 
 
-def best_nodes(created: list[JSON]) -> dict[str, list[str]]:
-    """``kubesched explain`` of each pod to schedule against the cluster as created,
-    before anything is scheduled: the nodes that share the best total score (a pod that
-    fits nowhere yet is left out). One node means no tie: a scheduler that scores as
-    kube-scheduler does must pick it."""
-    got: dict[str, list[str]] = _in_child(created, best=True)
+def best_nodes(created: list[JSON], key: str) -> list[str]:
+    """``kubesched explain`` of the pod ``key`` against the cluster as created, before
+    anything is scheduled: the nodes that share the best total score (none when it fits
+    nowhere yet). One node means no tie: a scheduler that scores as kube-scheduler does
+    must pick it."""
+    got: list[str] = _in_child(created, best=key)
     return got
 
 
-def _in_child(created: list[JSON], *, best: bool) -> Any:
-    """In a process of its own (a simulator that never settles must not hang the module)."""
+def _in_child(created: list[JSON], *, best: str) -> Any:
+    """In a process of its own (a simulator that never settles must not hang the module):
+    the simulation, or with ``best`` (a pod's key) :func:`best_nodes`."""
     ctx = multiprocessing.get_context("spawn")
     receive, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_simulate_to, args=(created, send, best), daemon=True)

@@ -97,7 +97,7 @@ def test_a_random_cluster(
     )
     (where, message), (mine, my_message) = theirs.outcomes[POD], ours.outcomes[POD]
     assert (where in PENDING) == (mine in PENDING), f"placed by one only{report}"
-    best = best_nodes(created).get(POD, [])
+    best = best_nodes(created, POD)
     if len(best) == 1 and where not in PENDING and not theirs.victims and not ours.victims:
         # placed on the cluster as it was, and one node scores best: no tie to break
         assert where == mine == best[0], f"not on the best node {best[0]}{report}"

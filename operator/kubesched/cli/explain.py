@@ -75,7 +75,7 @@ def _usable_profiles(
     return rest + kept, warnings
 
 
-async def _explain_objects(
+async def explain_objects(
     objects: list[dict[str, Any]], ns: str, name: str, *, schedule: bool
 ) -> Any:
     """Load objects into an in-memory cluster (scheduling them first if ``schedule``)
@@ -114,7 +114,7 @@ async def _from_cluster(args: argparse.Namespace, ns: str, name: str) -> Any:
     objects, warnings = _usable_profiles(read.objects, args.profile_selector)
     for w in read.warnings + warnings:
         print(f"kubesched: warning: {w}", file=sys.stderr)
-    return await _explain_objects(objects, ns, name, schedule=False)
+    return await explain_objects(objects, ns, name, schedule=False)
 
 
 async def _from_server(url: str, ns: str, name: str) -> dict[str, Any]:
@@ -164,7 +164,7 @@ def _explain(args: argparse.Namespace) -> int:
         objects = prepare(read_scenarios(args.scenario))
         # virtual time: backoffs and Permit timeouts cost no wall time, as in `simulate`
         with asyncio.Runner(loop_factory=VirtualTimeLoop) as runner:
-            exp = runner.run(_explain_objects(objects, ns, name, schedule=not args.no_simulate))
+            exp = runner.run(explain_objects(objects, ns, name, schedule=not args.no_simulate))
     else:
         exp = run_async(_from_cluster(args, ns, name))
     if args.output == "json":
