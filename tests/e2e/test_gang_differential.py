@@ -43,6 +43,7 @@ from tests.e2e.differential_support import (
     Controllers,
     Run,
     expectations,
+    expected_victims,
     install_crds,
     run_scenario,
     uses_upstream_gangs,
@@ -193,6 +194,12 @@ def test_kube_scheduler_gangs_and_kubesched_agree(
             assert not bound or len(bound) >= minimums.get(group, len(members)), (
                 f"{run.scheduler} bound {group} below its minimum: {bound}{report}"
             )
+    victims = expected_victims(path)
+    if victims is not None:
+        assert theirs.victims == victims, (
+            f"the corpus is wrong: kube-scheduler evicted {sorted(theirs.victims)}, "
+            f"expected {sorted(victims)}{report}"
+        )
     assert ours.victims == theirs.victims, (
         f"victims differ: kube-scheduler {sorted(theirs.victims)}, "
         f"kubesched {sorted(ours.victims)}{report}"
