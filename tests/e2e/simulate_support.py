@@ -16,7 +16,7 @@ from kubesched.cli.explain import explain_objects
 from kubesched.simulator.engine import simulate
 from kubesched.simulator.scenario import Document
 from kubesched.simulator.scenario import prepare as default_documents
-from tests.e2e.differential_support import JSON, TERMINATING
+from tests.e2e.differential_support import JSON, PENDING, TERMINATING
 
 #: The tie-breaking seed of both ``kubesched simulate`` and ``kubesched run`` (the
 #: differential's simulate check, the random clusters).
@@ -102,8 +102,6 @@ def _in_child(created: list[JSON], *, best: str) -> Any:
 def expected_outcomes(predicted: str, nodes: set[str]) -> set[str]:
     """What a scheduler on the cluster may show for a pod ``kubesched simulate`` left at
     ``predicted``: any node when it placed the pod (ties break differently), its pending
-    outcome otherwise; simulate's "Unschedulable" is a rejection or an error alike, which
-    the cluster tells apart (``SchedulerError``)."""
-    if predicted == "Unschedulable":
-        return {"Unschedulable", "SchedulerError"}
-    return {predicted} if predicted == "Waiting" else nodes
+    outcome otherwise (Unschedulable, SchedulerError or Waiting, as the pod's condition
+    says)."""
+    return {predicted} if predicted in PENDING else nodes

@@ -80,13 +80,31 @@ def test_demo_respects_cordon_taint_and_priority(capsys: pytest.CaptureFixture[s
     assert all(placed[f"web-{i}"] for i in range(6))
 
 
+def test_an_error_is_told_apart_from_a_pod_that_fits_nowhere(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # a Kubernetes PodGroup whose members disagree on priority fails with an error (kube's
+    # reason SchedulerError), not for want of room
+    path = Path(__file__).parent.parent / "scenarios" / "gang" / "upstream-pods-disagree.yaml"
+    code, out, _ = run(capsys, "simulate", "--scenario", str(path), "--seed", "0")
+    assert code == 0
+    lines = out.splitlines()
+    rows = {line.split()[1]: line.split(maxsplit=4) for line in lines[1:] if line.strip()}
+    assert rows["mixed-0"][2:4] == ["<none>", "SchedulerError"]
+    assert rows["mixed-0"][4].startswith("all pods in a single pod group should have the same")
+    assert lines[-1].startswith("2/4 pods scheduled, 0 unschedulable, 2 errors, 0 waiting; ")
+    data = run_json(capsys, "--scenario", str(path), "--seed", "0")
+    assert {p["name"]: p["status"] for p in data["pods"]}["mixed-1"] == "SchedulerError"
+    assert (data["summary"]["unschedulable"], data["summary"]["errors"]) == (0, 2)
+
+
 def test_json_has_exactly_the_documented_shape(capsys: pytest.CaptureFixture[str]) -> None:
     data = run_json(capsys)
     assert set(data) == {"pods", "summary", "preempted", "preemptedBy"}
     assert (data["preempted"], data["preemptedBy"]) == ([], {})
     for p in data["pods"]:
         assert set(p) == {"namespace", "name", "node", "status", "message"}
-        assert p["status"] in ("Scheduled", "Unschedulable", "Waiting")
+        assert p["status"] in ("Scheduled", "Unschedulable", "SchedulerError", "Waiting")
         assert (p["node"] is None) == (p["status"] != "Scheduled")
     s = data["summary"]
     assert set(s) == {
@@ -94,17 +112,19 @@ def test_json_has_exactly_the_documented_shape(capsys: pytest.CaptureFixture[str
         "pods",
         "scheduled",
         "unschedulable",
+        "errors",
         "waiting",
         "seconds",
         "pods_per_second",
     }
-    assert (s["nodes"], s["pods"], s["scheduled"], s["unschedulable"], s["waiting"]) == (
+    assert (s["nodes"], s["pods"], s["scheduled"], s["unschedulable"], s["errors"]) == (
         6,
         20,
         19,
         1,
         0,
     )
+    assert s["waiting"] == 0
     assert s["seconds"] > 0
     assert s["pods_per_second"] == pytest.approx(s["scheduled"] / s["seconds"])
 

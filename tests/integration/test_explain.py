@@ -7,6 +7,7 @@ from typing import Any
 import orjson
 import pytest
 
+from kubesched.framework.cluster_port import ClusterError
 from kubesched.framework.types import Pod
 from kubesched.scheduler.explain import explain, explain_pod
 from tests.builders import make_node, make_pod
@@ -148,6 +149,22 @@ async def test_table_and_json_renderings() -> None:
         "gpu": "TaintToleration",
         "small": "NodeResourcesFit",
     }
+
+
+async def test_a_pod_whose_last_attempt_failed_with_an_error_says_so() -> None:
+    # the bind is refused (not a rejection: kube's reason SchedulerError); an evaluation
+    # against the cache finds a node, which alone would read as if nothing were wrong
+    h = harness(ROOMY, make_pod("web").obj())
+    err = ClusterError("POST /api/v1/namespaces/default/pods/web/binding: 403 forbidden")
+    err.server_message, err.code, err.retryable = "forbidden", "403", False
+    h.cluster.fail_next("bind", err, times=100)
+    async with running(h):
+        await h.wait_for(lambda: "FailedScheduling" in h.reasons("default/web"))
+        exp = explain_pod(h.sched, Pod(dict(h.cluster.pod("default/web") or {})))
+    assert exp.status == "SchedulerError"
+    first, _, rest = exp.message.partition("\n")
+    assert first == 'the last attempt failed: running Bind plugin "DefaultBinder": forbidden'
+    assert [n.node for n in exp.feasible] == ["roomy"] and rest
 
 
 async def test_explain_pod_after_scheduling() -> None:

@@ -57,12 +57,14 @@ def summary(pods: Sequence[Any], nodes: int, seconds: float) -> dict[str, Any]:
     """The counts the table's last line shows, and the rate."""
     scheduled = sum(1 for p in pods if p.status == "Scheduled")
     unschedulable = sum(1 for p in pods if p.status == "Unschedulable")
+    errors = sum(1 for p in pods if p.status == "SchedulerError")
     return {
         "nodes": nodes,
         "pods": len(pods),
         "scheduled": scheduled,
         "unschedulable": unschedulable,
-        "waiting": len(pods) - scheduled - unschedulable,
+        "errors": errors,
+        "waiting": len(pods) - scheduled - unschedulable - errors,
         "seconds": seconds,
         "pods_per_second": scheduled / seconds if seconds > 0 else 0,
     }
@@ -93,7 +95,9 @@ def table(pods: Sequence[Any], s: dict[str, Any], preempted: Sequence[Any] = ())
     lines.append("")
     lines.append(
         f"{s['scheduled']}/{s['pods']} pods scheduled, "
-        f"{s['unschedulable']} unschedulable, {s['waiting']} waiting; "
+        f"{s['unschedulable']} unschedulable, "
+        + (f"{_plural(s['errors'], 'error')}, " if s["errors"] else "")
+        + f"{s['waiting']} waiting; "
         f"{_plural(s['nodes'], 'node')}; {_duration(s['seconds'])} "
         f"({s['pods_per_second']:.0f} pods/s)"
     )

@@ -66,7 +66,7 @@ class PodOutcome:
     """The last thing that happened to a pod this scheduler served."""
 
     node: str | None = None
-    status: str = "Pending"  # Scheduled | Unschedulable | Waiting | Pending
+    status: str = "Pending"  # Scheduled | Unschedulable | SchedulerError | Waiting | Pending
     message: str = ""
     attempts: int = 0
 
@@ -216,7 +216,7 @@ class BindingCycles:
             qpi.pending_plugins = set()
             self._log_error(pod, msg)
         qpi.message = msg
-        self.stats.outcomes[pod.uid] = PodOutcome(None, "Unschedulable", msg, qpi.attempts)
+        self.stats.outcomes[pod.uid] = PodOutcome(None, reason, msg, qpi.attempts)
         queue = self.queues.queue(pod.scheduler_name)
         latest = self.unscheduled.get(pod.uid)
         if queue is not None and latest is not None:

@@ -83,7 +83,9 @@ class Explanation:
     nodes: list[NodeVerdict]
     """Feasible nodes best first (ties by name), then rejected nodes by name."""
     status: str = "Pending"
-    """Where the pod stands: Pending, Scheduled (``node`` set), Unschedulable, Waiting."""
+    """Where the pod stands: Pending, Binding or Scheduled (``node`` set), Unschedulable,
+    SchedulerError (its last attempt failed with an error, said first in ``message``),
+    Waiting."""
     node: str | None = None
     score_plugins: list[str] = field(default_factory=list)
     """Score plugins in profile order with their weights (``name:weight``)."""
@@ -343,8 +345,12 @@ def explain_pod(sched: Scheduler, pod: Pod) -> Explanation:
         return _with_gang(sched, fwk, pod, exp)
     exp = explain(fwk, pod, sched.cache.update_snapshot())
     outcome = sched.stats.outcomes.get(pod.uid)
-    if outcome is not None and outcome.status in ("Unschedulable", "Waiting"):
+    if outcome is not None and outcome.status in ("Unschedulable", "SchedulerError", "Waiting"):
         exp.status = outcome.status
+    if outcome is not None and outcome.status == "SchedulerError":
+        # an error (a failed API write, a gang's inconsistent spec) is not something the
+        # evaluation against the cache can show again: its words first
+        exp.message = f"the last attempt failed: {outcome.message}\n{exp.message}"
     q = sched.queues.queue(pod.scheduler_name)
     qpi = q.get(pod.uid) if q is not None else None
     if qpi is not None and qpi.gated:

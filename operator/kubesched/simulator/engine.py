@@ -52,7 +52,7 @@ class PodResult:
     namespace: str
     name: str
     node: str | None
-    status: str  # "Scheduled" | "Unschedulable" | "Waiting"
+    status: str  # "Scheduled" | "Unschedulable" | "SchedulerError" | "Waiting"
     message: str
 
 
@@ -263,7 +263,10 @@ def _result(sched: Scheduler, pod: Pod, ns: str, name: str) -> PodResult:
     if outcome is not None and outcome.status == "Waiting":
         return PodResult(ns, name, None, "Waiting", outcome.message)
     msg = outcome.message if outcome is not None else (qpi.message if qpi is not None else "")
-    return PodResult(ns, name, None, "Unschedulable", msg)
+    # an error (kube's reason SchedulerError) is told apart from a rejection, as the
+    # pod's PodScheduled condition tells them apart
+    failed = outcome is not None and outcome.status == "SchedulerError"
+    return PodResult(ns, name, None, "SchedulerError" if failed else "Unschedulable", msg)
 
 
 def simulate(
