@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
+import os
 import random
 from typing import Any
 
 JSON = dict[str, Any]
+
+
+def _seeds() -> range:
+    chosen = os.environ.get("KUBESCHED_RANDOM_SEEDS", "")
+    if chosen:
+        first, _, count = chosen.partition(":")
+        return range(int(first), int(first) + int(count or 1))
+    return range(16)
+
+
+SEEDS = _seeds()
+"""Seeds tried for each kind (``test_random_differential``: 16 each, about five minutes
+for the five kinds) and for the gangs (``test_random_gangs``);
+``KUBESCHED_RANDOM_SEEDS=first:count`` chooses others."""
 
 POD = "default/p"
 """The pod each cluster schedules."""

@@ -21,7 +21,6 @@ tries others (a failing case's cluster is in the failure message: save it under
 
 from __future__ import annotations
 
-import os
 import pathlib
 import random
 from collections.abc import Iterator
@@ -41,22 +40,11 @@ from tests.e2e.differential_support import (
     prepare,
     run_scenario,
 )
+from tests.e2e.random_builders import SEEDS
 from tests.e2e.random_clusters import KINDS, POD
 from tests.e2e.simulate_support import SEED, best_nodes, expected_outcomes, simulated
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def _seeds() -> range:
-    chosen = os.environ.get("KUBESCHED_RANDOM_SEEDS", "")
-    if chosen:
-        first, _, count = chosen.partition(":")
-        return range(int(first), int(first) + int(count or 1))
-    return range(16)
-
-
-SEEDS = _seeds()
-"""Seeds tried for each kind (16 each: about five minutes for the five kinds)."""
 
 
 @pytest.fixture(scope="module")

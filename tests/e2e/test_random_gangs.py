@@ -39,15 +39,15 @@ from tests.e2e.differential_support import (
     prepare,
     run_scenario,
 )
-from tests.e2e.random_workloads import gang
-from tests.e2e.simulate_support import SEED, expected_outcomes, simulated
-from tests.e2e.test_gang_differential import (
+from tests.e2e.gang_support import (
     gang_control_plane,
     gangs_of,
     minimums_of,
     wipe_upstream,
 )
-from tests.e2e.test_random_differential import SEEDS
+from tests.e2e.random_builders import SEEDS
+from tests.e2e.random_workloads import gang
+from tests.e2e.simulate_support import SEED, expected_outcomes, simulated
 
 pytestmark = pytest.mark.timeout(180)
 
