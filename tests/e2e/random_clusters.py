@@ -2,9 +2,9 @@
 ``test_random_differential.py``: scenarios nobody wrote by hand, played to kube-scheduler
 and to kubesched.
 
-Five kinds, each a function of a ``random.Random`` (preemption and scoring in
-:mod:`tests.e2e.random_workloads`, dra in :mod:`tests.e2e.random_devices`, the shared
-builders in :mod:`tests.e2e.random_builders`):
+Six kinds, each a function of a ``random.Random`` (preemption and scoring in
+:mod:`tests.e2e.random_workloads`, dra in :mod:`tests.e2e.random_devices`, spread in
+:mod:`tests.e2e.random_spread`, the shared builders in :mod:`tests.e2e.random_builders`):
 
 * :func:`general`: two to five nodes with zones, some labels, taints
   (NoSchedule, PreferNoSchedule, NoExecute), cordons, few pods or an extended resource;
@@ -32,6 +32,12 @@ builders in :mod:`tests.e2e.random_builders`):
   tolerations, ``firstAvailable``, ``matchAttribute``, a class that does not exist, or
   a claim allocated already (the pod must follow it); running pods of lower and higher
   priority take cpu, some of them using an allocated claim.
+* :func:`spread`: three to seven nodes in zones and racks (some lacking a label, some
+  tainted), running pods of two apps and versions (some in another namespace, some
+  terminating), and a pod with one or two spread constraints over zone, host or rack
+  (maxSkew, DoNotSchedule or ScheduleAnyway, ``minDomains``, the node inclusion
+  policies, ``matchLabelKeys``, selectors by label or expression), sometimes a node
+  selector, a required zone, a toleration, or a priority that may evict for its spread.
 
 The objects are scenario documents (``kubesched.simulator.scenario`` defaults them as it
 defaults a file).
@@ -53,6 +59,7 @@ from tests.e2e.random_builders import (
     pod_doc,
 )
 from tests.e2e.random_devices import dra
+from tests.e2e.random_spread import spread
 from tests.e2e.random_workloads import preemption, scoring
 
 __all__ = ["KINDS", "POD"]
@@ -372,4 +379,5 @@ KINDS: dict[str, Callable[[random.Random], list[JSON]]] = {
     "dra": dra,
     "scoring": scoring,
     "preemption": preemption,
+    "spread": spread,
 }
