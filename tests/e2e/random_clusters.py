@@ -2,9 +2,10 @@
 ``test_random_differential.py``: scenarios nobody wrote by hand, played to kube-scheduler
 and to kubesched.
 
-Six kinds, each a function of a ``random.Random`` (preemption and scoring in
+Seven kinds, each a function of a ``random.Random`` (preemption and scoring in
 :mod:`tests.e2e.random_workloads`, dra in :mod:`tests.e2e.random_devices`, spread in
-:mod:`tests.e2e.random_spread`, the shared builders in :mod:`tests.e2e.random_builders`):
+:mod:`tests.e2e.random_spread`, affinity in :mod:`tests.e2e.random_affinity`, the shared
+builders in :mod:`tests.e2e.random_builders`):
 
 * :func:`general`: two to five nodes with zones, some labels, taints
   (NoSchedule, PreferNoSchedule, NoExecute), cordons, few pods or an extended resource;
@@ -38,6 +39,11 @@ Six kinds, each a function of a ``random.Random`` (preemption and scoring in
   (maxSkew, DoNotSchedule or ScheduleAnyway, ``minDomains``, the node inclusion
   policies, ``matchLabelKeys``, selectors by label or expression), sometimes a node
   selector, a required zone, a toleration, or a priority that may evict for its spread.
+* :func:`affinity`: three to six nodes in zones and racks running pods of three apps in
+  three namespaces, some with (anti-)affinity terms of their own that the pod may match,
+  and a pod with required and preferred terms over host, zone or rack (selectors by
+  labels or expressions, ``namespaces``, ``namespaceSelector``, ``matchLabelKeys``,
+  ``mismatchLabelKeys``), sometimes with a priority that may evict for its terms.
 
 The objects are scenario documents (``kubesched.simulator.scenario`` defaults them as it
 defaults a file).
@@ -48,6 +54,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
+from tests.e2e.random_affinity import affinity
 from tests.e2e.random_builders import (
     HOSTNAME,
     JSON,
@@ -380,4 +387,5 @@ KINDS: dict[str, Callable[[random.Random], list[JSON]]] = {
     "scoring": scoring,
     "preemption": preemption,
     "spread": spread,
+    "affinity": affinity,
 }
