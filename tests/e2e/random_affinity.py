@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from tests.e2e.random_builders import HOSTNAME, JSON, ZONE, ZONES, node_doc, pod_doc
+from tests.e2e.random_builders import HOSTNAME, JSON, ZONE, ZONES, container, node_doc, pod_doc
 from tests.e2e.random_spread import RACK
 
 NAMESPACES = {"team-a": {"team": "a", "env": "prod"}, "team-b": {"team": "b", "env": "dev"}}
@@ -39,13 +39,7 @@ def affinity(rng: random.Random) -> list[JSON]:
     running = [_affinity_running_pod(rng, k, names) for k in range(rng.randint(3, 12))]
     docs += running
     spec: JSON = {
-        "containers": [
-            {
-                "name": "c",
-                "image": "busybox",
-                "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
-            }
-        ],
+        "containers": [container({"cpu": "100m", "memory": "128Mi"})],
         "priority": 1000 if rng.random() < 0.25 else 0,
     }
     terms = _terms(rng, required=(0.35, 0.35), preferred=(0.5, 0.5))
@@ -75,13 +69,7 @@ def _affinity_running_pod(rng: random.Random, k: int, names: list[str]) -> JSON:
     spec: JSON = {
         "nodeName": rng.choice(names),
         "priority": rng.choice((0, 100, 2000)),
-        "containers": [
-            {
-                "name": "c",
-                "image": "busybox",
-                "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
-            }
-        ],
+        "containers": [container({"cpu": "100m", "memory": "128Mi"})],
     }
     if rng.random() < 0.4:
         # terms of its own, which the pod may match (kube checks and scores them too)

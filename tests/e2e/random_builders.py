@@ -49,6 +49,11 @@ def pod_doc(name: str, spec: JSON, labels: dict[str, str] | None = None) -> JSON
     }
 
 
+def container(requests: dict[str, str]) -> JSON:
+    """The one container of a generated pod, asking ``requests``."""
+    return {"name": "c", "image": "busybox", "resources": {"requests": requests}}
+
+
 def affinity_term(rng: random.Random, apps: tuple[str, ...]) -> JSON:
     return {
         "topologyKey": rng.choice((HOSTNAME, ZONE)),

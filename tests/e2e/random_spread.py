@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from tests.e2e.random_builders import HOSTNAME, JSON, ZONE, ZONES, node_doc, pod_doc
+from tests.e2e.random_builders import HOSTNAME, JSON, ZONE, ZONES, container, node_doc, pod_doc
 
 RACK = "example.com/rack"
 """A topology key of the cluster's own (not every node has it)."""
@@ -27,7 +27,7 @@ def spread(rng: random.Random) -> list[JSON]:
     constraints = [_constraint(rng, key) for key in rng.sample(KEYS, rng.choice((1, 1, 2)))]
     requests = {"cpu": rng.choice(("100m", "500m", "1", "2")), "memory": "512Mi"}
     spec: JSON = {
-        "containers": [{"name": "c", "image": "busybox", "resources": {"requests": requests}}],
+        "containers": [container(requests)],
         "topologySpreadConstraints": constraints,
         "priority": 1000 if rng.random() < 0.3 else 0,
     }
@@ -74,7 +74,7 @@ def _spread_running_pod(rng: random.Random, k: int, names: list[str]) -> JSON:
     spec: JSON = {
         "nodeName": rng.choice(names),
         "priority": rng.choice((0, 0, 100, 2000)),
-        "containers": [{"name": "c", "image": "busybox", "resources": {"requests": requests}}],
+        "containers": [container(requests)],
     }
     labels = {"app": rng.choice(("web", "web", "db")), "version": rng.choice(("v1", "v2"))}
     pod = pod_doc(f"run-{k}", spec, labels)
