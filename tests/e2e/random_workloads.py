@@ -208,7 +208,8 @@ GANG_NS = "ml"
 def gang(rng: random.Random) -> list[JSON]:
     """An upstream gang (Workload + PodGroup, ``scheduling.k8s.io/v1beta1``) of two to four
     alike members in ``ml``, maybe held to one rack, on two to four nodes running pods of
-    priorities below and above the gang's (pod group preemption's victims)."""
+    priorities below and above the gang's (pod group preemption's victims); or, in about
+    a third, a gang needing fewer members than it has, among pods it cannot evict."""
     names = [f"n{k}" for k in range(rng.randint(2, 4))]
     docs: list[JSON] = []
     for name in names:
@@ -238,9 +239,7 @@ def gang(rng: random.Random) -> list[JSON]:
         pod["status"] = {"startTime": f"2026-01-01T{k:02d}:{rng.randint(0, 59):02d}:00Z"}
         docs.append(pod)
     size = rng.randint(2, 4)
-    # all or nothing: kube-scheduler 1.37 also evicts for a spare member left over from a
-    # group placed at its minCount, kubesched by design does not (docs/differences.md,
-    # "Gang preemption": "Only the members still needed")
+    # all or nothing, but for a few groups (below)
     policy = {"gang": {"minCount": size}}
     template: JSON = {"name": "workers", "schedulingPolicy": policy}
     group: JSON = {"workloadRef": {"workloadName": "job", "templateName": "workers"}}
@@ -293,4 +292,13 @@ def gang(rng: random.Random) -> list[JSON]:
         member = pod_doc(f"train-{k}", spec)
         member["metadata"]["namespace"] = GANG_NS
         docs.append(member)
+    if rng.random() < 0.35:
+        # spare members: the group needs fewer than it has, and nothing may be evicted
+        # for it (kube-scheduler 1.37 also evicts for a spare member left over from a
+        # group placed at its minCount, kubesched by design does not: docs/differences.md,
+        # "Only the members still needed"), so every running pod outranks it
+        policy["gang"]["minCount"] = rng.randint(1, size - 1)
+        for doc in docs:
+            if doc["kind"] == "Pod" and doc["spec"].get("nodeName"):
+                doc["spec"]["priority"] = 1000
     return docs

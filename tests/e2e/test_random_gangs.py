@@ -1,7 +1,7 @@
 """Random upstream gangs against the real kube-scheduler: the gang kind of
 :mod:`tests.e2e.random_clusters` (an upstream Workload + PodGroup of two to four alike
-members, all needed,
-maybe held to one rack, on nodes running pods of priorities below and above the gang's)
+members, maybe held to one rack, on nodes running pods of priorities below and above the
+gang's; or a gang needing fewer members than it has, among pods it cannot evict)
 played to kube-scheduler 1.37 with its own gang scheduling on and to ``kubesched run``.
 
 ``kubesched simulate`` predicts each member's outcome; each scheduler waits for it. Both
