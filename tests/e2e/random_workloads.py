@@ -222,22 +222,7 @@ def gang(rng: random.Random) -> list[JSON]:
         if rng.random() < 0.8:
             labels["rack"] = rng.choice(("r1", "r2"))
         docs.append(node_doc(name, labels, {}, capacity))
-    for k in range(rng.randint(0, 4)):
-        spec: JSON = {
-            "nodeName": rng.choice(names),
-            "priority": rng.choice((0, 10, 1000)),
-            "containers": [
-                {
-                    "name": "c",
-                    "image": "busybox",
-                    "resources": {"requests": {"cpu": rng.choice(("1", "2", "3"))}},
-                }
-            ],
-        }
-        pod = pod_doc(f"run-{k}", spec)
-        pod["metadata"]["namespace"] = GANG_NS
-        pod["status"] = {"startTime": f"2026-01-01T{k:02d}:{rng.randint(0, 59):02d}:00Z"}
-        docs.append(pod)
+    docs += _gang_running_pods(rng, names)
     size = rng.randint(2, 4)
     # all or nothing, but for a few groups (below)
     policy = {"gang": {"minCount": size}}
@@ -301,4 +286,26 @@ def gang(rng: random.Random) -> list[JSON]:
         for doc in docs:
             if doc["kind"] == "Pod" and doc["spec"].get("nodeName"):
                 doc["spec"]["priority"] = 1000
+    return docs
+
+
+def _gang_running_pods(rng: random.Random, names: list[str]) -> list[JSON]:
+    """Zero to four running pods of priorities below and above a gang's, in its namespace."""
+    docs: list[JSON] = []
+    for k in range(rng.randint(0, 4)):
+        spec: JSON = {
+            "nodeName": rng.choice(names),
+            "priority": rng.choice((0, 10, 1000)),
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "busybox",
+                    "resources": {"requests": {"cpu": rng.choice(("1", "2", "3"))}},
+                }
+            ],
+        }
+        pod = pod_doc(f"run-{k}", spec)
+        pod["metadata"]["namespace"] = GANG_NS
+        pod["status"] = {"startTime": f"2026-01-01T{k:02d}:{rng.randint(0, 59):02d}:00Z"}
+        docs.append(pod)
     return docs
