@@ -65,16 +65,21 @@ NAMESPACED = (
     ("resource.k8s.io/v1", "ResourceClaimTemplate"),
 )
 #: What is wiped between scenarios besides the namespaced kinds above: every cluster-scoped
-#: kind kubesched reads (cluster/kinds.py), but the namespaces and our own profiles.
-CLUSTER_SCOPED = tuple(
-    (k.group_version, k.kind)
-    for k in KINDS
-    if k.cluster_scoped and k.kind not in ("Namespace", "SchedulingProfile")
+#: kind kubesched reads (cluster/kinds.py), but the namespaces and our own profiles, and
+#: RuntimeClasses (which only the API server's admission reads).
+CLUSTER_SCOPED = (
+    *(
+        (k.group_version, k.kind)
+        for k in KINDS
+        if k.cluster_scoped and k.kind not in ("Namespace", "SchedulingProfile")
+    ),
+    ("node.k8s.io/v1", "RuntimeClass"),
 )
 #: Creation order: what others refer to first.
 ORDER = (
     "Namespace",
     "PriorityClass",
+    "RuntimeClass",
     "StorageClass",
     "CSIDriver",
     "DeviceClass",

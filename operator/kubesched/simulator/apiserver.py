@@ -22,6 +22,8 @@ the pod a cluster would hold:
 - **hostNetwork ports** defaulting: in a ``hostNetwork`` pod, each container's (and init
   container's) port without a ``hostPort`` gets its ``containerPort`` as one, so
   NodePorts sees the ports the pod takes on its node;
+- **RuntimeClass** admission (:mod:`kubesched.simulator.runtime_classes`): the class's
+  overhead and scheduling (node selector, tolerations) written into the pod;
 - **PodTopologyLabels** admission (beta, on since 1.35): a pod created with
   ``spec.nodeName`` gets that node's ``topology.kubernetes.io/zone`` and ``/region``
   labels (overwriting its own);
@@ -39,6 +41,7 @@ from typing import Any
 
 from kubesched.cluster.memory import TOPOLOGY_LABELS
 from kubesched.framework.types import ObjectError
+from kubesched.simulator import runtime_classes as runtime_classes_admission
 
 __all__ = ["DEFAULT_TOLERATION_SECONDS", "admit_pod", "default_storage_classes"]
 
@@ -53,9 +56,14 @@ _POLICIES = ("Honor", "Ignore")
 _FIELD = "spec.topologySpreadConstraints"
 
 
-def admit_pod(pod: dict[str, Any], nodes: Mapping[str, Mapping[str, Any]]) -> None:
+def admit_pod(
+    pod: dict[str, Any],
+    nodes: Mapping[str, Mapping[str, Any]],
+    runtime_classes: Mapping[str, Mapping[str, Any]] | None = None,
+) -> None:
     """Validate and mutate ``pod`` (in place) as the API server would create it;
-    ``nodes`` are the scenario's nodes by name. Raises ObjectError("field: why")."""
+    ``nodes`` and ``runtime_classes`` are the scenario's by name. Raises
+    ObjectError("field: why")."""
     meta = pod.setdefault("metadata", {})
     spec = pod.get("spec")
     if not isinstance(spec, dict) or not isinstance(meta, dict):
@@ -71,6 +79,7 @@ def admit_pod(pod: dict[str, Any], nodes: Mapping[str, Mapping[str, Any]]) -> No
         for i, c in enumerate(constraints):
             _check_match_label_keys(c, labels, f"{_FIELD}[{i}]")
     _default_tolerations(spec)
+    runtime_classes_admission.admit(spec, runtime_classes or {})
     _default_pod_level_requests(spec)
     if spec.get("hostNetwork") is True:
         _default_host_network_ports(spec)

@@ -17,7 +17,7 @@ from kubesched.api import gangs, podgroup
 from kubesched.framework.types import Node, ObjectError, Pod
 from kubesched.profile_status import validate_spec
 from kubesched.profiles import ProfileError
-from kubesched.simulator import dra_kinds, pod_checks, storage_kinds
+from kubesched.simulator import dra_kinds, pod_checks, runtime_classes, storage_kinds
 
 __all__ = [
     "BUILTIN_PRIORITY_CLASSES",
@@ -218,6 +218,13 @@ SUPPORTED_KINDS: dict[str, KindSpec] = {
     ),
     "DeviceTaintRule": KindSpec(
         (dra_kinds.API_VERSION,), namespaced=False, validate=dra_kinds.validate_taint_rule
+    ),
+    # What RuntimeClass admission writes into a pod naming one (overhead, node selector,
+    # tolerations): kubesched.simulator.runtime_classes.
+    "RuntimeClass": KindSpec(
+        (runtime_classes.API_VERSION,),
+        namespaced=False,
+        validate=runtime_classes.validate_runtime_class,
     ),
     # Profiles serve their spec.schedulerName; one named kubesched replaces the default.
     "SchedulingProfile": KindSpec(

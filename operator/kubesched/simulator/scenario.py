@@ -293,6 +293,7 @@ def _prepare_pod(
     classes: dict[str, _PriorityClass],
     global_default: str,
     node_objects: Mapping[str, dict[str, Any]],
+    runtime_classes: Mapping[str, dict[str, Any]],
 ) -> None:
     """A Pod as the API server would store it: defaulted, its node checked, admitted."""
     _default_pod(c, classes, global_default)
@@ -303,7 +304,7 @@ def _prepare_pod(
     if node_name and node_name not in node_objects:
         raise c.fail(f"spec.nodeName: no Node named {node_name!r} in the scenario")
     try:
-        apiserver.admit_pod(c.obj, node_objects)
+        apiserver.admit_pod(c.obj, node_objects, runtime_classes)
     except ObjectError as e:
         raise c.fail(str(e)) from None
 
@@ -356,6 +357,7 @@ def prepare(documents: Sequence[Document], *, now: datetime | None = None) -> li
     }
     global_default = ""
     profiles: dict[str, _Checked] = {}
+    runtime_classes: dict[str, dict[str, Any]] = {}
     for seq, doc in enumerate(documents):
         c = _check_identity(doc, seq)
         # the three PodGroup APIs may each hold a group of the same name
@@ -383,6 +385,13 @@ def prepare(documents: Sequence[Document], *, now: datetime | None = None) -> li
                         "the global default; only one may be"
                     )
                 global_default = c.name
+        elif c.kind == "RuntimeClass":
+            # checked before any pod's admission reads it
+            try:
+                SUPPORTED_KINDS[c.kind].validate(c.obj)
+            except ObjectError as e:
+                raise c.fail(str(e)) from None
+            runtime_classes[c.name] = c.obj
         elif c.kind == "SchedulingProfile":
             spec = c.obj.get("spec")
             name = spec.get("schedulerName") if isinstance(spec, Mapping) else None
@@ -404,7 +413,7 @@ def prepare(documents: Sequence[Document], *, now: datetime | None = None) -> li
         meta["creationTimestamp"] = rfc3339(base + timedelta(seconds=seq))
         meta["resourceVersion"] = str(seq + 1)
         if c.kind == "Pod":
-            _prepare_pod(c, classes, global_default, node_objects)
+            _prepare_pod(c, classes, global_default, node_objects, runtime_classes)
         elif c.kind == "Node":
             _default_node(c)
         elif kind == gangs.STORE_KINDS[gangs.GangAPI.UPSTREAM]:
