@@ -52,6 +52,7 @@ ANN_SELECTED_NODE = "volume.kubernetes.io/selected-node"
 #: Namespaced kinds wiped between scenarios, with their API versions.
 NAMESPACED = (
     ("v1", "Pod"),
+    ("v1", "LimitRange"),
     ("v1", "PersistentVolumeClaim"),
     ("storage.k8s.io/v1", "CSIStorageCapacity"),
     ("v1", "Service"),
@@ -80,6 +81,7 @@ ORDER = (
     "Namespace",
     "PriorityClass",
     "RuntimeClass",
+    "LimitRange",
     "StorageClass",
     "CSIDriver",
     "DeviceClass",

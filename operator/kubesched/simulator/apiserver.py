@@ -22,6 +22,9 @@ the pod a cluster would hold:
 - **hostNetwork ports** defaulting: in a ``hostNetwork`` pod, each container's (and init
   container's) port without a ``hostPort`` gets its ``containerPort`` as one, so
   NodePorts sees the ports the pod takes on its node;
+- **LimitRanger** admission (:mod:`kubesched.simulator.limit_ranges`): a namespace's
+  LimitRanges' default limits and requests written into the pod's containers, and its
+  bounds checked;
 - **RuntimeClass** admission (:mod:`kubesched.simulator.runtime_classes`): the class's
   overhead and scheduling (node selector, tolerations) written into the pod;
 - **PodTopologyLabels** admission (beta, on since 1.35): a pod created with
@@ -36,11 +39,12 @@ the default StorageClass (annotated ``storageclass.kubernetes.io/is-default-clas
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kubesched.cluster.memory import TOPOLOGY_LABELS
 from kubesched.framework.types import ObjectError
+from kubesched.simulator import limit_ranges as limit_ranges_admission
 from kubesched.simulator import runtime_classes as runtime_classes_admission
 
 __all__ = ["DEFAULT_TOLERATION_SECONDS", "admit_pod", "default_storage_classes"]
@@ -60,14 +64,17 @@ def admit_pod(
     pod: dict[str, Any],
     nodes: Mapping[str, Mapping[str, Any]],
     runtime_classes: Mapping[str, Mapping[str, Any]] | None = None,
+    limit_ranges: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
 ) -> None:
     """Validate and mutate ``pod`` (in place) as the API server would create it;
-    ``nodes`` and ``runtime_classes`` are the scenario's by name. Raises
-    ObjectError("field: why")."""
+    ``nodes`` and ``runtime_classes`` are the scenario's by name, ``limit_ranges`` its
+    (defaulted) LimitRanges by namespace. Raises ObjectError("field: why")."""
     meta = pod.setdefault("metadata", {})
     spec = pod.get("spec")
     if not isinstance(spec, dict) or not isinstance(meta, dict):
         return  # the pod validator reports it
+    namespace = meta.get("namespace") or "default"
+    limit_ranges_admission.admit(pod, (limit_ranges or {}).get(namespace, ()))
     node_name = spec.get("nodeName")
     node = nodes.get(node_name) if isinstance(node_name, str) else None
     if node is not None:

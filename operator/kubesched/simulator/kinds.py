@@ -17,7 +17,13 @@ from kubesched.api import gangs, podgroup
 from kubesched.framework.types import Node, ObjectError, Pod
 from kubesched.profile_status import validate_spec
 from kubesched.profiles import ProfileError
-from kubesched.simulator import dra_kinds, pod_checks, runtime_classes, storage_kinds
+from kubesched.simulator import (
+    dra_kinds,
+    limit_ranges,
+    pod_checks,
+    runtime_classes,
+    storage_kinds,
+)
 
 __all__ = [
     "BUILTIN_PRIORITY_CLASSES",
@@ -219,6 +225,9 @@ SUPPORTED_KINDS: dict[str, KindSpec] = {
     "DeviceTaintRule": KindSpec(
         (dra_kinds.API_VERSION,), namespaced=False, validate=dra_kinds.validate_taint_rule
     ),
+    # What LimitRanger admission writes into and checks of a pod in its namespace:
+    # kubesched.simulator.limit_ranges.
+    "LimitRange": KindSpec(("v1",), namespaced=True, validate=limit_ranges.validate_limit_range),
     # What RuntimeClass admission writes into a pod naming one (overhead, node selector,
     # tolerations): kubesched.simulator.runtime_classes.
     "RuntimeClass": KindSpec(

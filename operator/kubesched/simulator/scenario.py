@@ -48,6 +48,7 @@ from kubesched.api import gangs
 from kubesched.api.meta import rfc3339
 from kubesched.framework.types import DEFAULT_SCHEDULER_NAME, ObjectError
 from kubesched.simulator import apiserver, controllers, storage_kinds
+from kubesched.simulator import limit_ranges as limit_ranges_admission
 from kubesched.simulator.kinds import (
     BUILTIN_PRIORITY_CLASSES,
     PREEMPTION_POLICIES,
@@ -294,6 +295,7 @@ def _prepare_pod(
     global_default: str,
     node_objects: Mapping[str, dict[str, Any]],
     runtime_classes: Mapping[str, dict[str, Any]],
+    limit_ranges: Mapping[str, Sequence[Mapping[str, Any]]],
 ) -> None:
     """A Pod as the API server would store it: defaulted, its node checked, admitted."""
     _default_pod(c, classes, global_default)
@@ -304,7 +306,7 @@ def _prepare_pod(
     if node_name and node_name not in node_objects:
         raise c.fail(f"spec.nodeName: no Node named {node_name!r} in the scenario")
     try:
-        apiserver.admit_pod(c.obj, node_objects, runtime_classes)
+        apiserver.admit_pod(c.obj, node_objects, runtime_classes, limit_ranges)
     except ObjectError as e:
         raise c.fail(str(e)) from None
 
@@ -341,6 +343,27 @@ def _controller_error(doc: Document, message: str) -> ScenarioError:
     return ScenarioError(f"{doc.where()} ({ref}): {message}")
 
 
+def _admission_object(
+    c: _Checked,
+    runtime_classes: dict[str, dict[str, Any]],
+    limit_ranges: dict[str, list[Mapping[str, Any]]],
+) -> None:
+    """A RuntimeClass or LimitRange: checked (a LimitRange defaulted, as the API server
+    stores it) before any pod's admission reads it; a namespace's LimitRanges are read in
+    name order."""
+    try:
+        SUPPORTED_KINDS[c.kind].validate(c.obj)
+    except ObjectError as e:
+        raise c.fail(str(e)) from None
+    if c.kind == "RuntimeClass":
+        runtime_classes[c.name] = c.obj
+        return
+    limit_ranges_admission.default_limit_range(c.obj)
+    ranges = limit_ranges.setdefault(c.namespace or "default", [])
+    ranges.append(c.obj)
+    ranges.sort(key=lambda o: str(o["metadata"]["name"]))
+
+
 def prepare(documents: Sequence[Document], *, now: datetime | None = None) -> list[dict[str, Any]]:
     """Validate and default every document; return the objects in document order.
 
@@ -358,6 +381,7 @@ def prepare(documents: Sequence[Document], *, now: datetime | None = None) -> li
     global_default = ""
     profiles: dict[str, _Checked] = {}
     runtime_classes: dict[str, dict[str, Any]] = {}
+    limit_ranges: dict[str, list[Mapping[str, Any]]] = {}
     for seq, doc in enumerate(documents):
         c = _check_identity(doc, seq)
         # the three PodGroup APIs may each hold a group of the same name
@@ -385,13 +409,8 @@ def prepare(documents: Sequence[Document], *, now: datetime | None = None) -> li
                         "the global default; only one may be"
                     )
                 global_default = c.name
-        elif c.kind == "RuntimeClass":
-            # checked before any pod's admission reads it
-            try:
-                SUPPORTED_KINDS[c.kind].validate(c.obj)
-            except ObjectError as e:
-                raise c.fail(str(e)) from None
-            runtime_classes[c.name] = c.obj
+        elif c.kind in ("RuntimeClass", "LimitRange"):
+            _admission_object(c, runtime_classes, limit_ranges)
         elif c.kind == "SchedulingProfile":
             spec = c.obj.get("spec")
             name = spec.get("schedulerName") if isinstance(spec, Mapping) else None
@@ -413,7 +432,7 @@ def prepare(documents: Sequence[Document], *, now: datetime | None = None) -> li
         meta["creationTimestamp"] = rfc3339(base + timedelta(seconds=seq))
         meta["resourceVersion"] = str(seq + 1)
         if c.kind == "Pod":
-            _prepare_pod(c, classes, global_default, node_objects, runtime_classes)
+            _prepare_pod(c, classes, global_default, node_objects, runtime_classes, limit_ranges)
         elif c.kind == "Node":
             _default_node(c)
         elif kind == gangs.STORE_KINDS[gangs.GangAPI.UPSTREAM]:

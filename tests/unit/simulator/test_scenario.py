@@ -108,7 +108,7 @@ ERRORS = [
         "ReplicationController, ReplicaSet, StatefulSet, Deployment, Job, "
         "PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, CSIDriver, "
         "CSIStorageCapacity, DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate, DeviceTaintRule, "
-        "RuntimeClass, SchedulingProfile, "
+        "LimitRange, RuntimeClass, SchedulingProfile, "
         "PodGroup, Workload)",
         id="unknown-kind",
     ),
@@ -393,6 +393,7 @@ def test_supported_kinds_table() -> None:
         "ResourceClaim": ("resource.k8s.io/v1",),
         "ResourceClaimTemplate": ("resource.k8s.io/v1",),
         "DeviceTaintRule": ("resource.k8s.io/v1",),
+        "LimitRange": ("v1",),
         "RuntimeClass": ("node.k8s.io/v1",),
         "SchedulingProfile": ("kubesched.dev/v1alpha1",),
         "PodGroup": (
