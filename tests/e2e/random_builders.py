@@ -19,7 +19,7 @@ def _seeds() -> range:
 
 SEEDS = _seeds()
 """Seeds tried for each kind (``test_random_differential``: 16 each, about five minutes
-for the seven kinds) and for the gangs (``test_random_gangs``);
+for the eight kinds) and for the gangs (``test_random_gangs``);
 ``KUBESCHED_RANDOM_SEEDS=first:count`` chooses others."""
 
 POD = "default/p"

@@ -2,10 +2,11 @@
 ``test_random_differential.py``: scenarios nobody wrote by hand, played to kube-scheduler
 and to kubesched.
 
-Seven kinds, each a function of a ``random.Random`` (preemption and scoring in
+Eight kinds, each a function of a ``random.Random`` (preemption and scoring in
 :mod:`tests.e2e.random_workloads`, dra in :mod:`tests.e2e.random_devices`, spread in
-:mod:`tests.e2e.random_spread`, affinity in :mod:`tests.e2e.random_affinity`, the shared
-builders in :mod:`tests.e2e.random_builders`):
+:mod:`tests.e2e.random_spread`, affinity in :mod:`tests.e2e.random_affinity`, admission
+in :mod:`tests.e2e.random_admission`, the shared builders in
+:mod:`tests.e2e.random_builders`):
 
 * :func:`general`: two to five nodes with zones, some labels, taints
   (NoSchedule, PreferNoSchedule, NoExecute), cordons, few pods or an extended resource;
@@ -44,6 +45,11 @@ builders in :mod:`tests.e2e.random_builders`):
   and a pod with required and preferred terms over host, zone or rack (selectors by
   labels or expressions, ``namespaces``, ``namespaceSelector``, ``matchLabelKeys``,
   ``mismatchLabelKeys``), sometimes with a priority that may evict for its terms.
+* :func:`admission`: two to five nodes (some labelled and tainted for a sandbox
+  runtime), maybe a LimitRange with default limits and requests, maybe a RuntimeClass
+  with an overhead, a node selector and a toleration, and a pod stating some, all or none
+  of its resources, maybe naming the class: what the API server's admission writes into
+  it decides where it fits.
 
 The objects are scenario documents (``kubesched.simulator.scenario`` defaults them as it
 defaults a file).
@@ -54,6 +60,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
+from tests.e2e.random_admission import admission
 from tests.e2e.random_affinity import affinity
 from tests.e2e.random_builders import (
     HOSTNAME,
@@ -388,4 +395,5 @@ KINDS: dict[str, Callable[[random.Random], list[JSON]]] = {
     "preemption": preemption,
     "spread": spread,
     "affinity": affinity,
+    "admission": admission,
 }
