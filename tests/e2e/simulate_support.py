@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from kubesched.cli.explain import explain_objects
+from kubesched.simulator.controllers import created_objects, is_controller
 from kubesched.simulator.engine import simulate
 from kubesched.simulator.scenario import Document
 from kubesched.simulator.scenario import prepare as default_documents
@@ -39,14 +40,35 @@ SIMULATE_TIMEOUT = 60.0
 Outcomes = dict[str, tuple[str, str]]
 
 
+def _documents(created: list[JSON]) -> list[Document]:
+    """The created objects as scenario documents, without the pods a controller among
+    them creates again when the documents are loaded (a DaemonSet's, a ReplicaSet's
+    replicas; not pods written by hand for a controller)."""
+    nodes = [o for o in created if o["kind"] == "Node"]
+    again = {
+        (made["metadata"]["namespace"], made["metadata"]["name"])
+        for o in created
+        if is_controller(o)
+        for made in created_objects(copy.deepcopy(o), nodes)
+        if made["kind"] == "Pod"
+    }
+    kept = [
+        o
+        for o in created
+        if o["kind"] != "Pod"
+        or (o["metadata"].get("namespace") or "default", o["metadata"]["name"]) not in again
+    ]
+    return [Document("cluster", i, as_terminated(o)) for i, o in enumerate(kept)]
+
+
 def _simulate_created(created: list[JSON]) -> Outcomes:
-    docs = [Document("cluster", i, as_terminated(o)) for i, o in enumerate(created)]
+    docs = _documents(created)
     result = simulate(default_documents(docs), seed=SEED)
     return {f"{p.namespace}/{p.name}": (p.node or p.status, p.message) for p in result.pods}
 
 
 async def _best_now(created: list[JSON], key: str) -> list[str]:
-    docs = [Document("cluster", i, as_terminated(o)) for i, o in enumerate(created)]
+    docs = _documents(created)
     ns, name = key.split("/")
     exp = await explain_objects(default_documents(docs), ns, name, schedule=False)
     feasible = exp.feasible

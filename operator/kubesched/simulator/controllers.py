@@ -17,6 +17,15 @@ each controller's pods right after it in the document order:
   ``<name>-<5 characters>``, with the ``batch.kubernetes.io/job-name`` and
   ``controller-uid`` labels.
 
+- DaemonSet: a pod ``<name>-<5 characters>`` for each of the scenario's nodes it should
+  run on (kube's NodeShouldRunDaemonPod: the template's node name, node selector and
+  required node affinity match the node, and it tolerates the node's NoSchedule and
+  NoExecute taints), with the tolerations the DaemonSet controller adds (not-ready and
+  unreachable NoExecute; disk, memory and PID pressure, unschedulable, and for a
+  ``hostNetwork`` pod network-unavailable, NoSchedule), its required node affinity
+  replaced by ``metadata.name In (<node>)``, and the ``pod-template-generation`` and
+  ``controller-revision-hash`` labels (the hash is not kube's).
+
 A ReplicaSet or StatefulSet without ``spec.template`` creates nothing (see
 :data:`LENIENT`). Names are deterministic (the random suffixes come from a hash of the owner and the
 index), so a scenario places the same way every time. A generated pod's problems are
@@ -31,7 +40,9 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from kubesched.framework.types import ObjectError
+from kubesched.framework.helpers import find_matching_untolerated_taint
+from kubesched.framework.labels import compile_node_selector
+from kubesched.framework.types import ObjectError, Pod, Taint
 from kubesched.simulator.pod_checks import check_label_selector
 
 __all__ = ["CONTROLLER_KINDS", "created_objects", "expand", "is_controller", "uid_for"]
@@ -42,6 +53,7 @@ CONTROLLER_KINDS = {
     "Deployment": "apps/v1",
     "StatefulSet": "apps/v1",
     "Job": "batch/v1",
+    "DaemonSet": "apps/v1",
 }
 LENIENT = ("ReplicaSet", "StatefulSet")
 """Kinds that may come without ``spec.template`` (an API server would refuse that): such
@@ -227,6 +239,98 @@ def _job(job: dict[str, Any], ns: str) -> list[dict[str, Any]]:
     ]
 
 
+#: The tolerations the DaemonSet controller gives its pods (AddOrUpdateDaemonPodTolerations):
+#: (key, effect); the last only for a hostNetwork pod.
+DAEMON_TOLERATIONS = (
+    ("node.kubernetes.io/not-ready", "NoExecute"),
+    ("node.kubernetes.io/unreachable", "NoExecute"),
+    ("node.kubernetes.io/disk-pressure", "NoSchedule"),
+    ("node.kubernetes.io/memory-pressure", "NoSchedule"),
+    ("node.kubernetes.io/pid-pressure", "NoSchedule"),
+    ("node.kubernetes.io/unschedulable", "NoSchedule"),
+    ("node.kubernetes.io/network-unavailable", "NoSchedule"),
+)
+
+
+def _daemon_set(
+    ds: dict[str, Any], ns: str, nodes: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    meta, spec = _template(ds)
+    wanted = DAEMON_TOLERATIONS if spec.get("hostNetwork") else DAEMON_TOLERATIONS[:-1]
+    tolerations = list(spec.get("tolerations") or [])
+    for key, effect in wanted:  # kept, unless the template has the same toleration
+        if not any(
+            t.get("key") == key and t.get("operator") == "Exists" and t.get("effect") == effect
+            for t in tolerations
+        ):
+            tolerations.append({"key": key, "operator": "Exists", "effect": effect})
+    spec["tolerations"] = tolerations
+    owner = _owner(ds, "DaemonSet")
+    name, uid = ds["metadata"]["name"], owner["uid"]
+    template_hash = _suffix(repr(sorted(ds["spec"]["template"].items())), 10)
+    labels = {"controller-revision-hash": template_hash, "pod-template-generation": "1"}
+    view = Pod({"metadata": {"name": name, "namespace": ns}, "spec": spec})
+    na = (view.affinity.get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    )
+    required = (
+        None
+        if na is None
+        else compile_node_selector(
+            na,
+            "spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+        )
+    )
+    out = []
+    for node in nodes:
+        node_name = str(node["metadata"]["name"])
+        node_labels, taints = _node_view(node)
+        if (
+            spec.get("nodeName") not in (None, "", node_name)
+            or any(node_labels.get(k) != v for k, v in view.node_selector.items())
+            or (required is not None and not required.matches(node_labels, node_name))
+            or find_matching_untolerated_taint(
+                taints, view.tolerations, lambda t: t.effect in ("NoSchedule", "NoExecute")
+            )
+            is not None
+        ):
+            continue
+        pod_spec = copy.deepcopy(spec)
+        pod_spec["affinity"] = _pinned(pod_spec.get("affinity"), node_name)
+        pod_name = f"{name}-{_suffix(f'{uid}/{node_name}')}"
+        out.append(_pod(pod_name, ns, meta, pod_spec, owner, labels))
+    return out
+
+
+def _node_view(node: Mapping[str, Any]) -> tuple[dict[str, str], list[Taint]]:
+    """A scenario node's labels (with the hostname label it will get) and taints; what
+    cannot be read is left to the node's own checks (as none)."""
+    name = str(node["metadata"]["name"])
+    labels = node["metadata"].get("labels")
+    labels = dict(labels) if isinstance(labels, Mapping) else {}
+    labels.setdefault("kubernetes.io/hostname", name)
+    spec = node.get("spec")
+    try:
+        taints = [Taint.from_dict(t) for t in (spec or {}).get("taints") or ()]
+    except (ObjectError, AttributeError, TypeError):
+        taints = []
+    return labels, taints
+
+
+def _pinned(affinity: Any, node_name: str) -> dict[str, Any]:
+    """kube's ReplaceDaemonSetPodNodeNameNodeAffinity: the required node affinity's terms
+    become one, ``metadata.name In (node)``; the rest of the affinity is kept."""
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node_name]}]}
+    out = dict(affinity or {})
+    node_affinity = dict(out.get("nodeAffinity") or {})
+    node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
+        **(node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}),
+        "nodeSelectorTerms": [term],
+    }
+    out["nodeAffinity"] = node_affinity
+    return out
+
+
 _EXPANDERS = {
     "ReplicaSet": _replica_set,
     "Deployment": _deployment,
@@ -235,15 +339,20 @@ _EXPANDERS = {
 }
 
 
-def created_objects(obj: dict[str, Any]) -> list[dict[str, Any]]:
-    """What the controller ``obj`` creates (its metadata gets the uid it will keep).
-    Raises ObjectError naming the controller's field."""
+def created_objects(
+    obj: dict[str, Any], nodes: Sequence[Mapping[str, Any]] = ()
+) -> list[dict[str, Any]]:
+    """What the controller ``obj`` creates (its metadata gets the uid it will keep);
+    ``nodes`` are the scenario's, for a DaemonSet. Raises ObjectError naming the
+    controller's field."""
     meta = obj["metadata"]
     ns = meta.get("namespace") or "default"
     meta.setdefault("uid", uid_for(obj["kind"], ns, meta["name"]))
     spec = obj.get("spec")
     if obj["kind"] in LENIENT and not (isinstance(spec, Mapping) and "template" in spec):
         return []  # a selector for default spreading only (its pods written by hand)
+    if obj["kind"] == "DaemonSet":
+        return _daemon_set(obj, ns, nodes)
     return _EXPANDERS[obj["kind"]](obj, ns)
 
 
@@ -266,12 +375,20 @@ def expand(documents: Sequence[Any], make: Any, fail: Any) -> Iterable[Any]:
     """Each document, and after a controller's the documents of what it creates:
     ``make(doc, obj)`` wraps an object as a document of ``doc``; ``fail(doc, message)``
     builds the error to raise for a controller that cannot be expanded."""
+    nodes = [
+        d.obj
+        for d in documents
+        if isinstance(d.obj, Mapping)
+        and d.obj.get("kind") == "Node"
+        and isinstance(d.obj.get("metadata"), Mapping)
+        and isinstance(d.obj["metadata"].get("name"), str)
+    ]
     for doc in documents:
         yield doc
         if not is_controller(doc.obj):
             continue
         try:
-            created = created_objects(doc.obj)
+            created = created_objects(doc.obj, nodes)
         except ObjectError as e:
             raise fail(doc, str(e)) from None
         for obj in created:

@@ -190,6 +190,7 @@ SUPPORTED_KINDS: dict[str, KindSpec] = {
     "StatefulSet": KindSpec(("apps/v1",), namespaced=True, validate=_validate_workload),
     "Deployment": KindSpec(("apps/v1",), namespaced=True, validate=_validate_workload),
     "Job": KindSpec(("batch/v1",), namespaced=True, validate=_validate_workload),
+    "DaemonSet": KindSpec(("apps/v1",), namespaced=True, validate=_validate_workload),
     # Read by the volume plugins (see kubesched.simulator.storage_kinds).
     "PersistentVolumeClaim": KindSpec(
         ("v1",), namespaced=True, validate=storage_kinds.validate_pvc

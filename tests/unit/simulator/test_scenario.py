@@ -102,10 +102,10 @@ ERRORS = [
         id="invalid-node-quantity",
     ),
     pytest.param(
-        ["apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: web}\n"],
-        "scenario.yaml document 0 (DaemonSet web): kind: unsupported kind 'DaemonSet' "
+        ["apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: web}\n"],
+        "scenario.yaml document 0 (CronJob web): kind: unsupported kind 'CronJob' "
         "(supported: Namespace, Node, Pod, PriorityClass, PodDisruptionBudget, Service, "
-        "ReplicationController, ReplicaSet, StatefulSet, Deployment, Job, "
+        "ReplicationController, ReplicaSet, StatefulSet, Deployment, Job, DaemonSet, "
         "PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, CSIDriver, "
         "CSIStorageCapacity, DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate, DeviceTaintRule, "
         "LimitRange, RuntimeClass, SchedulingProfile, "
@@ -382,6 +382,7 @@ def test_supported_kinds_table() -> None:
         "StatefulSet": ("apps/v1",),
         "Deployment": ("apps/v1",),
         "Job": ("batch/v1",),
+        "DaemonSet": ("apps/v1",),
         "PersistentVolumeClaim": ("v1",),
         "PersistentVolume": ("v1",),
         "StorageClass": ("storage.k8s.io/v1",),
