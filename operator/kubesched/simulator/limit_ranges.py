@@ -34,7 +34,15 @@ from typing import Any
 from kubesched.framework.quantity import QuantityError, parse_quantity
 from kubesched.framework.types import ObjectError
 
-__all__ = ["ANNOTATION", "admit", "canonical", "default_limit_range", "validate_limit_range"]
+__all__ = [
+    "ANNOTATION",
+    "Quantity",
+    "admit",
+    "canonical",
+    "default_limit_range",
+    "quantities",
+    "validate_limit_range",
+]
 
 ANNOTATION = "kubernetes.io/limit-ranger"
 TYPES = ("Container", "Pod", "PersistentVolumeClaim")
@@ -96,7 +104,8 @@ def canonical(q: Quantity) -> str:
     return f"{n}{_DECIMAL[x]}"
 
 
-def _list(rl: Any, field: str) -> dict[str, Quantity]:
+def quantities(rl: Any, field: str) -> dict[str, Quantity]:
+    """A resource list's quantities by name; ObjectError names the field of a bad one."""
     if rl is None:
         return {}
     if not isinstance(rl, Mapping):
@@ -121,7 +130,7 @@ def validate_limit_range(obj: Mapping[str, Any]) -> None:
         if item.get("type") not in TYPES:
             raise ObjectError(f"{field}.type: Unsupported value: {item.get('type')!r}")
         for key in _FIELDS:
-            _list(item.get(key), f"{field}.{key}")
+            quantities(item.get(key), f"{field}.{key}")
 
 
 def default_limit_range(obj: dict[str, Any]) -> None:
@@ -209,8 +218,8 @@ def _check(spec: Mapping[str, Any], items: list[Mapping[str, Any]]) -> list[str]
                     errors += _constraints(
                         "Container",
                         item,
-                        _list(res.get("requests"), ""),
-                        _list(res.get("limits"), ""),
+                        quantities(res.get("requests"), ""),
+                        quantities(res.get("limits"), ""),
                     )
         elif kind == "Pod":
             errors += _constraints("Pod", item, *_pod_sums(spec))
@@ -221,11 +230,11 @@ def _constraints(
     kind: str, item: Mapping[str, Any], req: dict[str, Quantity], lim: dict[str, Quantity]
 ) -> list[str]:
     out = []
-    for name, bound in _list(item.get("min"), "").items():
+    for name, bound in quantities(item.get("min"), "").items():
         out.append(_min(kind, name, bound, req, lim))
-    for name, bound in _list(item.get("max"), "").items():
+    for name, bound in quantities(item.get("max"), "").items():
         out.append(_max(kind, name, bound, req, lim))
-    for name, bound in _list(item.get("maxLimitRequestRatio"), "").items():
+    for name, bound in quantities(item.get("maxLimitRequestRatio"), "").items():
         out.append(_ratio(kind, name, bound, req, lim))
     return [e for e in out if e]
 
@@ -281,9 +290,9 @@ def _pod_sums(spec: Mapping[str, Any]) -> tuple[dict[str, Quantity], dict[str, Q
         sidecars: dict[str, Quantity] = {}
         largest: dict[str, Quantity] = {}
         for c in spec.get("containers") or ():
-            _add(total, _list((c.get("resources") or {}).get(key), ""))
+            _add(total, quantities((c.get("resources") or {}).get(key), ""))
         for c in spec.get("initContainers") or ():
-            own = _list((c.get("resources") or {}).get(key), "")
+            own = quantities((c.get("resources") or {}).get(key), "")
             if c.get("restartPolicy") == "Always":
                 _add(total, own)
                 _add(sidecars, own)
@@ -292,7 +301,7 @@ def _pod_sums(spec: Mapping[str, Any]) -> tuple[dict[str, Quantity], dict[str, Q
                 own = _add(dict(own), sidecars)
             _max_into(largest, own)
         _max_into(total, largest)
-        level = _list(((spec.get("resources") or {}).get(key)), "")
+        level = quantities(((spec.get("resources") or {}).get(key)), "")
         total.update({k: v for k, v in level.items() if k in ("cpu", "memory")})
         sums.append(total)
     return sums[0], sums[1]

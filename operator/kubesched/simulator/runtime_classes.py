@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kubesched.framework.quantity import QuantityError, parse_quantity
 from kubesched.framework.types import ObjectError
+from kubesched.simulator.limit_ranges import quantities
 
 __all__ = ["API_VERSION", "admit", "merge_tolerations", "validate_runtime_class"]
 
@@ -63,17 +63,8 @@ def validate_runtime_class(obj: Mapping[str, Any]) -> None:
 
 
 def _quantities(rl: Any, field: str) -> dict[str, Any]:
-    if rl is None:
-        return {}
-    if not isinstance(rl, Mapping):
-        raise ObjectError(f"{field}: expected an object of quantities")
-    out = {}
-    for name, q in rl.items():
-        try:
-            out[str(name)] = parse_quantity(q)
-        except (QuantityError, TypeError, ValueError) as e:
-            raise ObjectError(f"{field}.{name}: {e}") from None
-    return out
+    """The exact values of a resource list (``0.5`` equals ``500m``, as kube compares)."""
+    return {name: q.value for name, q in quantities(rl, field).items()}
 
 
 def _check_toleration(t: Any, field: str) -> None:
