@@ -73,6 +73,12 @@ def _suffix(seed: str, n: int = 5) -> str:
     return "".join(_ALPHABET[b % len(_ALPHABET)] for b in digest[:n])
 
 
+def _template_hash(obj: Mapping[str, Any]) -> str:
+    """A stable hash of a controller's pod template (a Deployment's pod-template-hash, a
+    DaemonSet's controller-revision-hash; not kube's values)."""
+    return _suffix(repr(sorted(obj["spec"]["template"].items())), 10)
+
+
 def _count(spec: Mapping[str, Any], field: str, default: int) -> int:
     v = spec.get(field, default)
     if v is None:
@@ -152,7 +158,7 @@ def _replica_set(rs: dict[str, Any], ns: str) -> list[dict[str, Any]]:
 
 def _deployment(d: dict[str, Any], ns: str) -> list[dict[str, Any]]:
     meta, spec = _template(d)
-    template_hash = _suffix(repr(sorted(d["spec"]["template"].items())), 10)
+    template_hash = _template_hash(d)
     labels = {**(meta.get("labels") or {}), "pod-template-hash": template_hash}
     selector = copy.deepcopy(d["spec"].get("selector") or {})
     selector.setdefault("matchLabels", {})["pod-template-hash"] = template_hash
@@ -267,7 +273,7 @@ def _daemon_set(
     spec["tolerations"] = tolerations
     owner = _owner(ds, "DaemonSet")
     name, uid = ds["metadata"]["name"], owner["uid"]
-    template_hash = _suffix(repr(sorted(ds["spec"]["template"].items())), 10)
+    template_hash = _template_hash(ds)
     labels = {"controller-revision-hash": template_hash, "pod-template-generation": "1"}
     view = Pod({"metadata": {"name": name, "namespace": ns}, "spec": spec})
     na = (view.affinity.get("nodeAffinity") or {}).get(
