@@ -208,19 +208,21 @@ def _merge(
 
 
 def _check(spec: Mapping[str, Any], items: list[Mapping[str, Any]]) -> list[str]:
+    # each container's (requests, limits), read once for every item
+    containers = [
+        (
+            quantities((c.get("resources") or {}).get("requests"), ""),
+            quantities((c.get("resources") or {}).get("limits"), ""),
+        )
+        for key in ("containers", "initContainers")
+        for c in spec.get(key) or ()
+    ]
     errors: list[str] = []
     for item in items:
         kind = item.get("type")
         if kind == "Container":
-            for key in ("containers", "initContainers"):
-                for c in spec.get(key) or ():
-                    res = c.get("resources") or {}
-                    errors += _constraints(
-                        "Container",
-                        item,
-                        quantities(res.get("requests"), ""),
-                        quantities(res.get("limits"), ""),
-                    )
+            for requests, limits in containers:
+                errors += _constraints("Container", item, requests, limits)
         elif kind == "Pod":
             errors += _constraints("Pod", item, *_pod_sums(spec))
     return errors
