@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from kubesched.framework.types import ObjectError
+
+if TYPE_CHECKING:
+    from kubesched.framework.types import Node, Pod
 
 __all__ = [
     "EVERYTHING",
@@ -21,6 +25,7 @@ __all__ = [
     "LabelSelector",
     "NodeSelector",
     "NodeSelectorTerm",
+    "RequiredNodeAffinity",
     "Requirement",
     "compile_label_selector",
     "compile_node_selector",
@@ -216,6 +221,71 @@ def compile_node_selector(d: object, field: str) -> NodeSelector:
             for i, t in enumerate(terms)
         ]
     )
+
+
+REQUIRED_FIELD = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+
+
+class RequiredNodeAffinity:
+    """A pod's ``nodeSelector`` AND its required node affinity (kube's
+    GetRequiredNodeAffinity), the one rule NodeAffinity's Filter, PodTopologySpread's
+    ``nodeAffinityPolicy: Honor`` and a DaemonSet's node choice share. The terms are ORed;
+    a term that does not parse matches no node and the others still count (kube drops the
+    term's error), unless built ``strict``; a term with no requirements matches nothing."""
+
+    __slots__ = ("selector", "terms")
+
+    def __init__(
+        self, selector: Mapping[str, str], terms: Sequence[NodeSelectorTerm] | None
+    ) -> None:
+        self.selector = tuple(selector.items())
+        self.terms = None if terms is None else tuple(terms)
+
+    @classmethod
+    def from_node_selector(cls, raw: Any, field: str, *, strict: bool) -> RequiredNodeAffinity:
+        """From a ``NodeSelector`` object (``{nodeSelectorTerms: [...]}``); ``strict``
+        raises ObjectError on what does not parse."""
+        raw_terms = raw.get("nodeSelectorTerms") if isinstance(raw, Mapping) else None
+        if strict and not isinstance(raw_terms, list):
+            raise ObjectError(f"{field}.nodeSelectorTerms: required")
+        terms = []
+        for i, t in enumerate(raw_terms or ()):
+            try:
+                terms.append(compile_node_selector_term(t, f"{field}.nodeSelectorTerms[{i}]"))
+            except ObjectError:
+                if strict:
+                    raise
+        return cls({}, terms)
+
+    @classmethod
+    def of_pod(
+        cls, pod: Pod, *, strict: bool = False, field: str = REQUIRED_FIELD
+    ) -> RequiredNodeAffinity:
+        na = pod.affinity.get("nodeAffinity")
+        required = (
+            na.get("requiredDuringSchedulingIgnoredDuringExecution")
+            if isinstance(na, Mapping)
+            else None
+        )
+        if required is None:
+            return cls(pod.node_selector, None)
+        return cls(pod.node_selector, cls.from_node_selector(required, field, strict=strict).terms)
+
+    @property
+    def empty(self) -> bool:
+        """Neither a node selector nor required terms: every node matches."""
+        return not self.selector and self.terms is None
+
+    def matches(self, labels: Mapping[str, str], name: str) -> bool:
+        for k, v in self.selector:
+            if labels.get(k) != v:
+                return False
+        if self.terms is None:
+            return True
+        return any(t.matches(labels, name) for t in self.terms)
+
+    def match_node(self, node: Node) -> bool:
+        return self.matches(node.labels, node.name)
 
 
 # -- the string form (kubectl -l, ?labelSelector=, --profile-selector) ------------------------

@@ -54,7 +54,11 @@ from kubesched.framework.interface import (
     VectorFilterPlugin,
     VectorScorePlugin,
 )
-from kubesched.framework.labels import NodeSelectorTerm, compile_node_selector_term
+from kubesched.framework.labels import (
+    NodeSelectorTerm,
+    RequiredNodeAffinity,
+    compile_node_selector_term,
+)
 from kubesched.framework.memo import remember
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.status import Status
@@ -74,7 +78,6 @@ __all__ = [
     "Args",
     "NodeAffinity",
     "PreferredTerms",
-    "RequiredAffinity",
     "new",
 ]
 
@@ -93,64 +96,6 @@ _MEMO_LIMIT = 256
 
 
 # -- compiled selectors ---------------------------------------------------------------------------
-def _term(raw: Any, field: str, *, strict: bool) -> NodeSelectorTerm | None:
-    """A compiled term; an unparsable one is None (matches nothing) unless ``strict``."""
-    try:
-        return compile_node_selector_term(raw, field)
-    except ObjectError:
-        if strict:
-            raise
-        return None
-
-
-class RequiredAffinity:
-    """``nodeSelector`` AND (if present) the required node selector terms (ORed)."""
-
-    __slots__ = ("selector", "terms")
-
-    def __init__(
-        self, selector: Mapping[str, str], terms: Sequence[NodeSelectorTerm] | None
-    ) -> None:
-        self.selector = tuple(selector.items())
-        self.terms = None if terms is None else tuple(terms)
-
-    @classmethod
-    def from_node_selector(cls, raw: Any, field: str, *, strict: bool) -> RequiredAffinity:
-        """From a ``NodeSelector`` object (``{nodeSelectorTerms: [...]}``)."""
-        raw_terms = raw.get("nodeSelectorTerms") if isinstance(raw, Mapping) else None
-        if strict and not isinstance(raw_terms, list):
-            raise ObjectError(f"{field}.nodeSelectorTerms: required")
-        terms = []
-        for i, t in enumerate(raw_terms or ()):
-            c = _term(t, f"{field}.nodeSelectorTerms[{i}]", strict=strict)
-            if c is not None:
-                terms.append(c)
-        return cls({}, terms)
-
-    @classmethod
-    def of_pod(cls, pod: Pod) -> RequiredAffinity:
-        required = _required_raw(pod)
-        if required is None:
-            return cls(pod.node_selector, None)
-        compiled = cls.from_node_selector(
-            required,
-            "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
-            strict=False,
-        )
-        return cls(pod.node_selector, compiled.terms)
-
-    def matches(self, labels: Mapping[str, str], name: str) -> bool:
-        for k, v in self.selector:
-            if labels.get(k) != v:
-                return False
-        if self.terms is None:
-            return True
-        return any(t.matches(labels, name) for t in self.terms)
-
-    def match_node(self, node: Node) -> bool:
-        return self.matches(node.labels, node.name)
-
-
 class PreferredTerms:
     """Weighted preferred terms; a node scores the sum of the weights it matches."""
 
@@ -247,7 +192,7 @@ class AddedAffinity(BaseModel):
                     "requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms: "
                     "must have at least one node selector term"
                 )
-            RequiredAffinity.from_node_selector(
+            RequiredNodeAffinity.from_node_selector(
                 req, "requiredDuringSchedulingIgnoredDuringExecution", strict=True
             )
         field = "preferredDuringSchedulingIgnoredDuringExecution"
@@ -273,7 +218,7 @@ class Args(BaseModel):
 class _PreFilterState:
     __slots__ = ("key", "required")
 
-    def __init__(self, key: str, required: RequiredAffinity) -> None:
+    def __init__(self, key: str, required: RequiredNodeAffinity) -> None:
         self.key = key
         self.required = required
 
@@ -299,13 +244,13 @@ class NodeAffinity(
     filter_reads_node_only = True
 
     def __init__(self, args: Args) -> None:
-        self.added_required: RequiredAffinity | None = None
+        self.added_required: RequiredNodeAffinity | None = None
         self.added_preferred: PreferredTerms | None = None
         added = args.added_affinity
         if added is not None:
             req = added.required_during_scheduling_ignored_during_execution
             if req is not None:
-                self.added_required = RequiredAffinity.from_node_selector(
+                self.added_required = RequiredNodeAffinity.from_node_selector(
                     req, "addedAffinity.requiredDuringSchedulingIgnoredDuringExecution", strict=True
                 )
             prefs = added.preferred_during_scheduling_ignored_during_execution
@@ -313,7 +258,7 @@ class NodeAffinity(
                 self.added_preferred = PreferredTerms.compile(
                     prefs, "addedAffinity.preferredDuringSchedulingIgnoredDuringExecution"
                 )
-        self._compiled: dict[str, RequiredAffinity] = {}
+        self._compiled: dict[str, RequiredNodeAffinity] = {}
         self._compiled_pref: dict[str, PreferredTerms] = {}
         self._memo_version = -1
         self._masks: dict[str, npt.NDArray[np.bool_]] = {}
@@ -333,7 +278,7 @@ class NodeAffinity(
             return True
         if self.added_required is not None and not self.added_required.match_node(new):
             return False
-        req = RequiredAffinity.of_pod(pod)
+        req = RequiredNodeAffinity.of_pod(pod)
         if not req.match_node(new):
             return False
         if not isinstance(old, Node):
@@ -349,7 +294,7 @@ class NodeAffinity(
             self._scores = {}
 
     def _mask(
-        self, key: str, required: RequiredAffinity, snapshot: Snapshot
+        self, key: str, required: RequiredNodeAffinity, snapshot: Snapshot
     ) -> npt.NDArray[np.bool_]:
         self._check_memo(snapshot)
         mask = self._masks.get(key)
@@ -370,7 +315,7 @@ class NodeAffinity(
         key = repr((pod.spec.get("nodeSelector"), _required_raw(pod)))
         req = self._compiled.get(key)
         if req is None:
-            req = remember(self._compiled, key, RequiredAffinity.of_pod(pod), _MEMO_LIMIT)
+            req = remember(self._compiled, key, RequiredNodeAffinity.of_pod(pod), _MEMO_LIMIT)
         return _PreFilterState(key, req)
 
     def pre_filter(

@@ -41,7 +41,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from kubesched.framework.helpers import find_matching_untolerated_taint
-from kubesched.framework.labels import compile_node_selector
+from kubesched.framework.labels import RequiredNodeAffinity
 from kubesched.framework.types import ObjectError, Pod, Taint
 from kubesched.simulator.pod_checks import check_label_selector
 
@@ -276,16 +276,11 @@ def _daemon_set(
     template_hash = _template_hash(ds)
     labels = {"controller-revision-hash": template_hash, "pod-template-generation": "1"}
     view = Pod({"metadata": {"name": name, "namespace": ns}, "spec": spec})
-    na = (view.affinity.get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    )
-    required = (
-        None
-        if na is None
-        else compile_node_selector(
-            na,
-            "spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
-        )
+    required = RequiredNodeAffinity.of_pod(
+        view,
+        strict=True,
+        field="spec.template.spec.affinity.nodeAffinity."
+        "requiredDuringSchedulingIgnoredDuringExecution",
     )
     out = []
     for node in nodes:
@@ -293,8 +288,7 @@ def _daemon_set(
         node_labels, taints = _node_view(node)
         if (
             spec.get("nodeName") not in (None, "", node_name)
-            or any(node_labels.get(k) != v for k, v in view.node_selector.items())
-            or (required is not None and not required.matches(node_labels, node_name))
+            or not required.matches(node_labels, node_name)
             or find_matching_untolerated_taint(
                 taints, view.tolerations, lambda t: t.effect in ("NoSchedule", "NoExecute")
             )

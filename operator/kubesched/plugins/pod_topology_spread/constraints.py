@@ -10,10 +10,9 @@ from typing import Any
 from kubesched.framework.helpers import DO_NOT_SCHEDULE_EFFECTS, find_matching_untolerated_taint
 from kubesched.framework.labels import (
     LabelSelector,
-    NodeSelector,
+    RequiredNodeAffinity,
     Requirement,
     compile_label_selector,
-    compile_node_selector,
 )
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.types import Node, ObjectError, Pod, Taint
@@ -24,7 +23,6 @@ __all__ = [
     "SCHEDULE_ANYWAY",
     "ZONE",
     "Constraint",
-    "RequiredAffinity",
     "count_matching",
     "default_selector",
     "node_has_keys",
@@ -223,37 +221,6 @@ def _hard(taint: Taint) -> bool:
     return taint.effect in DO_NOT_SCHEDULE_EFFECTS
 
 
-class RequiredAffinity:
-    """The pod's nodeSelector AND required node affinity (kube's GetRequiredNodeAffinity).
-    A term that cannot be parsed matches no node."""
-
-    __slots__ = ("broken", "empty", "node_selector", "terms")
-
-    def __init__(self, pod: Pod) -> None:
-        self.node_selector = pod.node_selector
-        na = pod.affinity.get("nodeAffinity") or {}
-        req = na.get("requiredDuringSchedulingIgnoredDuringExecution")
-        self.terms: NodeSelector | None = None
-        self.broken = False
-        if req is not None:
-            try:
-                self.terms = compile_node_selector(
-                    req, "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-                )
-            except ObjectError:
-                self.broken = True
-        self.empty = not self.node_selector and req is None
-
-    def matches(self, node: Node) -> bool:
-        if self.broken:
-            return False
-        labels = node.labels
-        for k, v in self.node_selector.items():
-            if labels.get(k) != v:
-                return False
-        return self.terms is None or self.terms.matches(labels, node.name)
-
-
 def tolerates_node(pod: Pod, node: Node) -> bool:
     """No NoSchedule/NoExecute taint of the node is left untolerated by the pod."""
     if not node.taints:
@@ -261,9 +228,9 @@ def tolerates_node(pod: Pod, node: Node) -> bool:
     return find_matching_untolerated_taint(node.taints, pod.tolerations, _hard) is None
 
 
-def included(c: Constraint, pod: Pod, node: Node, affinity: RequiredAffinity) -> bool:
+def included(c: Constraint, pod: Pod, node: Node, affinity: RequiredNodeAffinity) -> bool:
     """kube's matchNodeInclusionPolicies: whether ``node`` counts for ``c``."""
-    if c.honor_affinity and not affinity.empty and not affinity.matches(node):
+    if c.honor_affinity and not affinity.empty and not affinity.match_node(node):
         return False
     return not (c.honor_taints and not tolerates_node(pod, node))
 

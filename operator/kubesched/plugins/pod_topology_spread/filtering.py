@@ -8,11 +8,11 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from kubesched.framework.labels import RequiredNodeAffinity
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.types import Node, Pod
 from kubesched.plugins.pod_topology_spread.constraints import (
     Constraint,
-    RequiredAffinity,
     included,
     node_has_keys,
     tolerates_node,
@@ -76,7 +76,7 @@ class FilterState:
         "self_match",
     )
 
-    def __init__(self, constraints: list[Constraint], affinity: RequiredAffinity) -> None:
+    def __init__(self, constraints: list[Constraint], affinity: RequiredNodeAffinity) -> None:
         self.constraints = constraints
         self.affinity = affinity
         self.self_match: list[int] = []
@@ -150,14 +150,14 @@ class FilterState:
             self.update(i, node.labels[c.key], delta)
 
 
-def _affinity_mask(pod: Pod, affinity: RequiredAffinity, rows: Rows) -> I64:
+def _affinity_mask(pod: Pod, affinity: RequiredNodeAffinity, rows: Rows) -> I64:
     req = (pod.affinity.get("nodeAffinity") or {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution"
     )
     key = ("affinity", tuple(sorted(pod.node_selector.items())), repr(req))
 
     def fn(ni: NodeInfo) -> int:
-        return int(ni.node is not None and affinity.matches(ni.node))
+        return int(ni.node is not None and affinity.match_node(ni.node))
 
     return rows.flags(key, fn)
 
@@ -172,7 +172,7 @@ def _taint_mask(pod: Pod, rows: Rows) -> I64:
 
 
 def inclusion_mask(
-    c: Constraint, pod: Pod, affinity: RequiredAffinity, rows: Rows, base: BOOL
+    c: Constraint, pod: Pod, affinity: RequiredNodeAffinity, rows: Rows, base: BOOL
 ) -> BOOL:
     """``base`` narrowed to the nodes ``c``'s inclusion policies count."""
     m = base
@@ -189,7 +189,7 @@ def build_filter_state(
     """kube's calPreFilterState over ``infos``, from memoised per-node columns."""
     rows.sync(infos)
     n = len(infos)
-    affinity = RequiredAffinity(pod)
+    affinity = RequiredNodeAffinity.of_pod(pod)
     s = FilterState(constraints, affinity)
     s.infos = infos
     ids_by_key = {c.key: rows.domain_ids(c.key) for c in constraints}

@@ -14,12 +14,12 @@ import numpy as np
 import numpy.typing as npt
 
 from kubesched.framework.interface import MAX_NODE_SCORE
+from kubesched.framework.labels import RequiredNodeAffinity
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.types import Pod
 from kubesched.plugins.pod_topology_spread.constraints import (
     HOSTNAME,
     Constraint,
-    RequiredAffinity,
     count_matching,
 )
 from kubesched.plugins.pod_topology_spread.filtering import inclusion_mask
@@ -158,7 +158,7 @@ def build_score_state(
         s.ignored = np.zeros(len(nodes), dtype=bool)
     s.ignored_names = {nodes[j].name for j in np.flatnonzero(s.ignored).tolist()}
     kept = frows[known & ~s.ignored]
-    affinity = RequiredAffinity(pod)
+    affinity = RequiredNodeAffinity.of_pod(pod)
     for c in constraints:
         ids = ids_by_key[c.key]
         doms = rows.domains[c.key]
