@@ -6,12 +6,13 @@ and each pod's outcome read back (see test_differential.py's docstring)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import gc
 import pathlib
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +21,7 @@ import yaml
 from kubesched.cluster.kinds import KINDS
 from kubesched.operator.run import run
 from kubesched.operator.settings import Settings
-from tests.controlplane import ApiError, ControlPlane, RestClient, wait_for
+from tests.controlplane import ApiError, Binaries, ControlPlane, RestClient, wait_for
 from tests.e2e.support import CRDS
 
 JSON = dict[str, Any]
@@ -484,6 +485,14 @@ class Run:
     #: pods left unbound -> their status.nominatedNodeName ("" for none)
     nominated: dict[str, str] = field(default_factory=dict)
 
+    def summary(self) -> str:
+        """Every pod's outcome (and nomination), then the victims: for a failure report."""
+        text = "; ".join(
+            f"{k}={where}" + (f" nominated {self.nominated[k]!r}" if self.nominated.get(k) else "")
+            for k, (where, _) in sorted(self.outcomes.items())
+        )
+        return text + (f"; victims {sorted(self.victims)}" if self.victims else "")
+
 
 def bound_pods(api: RestClient) -> set[str]:
     """Bound pods not already terminating (a scenario's terminating pod is no victim)."""
@@ -600,6 +609,29 @@ def run_scenario(
     result.victims = gone(api, running)
     result.seconds = time.monotonic() - start
     return result
+
+
+@contextlib.contextmanager
+def scenario_control_plane(
+    binaries: Binaries,
+    *,
+    controllers: Sequence[str] = (),
+    feature_gates: Mapping[str, bool] | None = None,
+    runtime_config: Mapping[str, bool] | None = None,
+) -> Iterator[ControlPlane]:
+    """A control plane of a test module's own (node counts appear in the messages
+    compared) with kubesched's and scheduler-plugins' CRDs and :class:`Controllers`, whose
+    errors fail the module at its end; ``controllers``: kube-controller-manager's to run
+    too (the resourceclaim controller makes the claims of ResourceClaimTemplates)."""
+    with (
+        ControlPlane(binaries, feature_gates=feature_gates, runtime_config=runtime_config) as cp,
+        Controllers(cp.api) as ctl,
+    ):
+        install_crds(cp.api)
+        if controllers:
+            cp.start_controller_manager(list(controllers))
+        yield cp
+        assert not ctl.errors, ctl.errors
 
 
 #: scheduler-plugins' PodGroup CRD (the gang scenarios use its objects too)

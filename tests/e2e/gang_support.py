@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from tests.controlplane import ApiError, Binaries, ControlPlane, RestClient, wait_for
-from tests.e2e.differential_support import Controllers, install_crds
+from tests.e2e.differential_support import scenario_control_plane
 
 UPSTREAM = "scheduling.k8s.io/v1beta1"
 GATES = {
@@ -51,14 +51,13 @@ def wipe_upstream(api: RestClient) -> None:
 def gang_control_plane(binaries: Binaries) -> Iterator[ControlPlane]:
     """A control plane of a module's own with the gang gates and API, kubesched's CRDs,
     kube-controller-manager's resourceclaim controller and :class:`Controllers`."""
-    with (
-        ControlPlane(binaries, feature_gates=GATES, runtime_config=RUNTIME_CONFIG) as cp,
-        Controllers(cp.api) as ctl,
-    ):
-        install_crds(cp.api)
-        cp.start_controller_manager(["resourceclaim-controller"])
+    with scenario_control_plane(
+        binaries,
+        controllers=["resourceclaim-controller"],
+        feature_gates=GATES,
+        runtime_config=RUNTIME_CONFIG,
+    ) as cp:
         yield cp
-        assert not ctl.errors, ctl.errors
 
 
 def gangs_of(objects: list[dict[str, Any]]) -> dict[str, list[str]]:

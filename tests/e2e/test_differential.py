@@ -58,13 +58,12 @@ from tests.e2e.differential_support import (
     KUBESCHED,
     KUBESCHED_ONLY,
     PENDING,
-    Controllers,
     Run,
     expectations,
     expected_victims,
-    install_crds,
     prepare,
     run_scenario,
+    scenario_control_plane,
     uses_upstream_gangs,
 )
 from tests.e2e.simulate_support import SEED, simulated
@@ -78,11 +77,10 @@ pytestmark = pytest.mark.timeout(120)
 def diff_cluster(controlplane_binaries: Binaries) -> Iterator[ControlPlane]:
     """A control plane of this module's own: node counts appear in failure messages. The
     real resourceclaim controller makes the claims of pods using ResourceClaimTemplates."""
-    with ControlPlane(controlplane_binaries) as cp, Controllers(cp.api) as ctl:
-        install_crds(cp.api)
-        cp.start_controller_manager(["resourceclaim-controller"])
+    with scenario_control_plane(
+        controlplane_binaries, controllers=["resourceclaim-controller"]
+    ) as cp:
         yield cp
-        assert not ctl.errors, ctl.errors
 
 
 def _ids() -> list[Any]:

@@ -27,10 +27,9 @@ from tests.e2e.differential_support import (
     CORPUS,
     KUBE_SCHEDULER,
     KUBESCHED,
-    Controllers,
     expectations,
-    install_crds,
     run_scenario,
+    scenario_control_plane,
 )
 
 pytestmark = pytest.mark.timeout(240)
@@ -43,10 +42,8 @@ JSON = dict[str, Any]
 
 @pytest.fixture(scope="module")
 def cluster(controlplane_binaries: Binaries) -> Iterator[ControlPlane]:
-    with ControlPlane(controlplane_binaries) as cp, Controllers(cp.api) as ctl:
-        install_crds(cp.api)
+    with scenario_control_plane(controlplane_binaries) as cp:
         yield cp
-        assert not ctl.errors, ctl.errors
 
 
 def _masked(claim: JSON) -> JSON:

@@ -27,11 +27,10 @@ from tests.e2e.differential_support import (
     KUBE_SCHEDULER,
     KUBESCHED,
     PENDING,
-    Controllers,
     Run,
-    install_crds,
     prepare,
     run_scenario,
+    scenario_control_plane,
 )
 from tests.e2e.random_builders import SEEDS
 from tests.e2e.random_bursts import burst
@@ -43,19 +42,8 @@ pytestmark = pytest.mark.timeout(150)
 @pytest.fixture(scope="module")
 def burst_cluster(controlplane_binaries: Binaries) -> Iterator[ControlPlane]:
     """A control plane of this module's own (node counts appear in the messages)."""
-    with ControlPlane(controlplane_binaries) as cp, Controllers(cp.api) as ctl:
-        install_crds(cp.api)
+    with scenario_control_plane(controlplane_binaries) as cp:
         yield cp
-        assert not ctl.errors, ctl.errors
-
-
-def _fmt(run: Run) -> str:
-    text = "; ".join(
-        f"{k.partition('/')[2]}={where}"
-        + (f" nominated {run.nominated[k]!r}" if run.nominated.get(k) else "")
-        for k, (where, _) in sorted(run.outcomes.items())
-    )
-    return text + (f"; victims {sorted(run.victims)}" if run.victims else "")
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -73,7 +61,7 @@ def test_a_random_burst(burst_cluster: ControlPlane, tmp_path: pathlib.Path, see
     report = (
         f"\nburst seed {seed}, predicted "
         + "; ".join(f"{k.partition('/')[2]}={predicted[k][0]}" for k in sorted(pending))
-        + f"\nkube-scheduler: {_fmt(theirs)}\nkubesched:      {_fmt(ours)}"
+        + f"\nkube-scheduler: {theirs.summary()}\nkubesched:      {ours.summary()}"
         + f"\n---\n{path.read_text()}"
     )
 

@@ -34,11 +34,10 @@ from tests.e2e.differential_support import (
     KUBE_SCHEDULER,
     KUBESCHED,
     PENDING,
-    Controllers,
     Run,
-    install_crds,
     prepare,
     run_scenario,
+    scenario_control_plane,
 )
 from tests.e2e.random_builders import SEEDS
 from tests.e2e.random_clusters import KINDS, POD
@@ -50,10 +49,8 @@ pytestmark = pytest.mark.timeout(120)
 @pytest.fixture(scope="module")
 def random_cluster(controlplane_binaries: Binaries) -> Iterator[ControlPlane]:
     """A control plane of this module's own (node counts appear in the messages)."""
-    with ControlPlane(controlplane_binaries) as cp, Controllers(cp.api) as ctl:
-        install_crds(cp.api)
+    with scenario_control_plane(controlplane_binaries) as cp:
         yield cp
-        assert not ctl.errors, ctl.errors
 
 
 def _fmt(run: Run) -> str:

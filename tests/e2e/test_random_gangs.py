@@ -35,7 +35,6 @@ from tests.e2e.differential_support import (
     KUBE_SCHEDULER,
     KUBESCHED,
     PENDING,
-    Run,
     prepare,
     run_scenario,
 )
@@ -56,14 +55,6 @@ pytestmark = pytest.mark.timeout(180)
 def random_gang_cluster(controlplane_binaries: Binaries) -> Iterator[ControlPlane]:
     with gang_control_plane(controlplane_binaries) as cp:
         yield cp
-
-
-def _fmt(run: Run) -> str:
-    text = "; ".join(
-        f"{k}={where}" + (f" nominated {run.nominated[k]!r}" if run.nominated.get(k) else "")
-        for k, (where, _) in sorted(run.outcomes.items())
-    )
-    return text + (f"; victims {sorted(run.victims)}" if run.victims else "")
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -88,7 +79,7 @@ def test_a_random_gang(
     report = (
         f"\ngang seed {seed}, predicted "
         + "; ".join(f"{m}={predicted[m][0]}" for m in members)
-        + f"\nkube-scheduler: {_fmt(theirs)}\nkubesched:      {_fmt(ours)}"
+        + f"\nkube-scheduler: {theirs.summary()}\nkubesched:      {ours.summary()}"
         + f"\n---\n{path.read_text()}"
     )
     bound = []
