@@ -30,6 +30,7 @@ status, ``timeout`` or ``connection``) and the server's ``Retry-After``.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -51,6 +52,8 @@ from kubesched.cluster.sessions import (
 from kubesched.framework.cluster_port import ClusterError, Conflict, NotFound
 
 __all__ = ["JSON_PATCH", "MERGE_PATCH", "STRATEGIC_MERGE", "KubeHTTP"]
+
+log = logging.getLogger("kubesched.cluster.http")
 
 JSON_PATCH = "application/json-patch+json"
 """RFC 6902 operations (``test`` first, for a change that must see what was read)."""
@@ -228,6 +231,17 @@ class KubeHTTP:
             **self._extra,
         ) as resp:
             yield resp
+
+    async def warm(self, pool: str) -> None:
+        """Open ``pool``'s first connection now, with one ``GET /version`` (no rate limit;
+        a failure is only logged): its TLS handshake then comes before the request that
+        needs it. ``run`` warms the writes while the caches sync, so that the first bind
+        does not pay a handshake beside the next binds' own."""
+        try:
+            async with self.open("GET", "/version", pool=pool) as resp:
+                await resp.read()
+        except (TimeoutError, aiohttp.ClientError) as e:
+            log.debug("warming the %s connections: %s", pool, e)
 
     def _session(self, pool: str) -> aiohttp.ClientSession:
         """The session of ``pool`` (:data:`POOLS`), made now; the host, proxy and TLS

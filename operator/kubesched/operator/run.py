@@ -32,7 +32,7 @@ from kubesched.cluster.kinds import WATCHED
 from kubesched.cluster.kube import KubeCluster
 from kubesched.cluster.kubeconfig import load_client_configuration
 from kubesched.cluster.prefetch import Page, Prefetch
-from kubesched.cluster.sessions import RateLimiter
+from kubesched.cluster.sessions import WRITES, RateLimiter
 from kubesched.operator import logredact, podgroup_handlers
 from kubesched.operator.gang_sources import GangSources
 from kubesched.operator.handlers import DIRECT_KINDS, WatchRouter
@@ -442,6 +442,8 @@ async def _initial_sync(
     # foreign gang APIs served now are listed (gang_sources), and the SchedulingProfiles
     # applied oldest first, before any cycle (and before their Kopf handlers).
     prefetched = rt.prefetch.take if rt.prefetch is not None else None
+    # the first bind's connection, opened while the pods go into the cache
+    warm = asyncio.ensure_future(rt.cluster.warm(WRITES))
     try:
         await all_or_none(
             *(rt.router.reconcile((kind,), prefetched=prefetched) for kind in rt.kopf_kinds),
@@ -449,6 +451,9 @@ async def _initial_sync(
             rt.profiles.load(),
             *(informer.synced.wait() for informer in rt.informers),
         )
+    except BaseException:
+        warm.cancel()
+        raise
     finally:
         if rt.tune_gc:  # the collector, off since the imports (tune_garbage_collector)
             gc.freeze()  # the synced cache: nodes, pods, and what start-up built

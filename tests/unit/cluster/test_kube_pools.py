@@ -4,6 +4,8 @@ connections (a fake API server whose answers to one kind of request are held).""
 from __future__ import annotations
 
 import asyncio
+import logging
+import socket
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,7 +17,7 @@ from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client as k8s_client
 
 from kubesched.cluster.kube import KubeCluster
-from kubesched.cluster.sessions import LIST_CONNECTIONS, session_for
+from kubesched.cluster.sessions import LIST_CONNECTIONS, WRITES, session_for
 from kubesched.framework.cluster_port import ClusterError
 from kubesched.framework.types import Pod
 from tests.builders import make_pod
@@ -104,6 +106,37 @@ async def test_a_bind_is_not_held_up_by_event_writes_in_flight(
     api.release.set()
     await cluster.flush_events()
     assert api.served.count(f"POST {EVENTS}") == cluster.event_writers * 2
+
+
+async def test_a_warmed_writes_pool_binds_on_the_connection_the_warming_opened(
+    held: tuple[HeldAPI, KubeCluster],
+) -> None:
+    # run warms the writes while the caches sync: the first bind then pays no TLS
+    # handshake beside the next binds' own
+    api, cluster = held
+    await cluster.warm(WRITES)
+    assert api.served == ["GET /version"]
+    await cluster.bind(_pod(), "node-7")
+    assert api.served == ["GET /version", f"POST {BINDING}"]
+    assert api.peers[BINDING] == api.peers["/version"]  # one connection, not two
+
+
+async def test_warming_a_pool_the_server_refuses_is_only_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = k8s_client.Configuration(host=f"http://127.0.0.1:{port}")
+    client = k8s_client.ApiClient(configuration=cfg)
+    cluster = KubeCluster(client, reporting_instance_suffix="h", qps=0, request_timeout=2.0)
+    try:
+        with caplog.at_level(logging.DEBUG, logger="kubesched.cluster.http"):
+            await cluster.warm(WRITES)
+        assert "warming the writes connections" in caplog.text
+    finally:
+        await cluster.close()
+        await client.close()
 
 
 async def test_a_read_or_watch_does_not_wait_for_a_write_connection(
