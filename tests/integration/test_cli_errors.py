@@ -363,9 +363,16 @@ def _inside_main(pid: int, within: float = 30.0) -> None:
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         try:
+            if Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z":
+                return  # it ended already
             maps = Path(f"/proc/{pid}/maps").read_text()
         except OSError:
-            return
+            # gone (reaped), or its maps unreadable for a moment while it execs the
+            # second interpreter: the likely cause of one exit -2 seen on 2026-12-05,
+            # a Ctrl-C sent during that interpreter's start
+            if not Path(f"/proc/{pid}").exists():
+                return
+            maps = ""
         if "/_yaml." in maps:
             return
         time.sleep(0.01)
