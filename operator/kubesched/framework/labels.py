@@ -31,6 +31,7 @@ __all__ = [
     "compile_node_selector",
     "compile_requirement",
     "parse_label_selector",
+    "required_node_selector",
 ]
 
 _LABEL_OPS = ("In", "NotIn", "Exists", "DoesNotExist")
@@ -226,6 +227,14 @@ def compile_node_selector(d: object, field: str) -> NodeSelector:
 REQUIRED_FIELD = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
 
 
+def required_node_selector(pod: Pod) -> Any:
+    """The pod's required node affinity as written (a NodeSelector object), or None."""
+    na = pod.affinity.get("nodeAffinity")
+    if not isinstance(na, Mapping):
+        return None
+    return na.get("requiredDuringSchedulingIgnoredDuringExecution")
+
+
 class RequiredNodeAffinity:
     """A pod's ``nodeSelector`` AND its required node affinity (kube's
     GetRequiredNodeAffinity), the one rule NodeAffinity's Filter, PodTopologySpread's
@@ -261,12 +270,7 @@ class RequiredNodeAffinity:
     def of_pod(
         cls, pod: Pod, *, strict: bool = False, field: str = REQUIRED_FIELD
     ) -> RequiredNodeAffinity:
-        na = pod.affinity.get("nodeAffinity")
-        required = (
-            na.get("requiredDuringSchedulingIgnoredDuringExecution")
-            if isinstance(na, Mapping)
-            else None
-        )
+        required = required_node_selector(pod)
         if required is None:
             return cls(pod.node_selector, None)
         return cls(pod.node_selector, cls.from_node_selector(required, field, strict=strict).terms)

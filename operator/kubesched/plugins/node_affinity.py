@@ -58,6 +58,7 @@ from kubesched.framework.labels import (
     NodeSelectorTerm,
     RequiredNodeAffinity,
     compile_node_selector_term,
+    required_node_selector,
 )
 from kubesched.framework.memo import remember
 from kubesched.framework.nodeinfo import NodeInfo
@@ -131,10 +132,6 @@ class PreferredTerms:
 def _node_affinity(pod: Pod) -> Mapping[str, Any]:
     na = pod.affinity.get("nodeAffinity")
     return na if isinstance(na, Mapping) else {}
-
-
-def _required_raw(pod: Pod) -> Any:
-    return _node_affinity(pod).get("requiredDuringSchedulingIgnoredDuringExecution")
 
 
 def _preferred_raw(pod: Pod) -> Any:
@@ -312,7 +309,7 @@ class NodeAffinity(
 
     # -- PreFilter / Filter --------------------------------------------------------------------
     def _required(self, pod: Pod) -> _PreFilterState:
-        key = repr((pod.spec.get("nodeSelector"), _required_raw(pod)))
+        key = repr((pod.spec.get("nodeSelector"), required_node_selector(pod)))
         req = self._compiled.get(key)
         if req is None:
             req = remember(self._compiled, key, RequiredNodeAffinity.of_pod(pod), _MEMO_LIMIT)
@@ -321,7 +318,7 @@ class NodeAffinity(
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
-        required = _required_raw(pod)
+        required = required_node_selector(pod)
         if required is None and self.added_required is None and not pod.node_selector:
             return None, Status.skip()
         state.write(PRE_FILTER_STATE_KEY, self._required(pod))

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from kubesched.framework.labels import RequiredNodeAffinity
+from kubesched.framework.labels import RequiredNodeAffinity, required_node_selector
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.types import Node, Pod
 from kubesched.plugins.pod_topology_spread.constraints import (
@@ -151,9 +151,7 @@ class FilterState:
 
 
 def _affinity_mask(pod: Pod, affinity: RequiredNodeAffinity, rows: Rows) -> I64:
-    req = (pod.affinity.get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    )
+    req = required_node_selector(pod)
     key = ("affinity", tuple(sorted(pod.node_selector.items())), repr(req))
 
     def fn(ni: NodeInfo) -> int:
