@@ -12,7 +12,7 @@ import json
 import ssl
 import threading
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from typing import Any
 
 JSON = dict[str, Any]
@@ -117,6 +117,36 @@ class RestClient:
         if response.status >= 300:
             raise ApiError(method, path, response.status, decoded)
         return decoded
+
+    def watch(
+        self, path: str, resource_version: str, timeout: float = 60.0
+    ) -> Generator[JSON, None, None]:
+        """The events of one WATCH of ``path`` from ``resource_version``, each as it arrives
+        (a connection of its own; the server ends the watch after ``timeout`` seconds)."""
+        query = urllib.parse.urlencode(
+            {
+                "watch": "1",
+                "resourceVersion": resource_version,
+                "timeoutSeconds": str(int(timeout)),
+            }
+        )
+        conn = http.client.HTTPSConnection(
+            self._host, self._port, context=self._ssl, timeout=timeout + 10
+        )
+        try:
+            conn.request(
+                "GET",
+                f"{path}?{query}",
+                headers={"Authorization": f"Bearer {self.token}", "Accept": "application/json"},
+            )
+            response = conn.getresponse()
+            if response.status >= 300:
+                raise ApiError("GET", path, response.status, response.read().decode())
+            for line in response:  # one JSON event per line
+                if line.strip():
+                    yield json.loads(line)
+        finally:
+            conn.close()
 
     def get(self, path: str, **params: str) -> Any:
         return self.request("GET", path, params=params or None)

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from tests.controlplane import ApiError, Binaries, ControlPlane, RestClient, wait_for
-from tests.e2e.differential_support import scenario_control_plane
+from tests.e2e.scenario_cluster import scenario_control_plane
 
 UPSTREAM = "scheduling.k8s.io/v1beta1"
 GATES = {

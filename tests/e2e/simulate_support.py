@@ -17,7 +17,8 @@ from kubesched.simulator.controllers import created_objects, is_controller
 from kubesched.simulator.engine import simulate
 from kubesched.simulator.scenario import Document
 from kubesched.simulator.scenario import prepare as default_documents
-from tests.e2e.differential_support import JSON, PENDING, TERMINATING
+from tests.e2e.differential_support import PENDING
+from tests.e2e.scenario_cluster import JSON, TERMINATING
 
 #: The tie-breaking seed of both ``kubesched simulate`` and ``kubesched run`` (the
 #: differential's simulate check, the random clusters).

@@ -14,7 +14,7 @@ import yaml
 
 from kubesched.simulator.scenario import load_scenarios
 from tests.controlplane import ControlPlane
-from tests.e2e.differential_support import apply, prepare
+from tests.e2e.scenario_cluster import apply, prepare
 
 JSON = dict[str, Any]
 

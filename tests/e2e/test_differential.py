@@ -61,11 +61,10 @@ from tests.e2e.differential_support import (
     Run,
     expectations,
     expected_victims,
-    prepare,
     run_scenario,
-    scenario_control_plane,
     uses_upstream_gangs,
 )
+from tests.e2e.scenario_cluster import prepare, scenario_control_plane
 from tests.e2e.simulate_support import SEED, simulated
 
 pytestmark = pytest.mark.timeout(120)

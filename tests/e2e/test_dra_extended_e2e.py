@@ -29,8 +29,8 @@ from tests.e2e.differential_support import (
     KUBESCHED,
     expectations,
     run_scenario,
-    scenario_control_plane,
 )
+from tests.e2e.scenario_cluster import scenario_control_plane
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -23,17 +23,10 @@ import yaml
 
 from kubesched.simulator.scenario import load_scenarios
 from tests.controlplane import Binaries, ControlPlane
-from tests.e2e.differential_support import (
-    KUBE_SCHEDULER,
-    KUBESCHED,
-    PENDING,
-    Run,
-    prepare,
-    run_scenario,
-    scenario_control_plane,
-)
+from tests.e2e.differential_support import KUBE_SCHEDULER, KUBESCHED, PENDING, Run, run_scenario
 from tests.e2e.random_builders import SEEDS
 from tests.e2e.random_bursts import burst
+from tests.e2e.scenario_cluster import prepare, scenario_control_plane
 from tests.e2e.simulate_support import SEED, expected_outcomes, simulated
 
 pytestmark = pytest.mark.timeout(150)

@@ -31,13 +31,7 @@ import yaml
 
 from kubesched.simulator.scenario import load_scenarios
 from tests.controlplane import Binaries, ControlPlane
-from tests.e2e.differential_support import (
-    KUBE_SCHEDULER,
-    KUBESCHED,
-    PENDING,
-    prepare,
-    run_scenario,
-)
+from tests.e2e.differential_support import KUBE_SCHEDULER, KUBESCHED, PENDING, run_scenario
 from tests.e2e.gang_support import (
     gang_control_plane,
     gangs_of,
@@ -46,6 +40,7 @@ from tests.e2e.gang_support import (
 )
 from tests.e2e.random_builders import SEEDS
 from tests.e2e.random_workloads import gang
+from tests.e2e.scenario_cluster import prepare
 from tests.e2e.simulate_support import SEED, expected_outcomes, simulated
 
 pytestmark = pytest.mark.timeout(180)

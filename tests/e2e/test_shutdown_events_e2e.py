@@ -42,11 +42,13 @@ def cp(controlplane_factory: Callable[..., ControlPlane]) -> ControlPlane:
     return controlplane_factory()
 
 
-def create_pods(cp: ControlPlane, namespace: str, n: int) -> list[str]:
-    names = [f"burst-{i}" for i in range(n)]
+def create_pods(
+    cp: ControlPlane, namespace: str, n: int, scheduler: str = SCHEDULER, prefix: str = "burst"
+) -> list[str]:
+    names = [f"{prefix}-{i}" for i in range(n)]
 
     def one(name: str) -> None:
-        cp.create_pod(name, namespace=namespace, scheduler_name=SCHEDULER, cpu="10m", memory="16Mi")
+        cp.create_pod(name, namespace=namespace, scheduler_name=scheduler, cpu="10m", memory="16Mi")
 
     with ThreadPoolExecutor(max_workers=16) as pool:
         list(pool.map(one, names))
@@ -80,14 +82,15 @@ class Stop:
     exit_after: float
 
 
-def burst_then_sigterm(cp: ControlPlane, kubeconfig: Path, namespace: str, log_path: Path) -> Stop:
-    """Start ``kubesched run``, wait until every pod of ``namespace`` is bound, SIGTERM."""
-    port = free_port()
+def start_kubesched(
+    kubeconfig: Path, log_path: Path, port: int, scheduler: str = SCHEDULER
+) -> subprocess.Popen[bytes]:
+    """``kubesched run`` as a child process, its output into ``log_path``."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     argv = [
         sys.executable, "-m", "kubesched", "run",
         f"--kubeconfig={kubeconfig}",
-        f"--scheduler-name={SCHEDULER}",
+        f"--scheduler-name={scheduler}",
         "--no-leader-elect",
         "--bind-address=127.0.0.1",
         f"--port={port}",
@@ -96,9 +99,15 @@ def burst_then_sigterm(cp: ControlPlane, kubeconfig: Path, namespace: str, log_p
         "--log-level=warning",
     ]  # fmt: skip
     with log_path.open("wb") as out:
-        proc = subprocess.Popen(
+        return subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env
         )
+
+
+def burst_then_sigterm(cp: ControlPlane, kubeconfig: Path, namespace: str, log_path: Path) -> Stop:
+    """Start ``kubesched run``, wait until every pod of ``namespace`` is bound, SIGTERM."""
+    port = free_port()
+    proc = start_kubesched(kubeconfig, log_path, port)
     try:
         started = time.monotonic()
         deadline = started + 600
@@ -177,3 +186,45 @@ def test_a_backlog_of_events_behind_a_slow_api_server_is_written_before_exit(
     finally:
         proxy.close()
     assert_every_pod_has_its_scheduled_event(cp, namespace, names, stop)
+
+
+def test_a_sigterm_as_the_first_pod_is_bound_ends_the_process(
+    cp: ControlPlane, tmp_path: Path
+) -> None:
+    """A stop that arrives as the first bind completes (when the start-up's waits for it
+    end: the initial sync's, the server's) ends the process within seconds. It used to
+    wait forever: on Python 3.11 ``asyncio.wait_for`` lost the cancellation that came as
+    the awaited event was set, and shutdown then waited for those tasks. A SIGTERM sent
+    as soon as a watch saw the first pod bound hit that moment in each of 4 tries."""
+    namespace = f"first-{uuid.uuid4().hex[:6]}"
+    cp.ensure_namespace(namespace)
+    cp.create_nodes(20, pods="110", zones=3)
+    path = f"/api/v1/namespaces/{namespace}/pods"
+    for attempt in range(3):
+        scheduler = f"first-bind-{attempt}"
+        create_pods(cp, namespace, 300, scheduler, prefix=scheduler)
+        since = cp.api.get(path, limit="1")["metadata"]["resourceVersion"]
+        events = cp.api.watch(path, since, timeout=120)
+        log_path = tmp_path / f"{scheduler}.log"
+        proc = start_kubesched(cp.kubeconfig, log_path, free_port(), scheduler)
+        try:
+            for event in events:
+                obj = event["object"]
+                if obj["spec"].get("schedulerName") == scheduler and obj["spec"].get("nodeName"):
+                    break
+            proc.send_signal(signal.SIGTERM)
+            sent = time.monotonic()
+            try:
+                code = proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pytest.fail(
+                    f"try {attempt}: still running 30 s after a SIGTERM at the first bind\n"
+                    + log_path.read_text(errors="replace")[-3000:]
+                )
+            print(f"\ntry {attempt}: exited {code} {time.monotonic() - sent:.2f} s after")
+            assert code == 0, log_path.read_text(errors="replace")[-3000:]
+        finally:
+            events.close()
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()

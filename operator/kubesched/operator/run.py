@@ -267,6 +267,17 @@ def tune_garbage_collector() -> None:
     gc.freeze()
 
 
+async def _until(event: asyncio.Event, seconds: float) -> None:
+    """Until ``event`` is set or ``seconds`` have passed, whichever comes first. Not
+    ``asyncio.wait_for``: on Python 3.11 a cancellation that arrives as the awaited event is
+    set is lost there (it returns instead of raising, CPython gh-86296), so a stop right at
+    the first bind (a SIGTERM then) left the initial sync and the server running on past
+    ``_shutdown``'s cancel, and the process waited for them forever."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            await event.wait()
+
+
 async def _serve(rt: Runtime) -> None:
     """/healthz, /readyz (synced; followers too, as kube-scheduler), /metrics, /explain,
     /debug/cache and /ui/ until cancelled, started once the first bind is out (or the
@@ -278,8 +289,7 @@ async def _serve(rt: Runtime) -> None:
     most of them). Readiness waits for them (``rt.serving``). The port was taken when
     ``run`` started (:mod:`kubesched.operator.listen`): one in use is reported then, not
     here."""
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(rt.watches_open.wait(), SERVE_WITHIN)
+    await _until(rt.watches_open, SERVE_WITHIN)
     await asyncio.to_thread(importlib.import_module, "kubesched.operator.server")
     from kubesched.operator.server import serve
 
@@ -462,8 +472,7 @@ async def _initial_sync(
     # Scheduling needs the caches, not Kopf: what Kopf watches was listed above, and its
     # handlers (SchedulingProfile changes) take over from that listing.
     rt.cache_synced.set()
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(rt.scheduler.bound_once.wait(), WATCHES_WITHIN)
+    await _until(rt.scheduler.bound_once, WATCHES_WITHIN)
     rt.watches_open.set()
     await kopf_ready.wait()
     # the sync's listing of Kopf's kinds (or the prefetch's) came before Kopf's own
@@ -518,7 +527,8 @@ async def _end_term(rt: Runtime) -> None:
             if s.leader_elect:
                 grace = max(0.0, min(grace, s.renew_deadline - s.retry_period))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(rt.scheduler.drain(), grace)
+                async with asyncio.timeout(grace):
+                    await rt.scheduler.drain()
     finally:
         await rt.scheduler.abort()
 
@@ -573,7 +583,8 @@ async def _shutdown(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + rt.settings.shutdown_flush_seconds
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(rt.scheduler.drain(), max(0.0, deadline - loop.time()))
+        async with asyncio.timeout(max(0.0, deadline - loop.time())):
+            await rt.scheduler.drain()
     await rt.podgroups.close()  # pending status writes: the next leader writes them
     await rt.cluster.aclose(max(0.0, deadline - loop.time()))
     try:

@@ -153,3 +153,28 @@ async def test_a_stop_during_the_initial_listing_cancels_every_listing() -> None
     with pytest.raises(asyncio.CancelledError):
         await task
     assert sorted(ended) == [1, 2]
+
+
+async def test_a_stop_that_comes_as_the_awaited_event_is_set_is_not_lost() -> None:
+    """``run``'s waits for the first bind (the initial sync's, the server's): a cancel that
+    arrives in the same step as the event must still cancel the task (``asyncio.wait_for``
+    on Python 3.11 returned instead, and shutdown waited for such a task forever)."""
+    event = asyncio.Event()
+    task = asyncio.create_task(run_mod._until(event, 10.0))
+    await asyncio.sleep(0)  # the task is waiting
+    event.set()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_a_wait_for_the_first_bind_ends_when_set_or_after_its_time() -> None:
+    event = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    await run_mod._until(event, 0.05)  # never set: returns after its time, no error
+    assert loop.time() - start >= 0.05
+    event.set()
+    start = loop.time()
+    await run_mod._until(event, 10.0)
+    assert loop.time() - start < 1.0
