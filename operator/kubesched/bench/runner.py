@@ -28,13 +28,13 @@ so churn keeps a run alive), or after ``timeout`` seconds in all.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kubesched.bench.report import RunResult
 from kubesched.bench.tracker import Tracker
+from kubesched.operator.stopping import until_set
 from kubesched.simulator.workloads import INIT, MEASURED, Plan
 
 __all__ = ["Driver", "Limits", "RunError", "bounded", "run_pods"]
@@ -129,8 +129,7 @@ async def _background(driver: Driver, plan: Plan, tracker: Tracker, stop: asynci
             tracker.background_ops[op.action] += 1
         tick += 1
         tracker.ticks = tick
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), plan.interval)
+        await until_set(stop, plan.interval)
 
 
 @dataclass
@@ -239,8 +238,8 @@ async def _measure(
         next_sample = start + 1.0
         while True:
             progress.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(progress.wait(), max(0.0, next_sample - loop.time()))
+            # a Ctrl-C as progress is set must not be lost (see until_set)
+            await until_set(progress, max(0.0, next_sample - loop.time()))
             now = loop.time()
             if now >= next_sample:
                 tracker.sample()

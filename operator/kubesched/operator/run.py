@@ -40,7 +40,7 @@ from kubesched.operator.kopf_start import start_kopf
 from kubesched.operator.listen import listen
 from kubesched.operator.profile_handlers import ProfileController
 from kubesched.operator.settings import Settings
-from kubesched.operator.stopping import connections_closed, trap_signals
+from kubesched.operator.stopping import connections_closed, trap_signals, until_set
 from kubesched.profiles import default_profile_spec
 from kubesched.scheduler.eventhandlers import EventHandlers
 from kubesched.scheduler.scheduler import Scheduler
@@ -267,17 +267,6 @@ def tune_garbage_collector() -> None:
     gc.freeze()
 
 
-async def _until(event: asyncio.Event, seconds: float) -> None:
-    """Until ``event`` is set or ``seconds`` have passed, whichever comes first. Not
-    ``asyncio.wait_for``: on Python 3.11 a cancellation that arrives as the awaited event is
-    set is lost there (it returns instead of raising, CPython gh-86296), so a stop right at
-    the first bind (a SIGTERM then) left the initial sync and the server running on past
-    ``_shutdown``'s cancel, and the process waited for them forever."""
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(seconds):
-            await event.wait()
-
-
 async def _serve(rt: Runtime) -> None:
     """/healthz, /readyz (synced; followers too, as kube-scheduler), /metrics, /explain,
     /debug/cache and /ui/ until cancelled, started once the first bind is out (or the
@@ -289,7 +278,7 @@ async def _serve(rt: Runtime) -> None:
     most of them). Readiness waits for them (``rt.serving``). The port was taken when
     ``run`` started (:mod:`kubesched.operator.listen`): one in use is reported then, not
     here."""
-    await _until(rt.watches_open, SERVE_WITHIN)
+    await until_set(rt.watches_open, SERVE_WITHIN)
     await asyncio.to_thread(importlib.import_module, "kubesched.operator.server")
     from kubesched.operator.server import serve
 
@@ -472,7 +461,7 @@ async def _initial_sync(
     # Scheduling needs the caches, not Kopf: what Kopf watches was listed above, and its
     # handlers (SchedulingProfile changes) take over from that listing.
     rt.cache_synced.set()
-    await _until(rt.scheduler.bound_once, WATCHES_WITHIN)
+    await until_set(rt.scheduler.bound_once, WATCHES_WITHIN)
     rt.watches_open.set()
     await kopf_ready.wait()
     # the sync's listing of Kopf's kinds (or the prefetch's) came before Kopf's own

@@ -7,11 +7,18 @@ closed mid-stream (``docs/DESIGN.md``, "Dependencies: limits we accept")."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import threading
 
-__all__ = ["TRANSPORTS_CLOSE_TIMEOUT", "connections_closed", "trap_signals"]
+__all__ = [
+    "TRANSPORTS_CLOSE_TIMEOUT",
+    "connections_closed",
+    "trap_signals",
+    "until_set",
+    "wait_first",
+]
 
 log = logging.getLogger("kubesched.run")
 
@@ -104,3 +111,15 @@ async def wait_first(event: asyncio.Event, stop_flag: asyncio.Event) -> bool:
         for w in waits:
             w.cancel()
     return stop_flag.is_set()
+
+
+async def until_set(event: asyncio.Event, seconds: float) -> None:
+    """Until ``event`` is set or ``seconds`` have passed, whichever comes first. Not
+    ``asyncio.wait_for``: on Python 3.11 a cancellation that arrives as the awaited event
+    is set is lost there (it returns instead of raising, CPython gh-86296). ``run``'s
+    waits for the first bind (the initial sync's, the server's) were such waits: a
+    SIGTERM right at the first bind left both running past the shutdown's cancel, and
+    the process waited for them forever."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            await event.wait()

@@ -16,7 +16,7 @@ from kubesched.cluster.memory import MemoryCluster
 from kubesched.framework.types import Pod
 from kubesched.operator import run as run_mod
 from kubesched.operator.settings import Settings
-from kubesched.operator.stopping import trap_signals
+from kubesched.operator.stopping import trap_signals, until_set
 from kubesched.scheduler.eventhandlers import EventHandlers
 from kubesched.scheduler.scheduler import Scheduler
 from tests.builders import make_node, make_pod
@@ -160,7 +160,7 @@ async def test_a_stop_that_comes_as_the_awaited_event_is_set_is_not_lost() -> No
     arrives in the same step as the event must still cancel the task (``asyncio.wait_for``
     on Python 3.11 returned instead, and shutdown waited for such a task forever)."""
     event = asyncio.Event()
-    task = asyncio.create_task(run_mod._until(event, 10.0))
+    task = asyncio.create_task(until_set(event, 10.0))
     await asyncio.sleep(0)  # the task is waiting
     event.set()
     task.cancel()
@@ -172,9 +172,9 @@ async def test_a_wait_for_the_first_bind_ends_when_set_or_after_its_time() -> No
     event = asyncio.Event()
     loop = asyncio.get_running_loop()
     start = loop.time()
-    await run_mod._until(event, 0.05)  # never set: returns after its time, no error
+    await until_set(event, 0.05)  # never set: returns after its time, no error
     assert loop.time() - start >= 0.05
     event.set()
     start = loop.time()
-    await run_mod._until(event, 10.0)
+    await until_set(event, 10.0)
     assert loop.time() - start < 1.0
