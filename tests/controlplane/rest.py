@@ -52,13 +52,19 @@ class RestClient:
     def _connection(self) -> http.client.HTTPSConnection:
         conn: http.client.HTTPSConnection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = http.client.HTTPSConnection(
-                self._host, self._port, context=self._ssl, timeout=60
-            )
+            conn = self._new_connection(60)
             self._local.conn = conn
             with self._lock:
                 self._connections.append(conn)
         return conn
+
+    def _new_connection(self, timeout: float) -> http.client.HTTPSConnection:
+        return http.client.HTTPSConnection(
+            self._host, self._port, context=self._ssl, timeout=timeout
+        )
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
 
     def close(self) -> None:
         with self._lock:
@@ -79,7 +85,7 @@ class RestClient:
         """One request; returns the decoded JSON body (or text), raises ApiError on >= 300."""
         if params:
             path = f"{path}?{urllib.parse.urlencode(params)}"
-        headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
+        headers = self._headers()
         data: bytes | None = None
         if body is not None:
             data = json.dumps(body).encode()
@@ -130,15 +136,9 @@ class RestClient:
                 "timeoutSeconds": str(int(timeout)),
             }
         )
-        conn = http.client.HTTPSConnection(
-            self._host, self._port, context=self._ssl, timeout=timeout + 10
-        )
+        conn = self._new_connection(timeout + 10)
         try:
-            conn.request(
-                "GET",
-                f"{path}?{query}",
-                headers={"Authorization": f"Bearer {self.token}", "Accept": "application/json"},
-            )
+            conn.request("GET", f"{path}?{query}", headers=self._headers())
             response = conn.getresponse()
             if response.status >= 300:
                 raise ApiError("GET", path, response.status, response.read().decode())

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pathlib
 from collections.abc import Iterator
+from typing import Any
 
 import orjson
 import pytest
@@ -121,17 +122,22 @@ def test_scenario_places_pods_as_kube_scheduler_does(
         )
 
 
-def _queued_in_reverse(path: pathlib.Path, into: pathlib.Path) -> dict[str, str]:
-    """``path`` with its pending pods renamed so that they sort the other way round
-    (``r002-a``, ``r001-b``) into ``into``; new key -> old key."""
-    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
-    pending = [
+def _pending(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pods of a scenario's documents that are to be scheduled (no ``nodeName``)."""
+    return [
         d
         for d in docs
         if d.get("kind") == "Pod"
         and d["metadata"].get("name")
         and not (d.get("spec") or {}).get("nodeName")
     ]
+
+
+def _queued_in_reverse(path: pathlib.Path, into: pathlib.Path) -> dict[str, str]:
+    """``path`` with its pending pods renamed so that they sort the other way round
+    (``r002-a``, ``r001-b``) into ``into``; new key -> old key."""
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    pending = _pending(docs)
     keys = sorted(
         (d["metadata"].get("namespace") or "default", d["metadata"]["name"]) for d in pending
     )
@@ -147,12 +153,7 @@ REORDERED = [
     p
     for p in FILES
     if p.parent.name != "gang"  # its members' order is kube's member order (see docs)
-    and sum(
-        1
-        for d in yaml.safe_load_all(p.read_text())
-        if d and d.get("kind") == "Pod" and not (d.get("spec") or {}).get("nodeName")
-    )
-    > 1
+    and len(_pending([d for d in yaml.safe_load_all(p.read_text()) if d])) > 1
 ]
 
 
