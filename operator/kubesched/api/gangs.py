@@ -119,6 +119,8 @@ def pod_ref(namespace: str, labels: Mapping[str, str], spec: Mapping[str, Any]) 
 def _group_name(spec: Mapping[str, Any]) -> str:
     """The Kubernetes PodGroup a pod's ``spec.schedulingGroup`` names ("" for none)."""
     group = spec.get("schedulingGroup")
+    if group is None:  # the common case, without the ABC check (every pod event)
+        return ""
     name = group.get("podGroupName") if isinstance(group, Mapping) else None
     return name if isinstance(name, str) else ""
 

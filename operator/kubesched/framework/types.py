@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kubesched.framework.memo import remember
 from kubesched.framework.quantity import QuantityError, value
 from kubesched.framework.resources import (
     Resource,
@@ -20,6 +21,7 @@ from kubesched.framework.resources import (
 
 __all__ = [
     "DEFAULT_SCHEDULER_NAME",
+    "UNRESOLVED",
     "Node",
     "ObjectError",
     "Pod",
@@ -31,6 +33,10 @@ DEFAULT_SCHEDULER_NAME = "default-scheduler"
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 TOLERATION_OPERATORS = ("Equal", "Exists", "Lt", "Gt")
+
+UNRESOLVED: tuple[()] = ()
+"""A :class:`Pod`'s ``gang_ref`` before it is looked up (a view is never changed, so the
+answer derived from its labels and spec holds for the view's life)."""
 
 
 class ObjectError(ValueError):
@@ -150,6 +156,24 @@ class Toleration:
         return self.value == taint.value
 
 
+_TOLERATIONS: dict[tuple[Any, ...], Toleration] = {}
+"""Tolerations parsed before, by their four fields: most pods carry the same few (the
+API server's not-ready and unreachable ones on every pod); a view never changes them."""
+_TOLERATIONS_MAX = 1024
+
+
+def _toleration(d: Mapping[str, Any], index: int) -> Toleration:
+    fields = (d.get("key"), d.get("operator"), d.get("value"), d.get("effect"))
+    for f in fields:
+        if f is not None and type(f) is not str:  # malformed (or 1 == True as a key)
+            return Toleration.from_dict(d, f"spec.tolerations[{index}]")
+    found = _TOLERATIONS.get(fields)
+    if found is None:
+        found = Toleration.from_dict(d, f"spec.tolerations[{index}]")
+        remember(_TOLERATIONS, fields, found, _TOLERATIONS_MAX)
+    return found
+
+
 class Pod:
     """The scheduler's view of a Pod."""
 
@@ -158,6 +182,7 @@ class Pod:
         "annotations",
         "creation_timestamp",
         "deletion_timestamp",
+        "gang_ref",
         "host_ports",
         "images",
         "key",
@@ -234,7 +259,7 @@ class Pod:
         if "volumes" in spec:
             _check_volumes(spec["volumes"])
         self.tolerations = [
-            Toleration.from_dict(t, f"spec.tolerations[{i}]")
+            _toleration(t, i)
             for i, t in enumerate(_list_of_maps(spec.get("tolerations"), "spec.tolerations"))
         ]
         ports: list[tuple[str, str, int]] = []
@@ -268,6 +293,9 @@ class Pod:
         self.images = images
         gates = _list_of_maps(spec.get("schedulingGates"), "spec.schedulingGates")
         self.scheduling_gates: list[str] = [str(g.get("name") or "") for g in gates]
+        self.gang_ref: tuple[str, str, str] | tuple[()] | None = UNRESOLVED
+        """How the pod names its gang, once looked up (the gang code's
+        ``pod_gang_ref``: a reference or None); :data:`UNRESOLVED` before."""
 
     def assigned_to(self, node_name: str) -> Pod:
         """A copy of this view placed on ``node_name`` (what the cache assumes)."""

@@ -97,6 +97,8 @@ class _Written:
 
 
 def _mapping(value: Any) -> Obj:
+    if type(value) is dict:  # the common case, without the ABC check (every pod event)
+        return value
     return value if isinstance(value, Mapping) else {}
 
 
@@ -158,8 +160,10 @@ class PodGroupStatusWriter:
         """The WatchRouter's listener: keeps the membership index, marks groups dirty."""
         if kind == "Pod":
             ns, name = _key(obj)
-            pod_key = f"{ns}/{name}"
             key = self._gang_of(ns, obj) if event_type != "DELETED" else None
+            if key is None and not self._group_of:
+                return  # no pod names a gang (the common cluster): nothing to index
+            pod_key = f"{ns}/{name}"
             prev = self._group_of.get(pod_key)
             if prev != key:
                 if prev is not None:
@@ -198,11 +202,7 @@ class PodGroupStatusWriter:
     def _gang_of(self, namespace: str, pod: Obj) -> str | None:
         """The pod's gang key (kubesched.api.gangs: the precedence Coscheduling uses)."""
         labels = _mapping(pod.get("metadata")).get("labels")
-        ref = pod_ref(
-            namespace,
-            labels if isinstance(labels, Mapping) else {},
-            _mapping(pod.get("spec")),
-        )
+        ref = pod_ref(namespace, _mapping(labels), _mapping(pod.get("spec")))
         return None if ref is None else resolve(ref, self._exists)
 
     def touch(self, key: str) -> None:

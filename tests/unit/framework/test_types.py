@@ -252,3 +252,29 @@ def test_toleration_from_dict_defaults_operator_to_equal() -> None:
     t = Toleration.from_dict({"key": "k", "value": "v"})
     assert t.operator == "Equal"
     assert t.tolerates(Taint("k", "v", "NoSchedule"))
+
+
+def test_pods_carrying_the_same_tolerations_each_read_their_own() -> None:
+    # Tolerations seen before are shared between views; a field the API server would
+    # have refused (a number, a boolean) is still read per pod, as written.
+    usual = {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"}
+    first = make_pod("a").spec(tolerations=[usual]).pod()
+    second = make_pod("b").spec(tolerations=[{"key": "k", "value": "1"}, usual]).pod()
+    assert repr_of(first.tolerations) == [
+        ("node.kubernetes.io/not-ready", "Exists", "", "NoExecute")
+    ]
+    assert repr_of(second.tolerations) == [
+        ("k", "Equal", "1", ""),
+        ("node.kubernetes.io/not-ready", "Exists", "", "NoExecute"),
+    ]
+    one = make_pod("c").spec(tolerations=[{"key": "k", "value": 1}]).pod()
+    true = make_pod("d").spec(tolerations=[{"key": "k", "value": True}]).pod()
+    assert repr_of(one.tolerations) == [("k", "Equal", "1", "")]
+    assert repr_of(true.tolerations) == [("k", "Equal", "True", "")]
+    assert not true.tolerations[0].tolerates(Taint("k", "1", "NoSchedule"))
+    with pytest.raises(ObjectError, match=r"spec\.tolerations\[1\]\.operator"):
+        make_pod("e").spec(tolerations=[usual, {**usual, "operator": "In"}]).pod()
+
+
+def repr_of(tolerations: list[Toleration]) -> list[tuple[str, str, str, str]]:
+    return [(t.key, t.operator, t.value, t.effect) for t in tolerations]

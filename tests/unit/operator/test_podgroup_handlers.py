@@ -216,6 +216,25 @@ async def test_a_pod_leaving_or_deleted_is_no_longer_counted() -> None:
     assert s.api.patches[-1][1]["counts"]["bound"] == 0
 
 
+async def test_a_pod_joining_a_gang_after_pods_that_name_none_is_counted() -> None:
+    # Pods naming no gang are not indexed at all while no pod names one; the first
+    # member, a pod changing its gang, and one leaving every gang are still followed.
+    s = Setup()
+    s.put("PodGroup", group(min_member=1))
+    s.put("Pod", pod("outsider", group=None, node="n"))
+    s.put("Pod", pod("a", group=None, node="n"))
+    s.put("Pod", pod("a", node="n"), "MODIFIED")
+    await asyncio.sleep(1)
+    assert s.api.patches[-1][1]["counts"]["bound"] == 1
+    s.put("Pod", pod("a", group=None, node="n"), "MODIFIED")
+    await asyncio.sleep(1)
+    assert s.api.patches[-1][1]["counts"]["bound"] == 0
+    s.put("Pod", pod("a", group=None, node="n"), "DELETED")
+    s.put("Pod", pod("b", node="n"))
+    await asyncio.sleep(1)
+    assert s.api.patches[-1][1]["counts"]["bound"] == 1
+
+
 async def test_a_follower_writes_nothing() -> None:
     s = Setup(leading=False)
     s.put("PodGroup", group())

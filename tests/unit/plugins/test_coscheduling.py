@@ -70,6 +70,22 @@ def test_members_are_held_until_min_member_exist_then_the_last_releases_the_othe
     assert h.activated == [["a", "b"]]
 
 
+def test_a_pod_that_moves_to_another_gang_is_held_by_the_new_one() -> None:
+    # Each version of a pod is a new view; the gang a view names is looked up once per
+    # view (PreEnqueue, QueueSort and the index all ask), never carried to the next.
+    cs, h = plugin(pod_group("pg", 1), pod_group("big", 3))
+    (first,) = h.add(member("a", "pg"))
+    assert cs.pre_enqueue(first) is None
+    (moved,) = h.add(member("a", "big"))
+    st = cs.pre_enqueue(moved)
+    assert st is not None
+    assert st.message() == (
+        'pod group "default/big" needs 3 member pods; waiting for the rest to be created'
+    )
+    assert cs.pre_enqueue(first) is None  # the older view still names its own gang
+    assert cs.pre_enqueue(make_pod("a").pod()) is None  # and a view naming none, none
+
+
 def test_a_gang_of_one_is_let_through_and_the_message_says_one_member_pod() -> None:
     cs, h = plugin(pod_group("pg", 2))
     (a,) = h.add(member("a", "pg"))

@@ -33,9 +33,13 @@ __all__ = ["AssignedIndex", "Gang", "GangKeys", "pod_gang_ref"]
 
 
 def pod_gang_ref(pod: Pod) -> GangRef | None:
-    """How the pod names its gang (``kubesched.api.gangs.pod_ref``; three dict gets)."""
-    spec = pod.raw.get("spec")
-    return pod_ref(pod.namespace, pod.labels, spec if isinstance(spec, Mapping) else {})
+    """How the pod names its gang (``kubesched.api.gangs.pod_ref``), derived once per
+    view (PreEnqueue, QueueSort and the gang index each ask for every pod)."""
+    ref = pod.gang_ref
+    if ref is None or ref:
+        return ref
+    found = pod.gang_ref = pod_ref(pod.namespace, pod.labels, pod.spec)
+    return found
 
 
 class GangKeys:
