@@ -131,20 +131,21 @@ async def run_kopf(
     generators: _Generators = weakref.WeakValueDictionary()
     kopf_tasks: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
     sessions: list[aiohttp.ClientSession] = []
-    try:
-        with (
-            _recording_kopf_generators(generators),
-            _recording_kopf_tasks(kopf_tasks),
-            _lending_sessions(sessions),
-        ):
-            tasks = await kopf.spawn_tasks(stop_flag=stop_flag, **kwargs)
-            on_spawned()
-            await _run_root_tasks(tasks, stop_flag)
-    finally:
-        await _end_kopf_tasks(kopf_tasks)
-        await _close_generators(generators)
-        for session in sessions:
-            await session.close()
+    with _quiet_after(stop_flag):
+        try:
+            with (
+                _recording_kopf_generators(generators),
+                _recording_kopf_tasks(kopf_tasks),
+                _lending_sessions(sessions),
+            ):
+                tasks = await kopf.spawn_tasks(stop_flag=stop_flag, **kwargs)
+                on_spawned()
+                await _run_root_tasks(tasks, stop_flag)
+        finally:
+            await _end_kopf_tasks(kopf_tasks)
+            await _close_generators(generators)
+            for session in sessions:
+                await session.close()
 
 
 async def _run_root_tasks(tasks: Iterable[asyncio.Task[Any]], stop_flag: asyncio.Event) -> None:
@@ -163,6 +164,58 @@ async def _run_root_tasks(tasks: Iterable[asyncio.Task[Any]], stop_flag: asyncio
     for t in done:
         if not t.cancelled() and t.exception() is not None:
             raise cast(BaseException, t.exception())
+
+
+# -- Kopf's request failures at its stop ---------------------------------------------------------
+#
+# Kopf's cleanup closes the session it was lent (see below) while a read of its API
+# discovery, left over from a stop that came while Kopf was starting, is still to be made.
+# That read fails on the closed connector, and Kopf logs "Request attempt #1/9 failed; will
+# retry: GET /apis -> ClientConnectionError('Connector is closed.')" at ERROR, once per
+# group version: an error on every such stop, though nothing is wrong and the task is
+# cancelled a moment later (HUNG_TASKS_GRACE). From the stop on, Kopf's request failures
+# are logged at DEBUG instead (a filter on the process's log handlers, as for
+# kubesched.operator.logredact); before it they are Kopf's to report, as they were.
+
+
+class _QuietAfterStop(logging.Filter):
+    """Kopf's "Request attempt ... failed" records, once ``stopped`` is set, as DEBUG (or
+    dropped where DEBUG is not logged)."""
+
+    def __init__(self, stopped: asyncio.Event) -> None:
+        super().__init__()
+        self.stopped = stopped
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if (
+            record.levelno <= logging.DEBUG
+            or not self.stopped.is_set()
+            or not (record.name == "kopf" or record.name.startswith("kopf."))
+            or not str(record.msg).startswith(_REQUEST_FAILED)
+        ):
+            return True
+        if not logging.getLogger(record.name).isEnabledFor(logging.DEBUG):
+            return False
+        record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
+        return True
+
+
+_REQUEST_FAILED = "Request attempt "
+"""How Kopf's API client begins every line about a failed request (``kopf._cogs.clients.api``)."""
+
+
+@contextlib.contextmanager
+def _quiet_after(stopped: asyncio.Event) -> Iterator[None]:
+    """:class:`_QuietAfterStop` on the root logger's handlers, for the ``with`` block."""
+    quiet = _QuietAfterStop(stopped)
+    handlers = list(logging.getLogger().handlers)
+    for handler in handlers:
+        handler.addFilter(quiet)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(quiet)
 
 
 # -- Kopf's API sessions -----------------------------------------------------------------------

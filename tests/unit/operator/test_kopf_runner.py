@@ -5,10 +5,12 @@ start: the scheduler's, the HTTP server's, the caller's)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import weakref
 from typing import Any
 
 import kopf
+import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 from kopf._cogs.clients import api as kopf_api
@@ -110,12 +112,17 @@ async def test_kopf_tasks_left_after_its_stop_are_ended_and_nobody_elses() -> No
     await asyncio.gather(ours, outsider, return_exceptions=True)
 
 
-async def test_a_request_kopf_begins_after_its_cleanup_leaves_no_connection_open() -> None:
+async def test_a_request_kopf_begins_after_its_cleanup_leaves_no_connection_open(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """Kopf's API discovery reads group versions in tasks that outlive its stop; one that
     reached Kopf's credentials after its cleanup had closed them made a new session whose
     connections stayed open ("unclosed transport" when the loop ended). The sessions Kopf
     uses are lent by our login handler now, and closed once Kopf's tasks are done: such a
-    late request finds its session closed, and no connection outlives run_kopf."""
+    late request finds its session closed, and no connection outlives run_kopf. Kopf's
+    line about that failure ("Request attempt #1/9 failed; TCP closed; ...", or "will
+    retry: ... Connector is closed") is no ERROR at a clean stop: it is logged at DEBUG."""
+    caplog.set_level(logging.DEBUG, logger="kopf")
     connections: list[asyncio.BaseTransport] = []
 
     async def version(request: web.Request) -> web.Response:
@@ -187,3 +194,35 @@ async def test_a_request_kopf_begins_after_its_cleanup_leaves_no_connection_open
     assert connections, "Kopf made no request"
     assert all(t.is_closing() for t in connections), "a connection of Kopf's is left open"
     await server.close()
+    failed = [r for r in caplog.records if r.getMessage().startswith("Request attempt ")]
+    assert failed, "the late request did not fail"
+    assert {r.levelname for r in failed} == {"DEBUG"}, [r.getMessage() for r in failed]
+
+
+def test_kopf_request_failures_are_its_to_report_until_the_stop() -> None:
+    """Before the stop, a failed request of Kopf's (an API server restarting) stays at
+    Kopf's level; lines of ours, and Kopf's other lines, are never touched."""
+    stopped = asyncio.Event()
+    quiet = kopf_runner._QuietAfterStop(stopped)
+
+    def record(name: str, msg: str, level: int = logging.ERROR) -> logging.LogRecord:
+        return logging.LogRecord(name, level, __file__, 1, msg, None, None)
+
+    failed = "Request attempt #1/9 failed; will retry: GET /apis -> ClientConnectionError()"
+    before = record("kopf._core.reactor.observation", failed)
+    assert quiet.filter(before) and before.levelname == "ERROR"
+    stopped.set()
+    ours = record("kubesched.run", failed)
+    other = record("kopf.objects", "Handler 'on_profile' failed permanently")
+    assert quiet.filter(ours) and ours.levelname == "ERROR"
+    assert quiet.filter(other) and other.levelname == "ERROR"
+    logger = logging.getLogger("kopf._core.reactor.observation")
+    level = logger.level
+    try:
+        logger.setLevel(logging.INFO)  # DEBUG not logged: the line is dropped
+        assert not quiet.filter(record("kopf._core.reactor.observation", failed))
+        logger.setLevel(logging.DEBUG)
+        after = record("kopf._core.reactor.observation", failed)
+        assert quiet.filter(after) and (after.levelno, after.levelname) == (10, "DEBUG")
+    finally:
+        logger.setLevel(level)
