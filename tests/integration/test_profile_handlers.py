@@ -5,8 +5,12 @@ change, and a Ready change is an Event reported by the scheduler's name."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import logging
 from typing import Any, cast
+
+import pytest
 
 from kubesched.cluster.kube import KubeCluster
 from kubesched.framework.cluster_port import NotFound
@@ -238,3 +242,63 @@ async def test_a_second_deletion_notice_changes_nothing() -> None:
     await ctl.deleted("old")
     assert (api.patched, api.events) == (patched, events)
     assert ctl.book.serving() == {"shared": "young"}
+
+
+class NoCrdYet(RecordedApi):
+    """The API server before the SchedulingProfile CRD is installed: its list is 404."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.installed = False
+        self.looks = 0
+
+    async def request(self, method: str, path: str, body: Any = None, **kw: Any) -> Any:
+        if method == "GET" and path == PATH:
+            self.looks += 1
+            if not self.installed:
+                raise NotFound(path)
+        return await super().request(method, path, body, **kw)
+
+
+async def test_a_crd_installed_after_the_start_is_noticed_and_a_restart_is_asked_for(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Kopf resolves the kinds it watches once, at its start: a profile applied after a
+    # later CRD install would miss its later changes. The log says what to do instead
+    # of nothing happening.
+    caplog.set_level(logging.INFO, logger="kubesched.operator.profiles")
+    h = Harness()
+    api = NoCrdYet()
+    ctl = controller(h, api)
+    assert await ctl.load() == 0
+    assert ctl.served is False
+    assert "looking for the CRD every 60 s" in caplog.text
+    watch = asyncio.create_task(ctl.watch_crd(interval=0.01))
+    await asyncio.sleep(0.1)
+    assert api.looks > 2 and "restart kubesched" not in caplog.text
+    api.installed = True
+    await asyncio.sleep(0.1)
+    looks = api.looks
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert [r.getMessage() for r in warnings] == [
+        "the SchedulingProfile CRD is installed now: restart kubesched to apply "
+        "SchedulingProfiles (they are read when it starts; the built-in profiles serve "
+        "until then)"
+    ]
+    await asyncio.sleep(0.05)
+    assert api.looks == looks and not watch.done()  # said once; the task waits on
+    watch.cancel()
+    await asyncio.gather(watch, return_exceptions=True)
+
+
+async def test_with_the_crd_installed_at_the_start_nothing_is_looked_for() -> None:
+    h = Harness()
+    api = NoCrdYet()
+    api.installed = True
+    ctl = controller(h, api)
+    await ctl.load()
+    watch = asyncio.create_task(ctl.watch_crd(interval=0.01))
+    await asyncio.sleep(0.05)
+    assert (api.looks, watch.done()) == (1, False)
+    watch.cancel()
+    await asyncio.gather(watch, return_exceptions=True)

@@ -73,6 +73,8 @@ RETRY_DELAY = 5.0
 """Seconds before Kopf retries a handler whose status write failed (API unavailable)."""
 LOAD_ATTEMPTS = 5
 """Tries of the start-up list (a CRD installed moments ago answers 429 for a while)."""
+CRD_POLL = 60.0
+"""Seconds between looks for the SchedulingProfile CRD while it is not installed."""
 
 Obj = Mapping[str, Any]
 
@@ -137,6 +139,8 @@ class ProfileController:
         self.book = ProfileBook(scheduler, registry=registry, builtin_name=self.builtin_names[0])
         self.loaded = asyncio.Event()
         """Set once :meth:`load` applied the profiles that existed at start."""
+        self.served: bool | None = None
+        """Whether :meth:`load` found the CRD installed (None before it ran)."""
         self._applied: dict[str, tuple[str, int]] = {}
         """name -> (uid, generation) last applied."""
         self._bodies: dict[str, dict[str, Any]] = {}
@@ -153,9 +157,15 @@ class ProfileController:
                 query = {"labelSelector": self.selector} if self.selector else None
                 listed = await self.cluster.request("GET", PATH, query=query)
                 items = [o for o in listed.get("items") or () if self.selects(o)]
+                self.served = True
                 break
             except NotFound:
-                log.info("SchedulingProfiles are not served (the CRD is not installed): none")
+                log.info(
+                    "SchedulingProfiles are not served (the CRD is not installed): the "
+                    "built-in profiles serve; looking for the CRD every %.0f s",
+                    CRD_POLL,
+                )
+                self.served = False
                 break
             except ClusterError as e:
                 # e.g. 429 "storage is (re)initializing" just after the CRD was installed
@@ -169,6 +179,32 @@ class ProfileController:
                 await self._apply(obj)
         self.loaded.set()
         return len(items)
+
+    async def watch_crd(self, interval: float = CRD_POLL) -> None:
+        """Until cancelled. If :meth:`load` found no CRD, look for it every ``interval``
+        seconds; once it is installed, say once (a WARNING) that SchedulingProfiles are
+        applied from the next start: Kopf, which runs their handlers, resolves the kinds
+        it watches when it starts (its CRD scanning is off, see ``kopf_settings``), and a
+        profile applied now without its handlers would miss every later change."""
+        await self.loaded.wait()
+        if self.served is not False:
+            await asyncio.Event().wait()  # nothing to look for
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.cluster.request("GET", PATH, query={"limit": "1"})
+            except NotFound:
+                continue
+            except (ClusterError, OSError, TimeoutError) as e:
+                log.debug("looking for the SchedulingProfile CRD: %s", e)
+                continue
+            break
+        log.warning(
+            "the SchedulingProfile CRD is installed now: restart kubesched to apply "
+            "SchedulingProfiles (they are read when it starts; the built-in profiles serve "
+            "until then)"
+        )
+        await asyncio.Event().wait()
 
     def selects(self, obj: Obj) -> bool:
         """Whether this instance applies ``obj`` (its labels match the selector)."""

@@ -414,6 +414,7 @@ def _start(
     if settings.resync_seconds > 0:
         spawn("resync", _resync(rt))
     spawn("watch-gang-sources", rt.gang_sources.run())
+    spawn("watch-profile-crd", rt.profiles.watch_crd())
     spawn("watch-gang-status", rt.podgroups.run_ticks())
 
 
