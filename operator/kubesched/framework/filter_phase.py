@@ -176,15 +176,19 @@ class FilterPhase:
         skip: Collection[str] = (),
     ) -> Status | None:
         """``plugins``' Filter on one node, but those named in ``skip``; the first failure
-        is returned (with the plugin's name), an exception as an Error status."""
+        is returned (with the plugin's name). What is not a rejection (an error, an
+        exception, a Skip) is an Error status worded as kube-scheduler's RunFilterPlugins
+        words it: ``running "<plugin>" filter plugin: <error>``."""
         for p in plugins:
             if skip and p.name in skip:
                 continue
             try:
                 s: Status | None = p.filter(state, pod, node_info)
             except Exception as e:
-                return Status.as_error(e, plugin=p.name)
+                return _filter_error(p.name, Status.as_error(e))
             if s is not None and s.code != Code.SUCCESS:
+                if not s.is_rejected():
+                    return _filter_error(p.name, s)
                 return s.with_plugin(p.name)
         return None
 
@@ -286,3 +290,11 @@ class FilterPhase:
 def go_list(names: Iterable[str]) -> str:
     """A list of names as Go's ``%v`` prints a ``[]string``: ``[A B]`` (kube's messages)."""
     return "[" + " ".join(names) + "]"
+
+
+def _filter_error(plugin: str, s: Status) -> Status:
+    """A Filter plugin's status that is no rejection, as kube-scheduler's framework
+    reports it (the error object kept)."""
+    return Status(
+        Code.ERROR, f'running "{plugin}" filter plugin: {s.message()}', plugin=plugin, error=s.error
+    )

@@ -167,10 +167,34 @@ def test_first_failing_filter_wins_and_later_filters_do_not_run() -> None:
     assert calls == ["A.filter(n1)", "B.filter(n1)"]
 
 
-def test_a_filter_returning_a_non_rejection_code_is_an_error_naming_it() -> None:
-    fwk = framework(filter=[FakeFilter("Boom", [], reject=["n1"], code=Code.ERROR)])
+@pytest.mark.parametrize("code", [Code.ERROR, Code.SKIP, Code.WAIT])
+def test_a_filter_returning_a_non_rejection_code_is_an_error_naming_it(code: Code) -> None:
+    # kube-scheduler's RunFilterPlugins: 'running "<plugin>" filter plugin: <error>' (what
+    # FailedScheduling then says for the attempt)
+    fwk = framework(filter=[FakeFilter("Boom", [], reject=["n1"], code=code)])
     st = fwk.run_filter(CycleState(), POD, nodes("n1")[0])
-    assert st is not None and (st.code, st.plugin) == (Code.ERROR, "Boom")
+    assert st is not None
+    assert (st.code, st.plugin, st.message()) == (
+        Code.ERROR,
+        "Boom",
+        'running "Boom" filter plugin: Boom rejects n1',
+    )
+
+
+def test_a_filter_that_raises_is_an_error_worded_as_kube_schedulers() -> None:
+    class Raising(FakeFilter):
+        def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+            raise ValueError("the pool is being updated")
+
+    fwk = framework(filter=[FakeFilter("A", []), Raising("Broken", [])])
+    st = fwk.run_filter(CycleState(), POD, nodes("n1")[0])
+    assert st is not None
+    assert (st.code, st.plugin, st.message()) == (
+        Code.ERROR,
+        "Broken",
+        'running "Broken" filter plugin: the pool is being updated',
+    )
+    assert isinstance(st.error, ValueError)
 
 
 def test_prefilter_skip_skips_that_plugins_filter() -> None:
