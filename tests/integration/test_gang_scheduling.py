@@ -143,7 +143,10 @@ async def test_a_member_error_reverts_the_whole_gang_and_it_retries_as_a_group()
         # Nothing reserved, nothing waiting at Permit: the node stays free meanwhile.
         assert h.sched.cache.pod_count() == 0
         assert not h.sched.profiles["kubesched"].framework.waiting_pods
-        assert h.cluster.events_for("default/g-0")[-1].message == "not yet"
+        # worded as kube-scheduler's framework words a PreFilter plugin's error
+        assert h.cluster.events_for("default/g-0")[-1].message == (
+            'running PreFilter plugin "FailWhileBroken": not yet'
+        )
         FailWhileBroken.broken = False
         # Errors back off (1 s doubling): the three come back together and bind.
         await h.wait_for(lambda: bound(h, keys) == 3, within=30)

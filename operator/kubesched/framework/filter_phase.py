@@ -28,7 +28,7 @@ from kubesched.framework.interface import (
 )
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.snapshot import Snapshot
-from kubesched.framework.status import Code, Status
+from kubesched.framework.status import Code, Status, wrap_error
 from kubesched.framework.types import Pod
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ class FilterPhase:
             try:
                 r, s = p.pre_filter(state, pod, nodes)
             except Exception as e:  # a plugin bug must not crash the loop
-                return None, Status.as_error(e, plugin=p.name), narrowing
+                return None, _pre_filter_error(p.name, Status.as_error(e)), narrowing
             if s is not None:
                 if s.code == Code.SKIP:
                     skip.add(p.name)
@@ -81,8 +81,10 @@ class FilterPhase:
                     # needs their cycle state (kubernetes/kubernetes#119770).
                     unschedulable = s.with_plugin(p.name)
                     continue
-                if s.code != Code.SUCCESS:
+                if s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                     return None, s.with_plugin(p.name), narrowing
+                if s.code != Code.SUCCESS:
+                    return None, _pre_filter_error(p.name, s), narrowing
             if r is not None and r.node_names is not None:
                 narrowing.append(p.name)
                 result = r if result is None else result.merge(r)
@@ -293,8 +295,10 @@ def go_list(names: Iterable[str]) -> str:
 
 
 def _filter_error(plugin: str, s: Status) -> Status:
-    """A Filter plugin's status that is no rejection, as kube-scheduler's framework
-    reports it (the error object kept)."""
-    return Status(
-        Code.ERROR, f'running "{plugin}" filter plugin: {s.message()}', plugin=plugin, error=s.error
-    )
+    """A Filter plugin's status that is no rejection, as kube-scheduler words it."""
+    return wrap_error(f'running "{plugin}" filter plugin', s, plugin)
+
+
+def _pre_filter_error(plugin: str, s: Status) -> Status:
+    """A PreFilter plugin's status that is neither a rejection nor Skip."""
+    return wrap_error(f'running PreFilter plugin "{plugin}"', s, plugin)

@@ -53,7 +53,7 @@ from kubesched.framework.interface import (
 from kubesched.framework.nominated import NominatedFilter
 from kubesched.framework.score_phase import ScorePhase
 from kubesched.framework.snapshot import Snapshot
-from kubesched.framework.status import Code, Status
+from kubesched.framework.status import Code, Status, wrap_error
 from kubesched.framework.types import Pod
 from kubesched.framework.waiting import PodInPreBind, WaitingPodImpl
 
@@ -284,9 +284,11 @@ class Framework(FilterPhase, ScorePhase):
             try:
                 s: Status | None = p.reserve(state, pod, node_name)
             except Exception as e:
-                return Status.as_error(e, plugin=p.name)
+                return _wrapped("Reserve", p.name, Status.as_error(e))
             if s is not None and s.code != Code.SUCCESS:
-                return s.with_plugin(p.name)
+                if s.is_rejected():
+                    return s.with_plugin(p.name)
+                return _wrapped("Reserve", p.name, s)
         return None
 
     def run_unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
@@ -302,13 +304,15 @@ class Framework(FilterPhase, ScorePhase):
                 res: tuple[Status | None, float] = p.permit(state, pod, node_name)
                 s, timeout = res
             except Exception as e:
-                return Status.as_error(e, plugin=p.name)
+                return _wrapped("Permit", p.name, Status.as_error(e))
             if s is None or s.code == Code.SUCCESS:
                 continue
             if s.code == Code.WAIT:
                 timeouts[p.name] = max(0.0, float(timeout))
                 continue
-            return s.with_plugin(p.name)
+            if s.is_rejected():
+                return s.with_plugin(p.name)
+            return _wrapped("Permit", p.name, s)
         if timeouts:
             self.waiting_pods[pod.uid] = WaitingPodImpl(
                 pod, node_name, timeouts, self._forget_waiting
@@ -412,7 +416,6 @@ def _plugins_list(names: list[str]) -> str:
 
 
 def _wrapped(point: str, plugin: str, s: Status) -> Status:
-    """A PreBind or Bind plugin's error as kube-scheduler's framework reports it:
-    ``running PreBind plugin "X": <error>`` (the error object kept)."""
-    message = f'running {point} plugin "{plugin}": {s.message()}'
-    return Status(Code.ERROR, message, plugin=plugin, error=s.error)
+    """A Reserve, Permit, PreBind or Bind plugin's error as kube-scheduler's framework
+    reports it: ``running PreBind plugin "X": <error>`` (the error object kept)."""
+    return wrap_error(f'running {point} plugin "{plugin}"', s, plugin)

@@ -20,7 +20,7 @@ from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import MAX_NODE_SCORE
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.snapshot import Snapshot
-from kubesched.framework.status import Code, Status
+from kubesched.framework.status import Code, Status, wrap_error
 from kubesched.framework.types import Pod
 
 if TYPE_CHECKING:
@@ -45,13 +45,14 @@ class ScorePhase:
             try:
                 s: Status | None = p.pre_score(state, pod, nodes)
             except Exception as e:
-                return Status.as_error(e, plugin=p.name)
+                s = Status.as_error(e)
             if s is None:
                 continue
             if s.code == Code.SKIP:
                 state.skip_score_plugins.add(p.name)
             elif s.code != Code.SUCCESS:
-                return s.with_plugin(p.name)
+                # kube-scheduler: anything else, a rejection too, is an error here
+                return wrap_error(f'running PreScore plugin "{p.name}"', s, p.name)
         return None
 
     def run_score(
@@ -96,43 +97,46 @@ class ScorePhase:
                     for j, r in enumerate(rows):
                         v, s = p.score(state, pod, infos[r])
                         if s is not None and s.code != Code.SUCCESS:
-                            return raw, s.with_plugin(p.name)
+                            return raw, _score_error(p.name, s)
                         out[j] = v
                     scores = out
                 else:
                     scores = np.asarray(scores, dtype=np.int64)
             except Exception as e:
-                return raw, Status.as_error(e, plugin=p.name)
+                return raw, _score_error(p.name, Status.as_error(e))
             raw[p.name] = scores
         return raw, None
 
     def normalize_scores(
         self, state: CycleState, pod: Pod, raw: dict[str, npt.NDArray[np.int64]], n: int
     ) -> tuple[npt.NDArray[np.int64], dict[str, npt.NDArray[np.int64]], Status | None]:
-        """NormalizeScore (in place on ``raw``'s arrays), range check and weights: the
-        total per row and each plugin's weighted scores."""
+        """NormalizeScore (in place on ``raw``'s arrays), then the range check and the
+        weights, each over every plugin in turn as kube-scheduler's NormalizeScores does
+        (and words their errors): the total per row and each plugin's weighted scores."""
         total = np.zeros(n, dtype=np.int64)
         per_plugin: dict[str, npt.NDArray[np.int64]] = {}
-        for p, weight in self.chain_for(state).score:
-            scores = raw.get(p.name)
-            if scores is None:
-                continue
+        chain = [(p, w, raw[p.name]) for p, w in self.chain_for(state).score if p.name in raw]
+        for p, _, scores in chain:
             normalize = getattr(p, "normalize_score", None)
-            if normalize is not None:
-                try:
-                    s = normalize(state, pod, scores)
-                except Exception as e:
-                    return total, per_plugin, Status.as_error(e, plugin=p.name)
-                if s is not None and s.code != Code.SUCCESS:
-                    return total, per_plugin, s.with_plugin(p.name)
+            if normalize is None:
+                continue
+            try:
+                s = normalize(state, pod, scores)
+            except Exception as e:
+                s = Status.as_error(e)
+            if s is not None and s.code != Code.SUCCESS:
+                prefix = f'running Normalize on Score plugins: plugin "{p.name}" failed with'
+                return total, per_plugin, wrap_error(prefix, s, p.name)
+        for p, weight, scores in chain:
             if len(scores) and (scores.max() > MAX_NODE_SCORE or scores.min() < 0):
                 bad = int(scores.max()) if scores.max() > MAX_NODE_SCORE else int(scores.min())
                 return (
                     total,
                     per_plugin,
                     Status.as_error(
-                        f'plugin "{p.name}" returns an invalid score {bad}, it should in the '
-                        f"range of [0, {MAX_NODE_SCORE}] after normalizing",
+                        f'applying score defaultWeights on Score plugins: plugin "{p.name}" '
+                        f"returns an invalid score {bad}, it should in the range of "
+                        f"[0, {MAX_NODE_SCORE}] after normalizing",
                         plugin=p.name,
                     ),
                 )
@@ -140,3 +144,8 @@ class ScorePhase:
             per_plugin[p.name] = weighted
             total += weighted
         return total, per_plugin, None
+
+
+def _score_error(plugin: str, s: Status) -> Status:
+    """A Score plugin's status other than Success, as kube-scheduler words it."""
+    return wrap_error(f'running Score plugins: plugin "{plugin}" failed with', s, plugin)

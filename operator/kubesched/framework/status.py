@@ -10,7 +10,7 @@ import enum
 from collections import Counter
 from collections.abc import Collection
 
-__all__ = ["Code", "Status", "distinct", "reason_counts"]
+__all__ = ["Code", "OutsideFrameworkError", "Status", "distinct", "reason_counts", "wrap_error"]
 
 
 class Code(enum.IntEnum):
@@ -116,6 +116,23 @@ class Status:
 
 
 _SKIP = Status(Code.SKIP)
+
+
+class OutsideFrameworkError(Exception):
+    """An error a plugin reports for a check kube-scheduler makes outside its framework
+    (a pod group's validation, before its cycle): passed on as it is, never worded as
+    the plugin's (:func:`wrap_error`)."""
+
+
+def wrap_error(prefix: str, s: Status, plugin: str) -> Status:
+    """``s`` (a plugin's error, or any status its extension point does not expect) as
+    the Error status kube-scheduler's framework makes of it: the message reads
+    ``<prefix>: <s's message>`` (``running PreFilter plugin "X": ...``, ``running "X"
+    filter plugin: ...``, ...), the error object is kept. An
+    :class:`OutsideFrameworkError` keeps its own words."""
+    if isinstance(s.error, OutsideFrameworkError):
+        return s.with_plugin(plugin)
+    return Status(Code.ERROR, f"{prefix}: {s.message()}", plugin=plugin, error=s.error)
 
 
 def distinct(statuses: Collection[Status]) -> list[Status]:

@@ -379,8 +379,94 @@ def test_a_score_out_of_range_is_an_error_naming_plugin_and_value(bad: int) -> N
     assert st is not None
     assert (st.code, st.plugin) == (Code.ERROR, "Wild")
     assert st.message() == (
-        f'plugin "Wild" returns an invalid score {bad}, it should in the range of [0, 100] '
-        "after normalizing"
+        'applying score defaultWeights on Score plugins: plugin "Wild" returns an invalid '
+        f"score {bad}, it should in the range of [0, 100] after normalizing"
+    )
+
+
+class _Failing:
+    """A plugin of every extension point whose ``point`` method returns ``status`` (or
+    raises, with ``raises``)."""
+
+    def __init__(self, name: str, point: str, status: Status, raises: bool = False) -> None:
+        self.name, self.point, self.status, self.raises = name, point, status, raises
+
+    def _answer(self, point: str) -> Status | None:
+        if point != self.point:
+            return None
+        if self.raises:
+            raise RuntimeError(self.status.message())
+        return self.status
+
+    def pre_filter(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        return None, self._answer("PreFilter")
+
+    def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
+        return self._answer("PreScore")
+
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[int, Status | None]:
+        return 0, self._answer("Score")
+
+    def normalize_score(self, state: CycleState, pod: Pod, scores: Any) -> Status | None:
+        return self._answer("Normalize")
+
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        return self._answer("Reserve")
+
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        pass
+
+    def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status | None, float]:
+        return self._answer("Permit"), 0.0
+
+
+# kube-scheduler 1.37's framework (pkg/scheduler/framework/runtime/framework.go) wraps
+# what a plugin returns that its extension point does not expect; FailedScheduling says it.
+WRAPPED = [
+    ("PreFilter", 'running PreFilter plugin "X": boom'),
+    ("PreScore", 'running PreScore plugin "X": boom'),
+    ("Score", 'running Score plugins: plugin "X" failed with: boom'),
+    ("Normalize", 'running Normalize on Score plugins: plugin "X" failed with: boom'),
+    ("Reserve", 'running Reserve plugin "X": boom'),
+    ("Permit", 'running Permit plugin "X": boom'),
+]
+
+
+def _run_point(point: str, plugin: _Failing) -> Status | None:
+    state = CycleState()
+    infos = nodes("n1")
+    if point == "PreFilter":
+        return framework(pre_filter=[plugin]).run_pre_filter(state, POD, infos)[1]
+    if point == "PreScore":
+        return framework(pre_score=[plugin]).run_pre_score(state, POD, infos)
+    if point in ("Score", "Normalize"):
+        fwk = framework(score=[(plugin, 1)])
+        return fwk.run_score(state, POD, Snapshot(infos), np.array([0]))[2]
+    if point == "Reserve":
+        return framework(reserve=[plugin]).run_reserve(state, POD, "n1")
+    return framework(permit=[plugin]).run_permit(state, POD, "n1")
+
+
+@pytest.mark.parametrize("raises", [False, True], ids=["returned", "raised"])
+@pytest.mark.parametrize(("point", "message"), WRAPPED, ids=[w[0] for w in WRAPPED])
+def test_a_plugin_error_reads_as_kube_schedulers_framework_words_it(
+    point: str, message: str, raises: bool
+) -> None:
+    st = _run_point(point, _Failing("X", point, Status.as_error("boom"), raises=raises))
+    assert st is not None
+    assert (st.code, st.plugin, st.message()) == (Code.ERROR, "X", message)
+
+
+@pytest.mark.parametrize("point", ["PreFilter", "Reserve", "Permit"])
+def test_a_rejection_is_not_wrapped(point: str) -> None:
+    st = _run_point(point, _Failing("X", point, Status.unresolvable("no room")))
+    assert st is not None
+    assert (st.code, st.plugin, st.message()) == (
+        Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+        "X",
+        "no room",
     )
 
 

@@ -71,7 +71,7 @@ from kubesched.framework.interface import (
     ReservePlugin,
 )
 from kubesched.framework.nodeinfo import NodeInfo, QueuedPodInfo
-from kubesched.framework.status import Code, Status
+from kubesched.framework.status import Code, OutsideFrameworkError, Status
 from kubesched.framework.types import Node, Pod
 from kubesched.plugins.coscheduling.consistency import group_mismatch
 from kubesched.plugins.coscheduling.gangs import AssignedIndex, Gang, GangKeys
@@ -351,7 +351,8 @@ class Coscheduling(
         if len(progress) >= spec.min_member:
             # The gang holds minMember: a spare member, in its gang's Required domain.
             if spec.api is GangAPI.UPSTREAM and (mismatch := self._mismatch(spec, pod, progress)):
-                return None, Status.as_error(mismatch)
+                # kube-scheduler's validatePodGroup, not a plugin's error: its own words
+                return None, Status.as_error(OutsideFrameworkError(mismatch))
             return self._held_domain(spec, progress), None
         # Members of a gang below its minimum are placed by the whole-group cycle only.
         return None, Status.unschedulable(_below_message(key, len(progress), spec.min_member))
