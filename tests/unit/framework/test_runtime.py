@@ -3,20 +3,16 @@ record what ran, so each test pins one rule a user would see in the pod's fate."
 
 from __future__ import annotations
 
-import types
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import pydantic
 import pytest
 
-from kubesched.framework import registry as registry_module
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import PreFilterResult
 from kubesched.framework.nodeinfo import NodeInfo
-from kubesched.framework.registry import DuplicatePluginError, Registry
 from kubesched.framework.runtime import Framework, FrameworkServices, PluginChain
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Code, Status
@@ -165,36 +161,6 @@ def test_first_failing_filter_wins_and_later_filters_do_not_run() -> None:
     assert st is not None
     assert (st.code, st.plugin, st.message()) == (Code.UNSCHEDULABLE, "B", "B rejects n1")
     assert calls == ["A.filter(n1)", "B.filter(n1)"]
-
-
-@pytest.mark.parametrize("code", [Code.ERROR, Code.SKIP, Code.WAIT])
-def test_a_filter_returning_a_non_rejection_code_is_an_error_naming_it(code: Code) -> None:
-    # kube-scheduler's RunFilterPlugins: 'running "<plugin>" filter plugin: <error>' (what
-    # FailedScheduling then says for the attempt)
-    fwk = framework(filter=[FakeFilter("Boom", [], reject=["n1"], code=code)])
-    st = fwk.run_filter(CycleState(), POD, nodes("n1")[0])
-    assert st is not None
-    assert (st.code, st.plugin, st.message()) == (
-        Code.ERROR,
-        "Boom",
-        'running "Boom" filter plugin: Boom rejects n1',
-    )
-
-
-def test_a_filter_that_raises_is_an_error_worded_as_kube_schedulers() -> None:
-    class Raising(FakeFilter):
-        def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
-            raise ValueError("the pool is being updated")
-
-    fwk = framework(filter=[FakeFilter("A", []), Raising("Broken", [])])
-    st = fwk.run_filter(CycleState(), POD, nodes("n1")[0])
-    assert st is not None
-    assert (st.code, st.plugin, st.message()) == (
-        Code.ERROR,
-        "Broken",
-        'running "Broken" filter plugin: the pool is being updated',
-    )
-    assert isinstance(st.error, ValueError)
 
 
 def test_prefilter_skip_skips_that_plugins_filter() -> None:
@@ -371,105 +337,6 @@ def test_prescore_skip_skips_that_plugins_score() -> None:
     assert total.tolist() == [1, 2]
 
 
-@pytest.mark.parametrize("bad", [101, -5], ids=["above-100", "negative"])
-def test_a_score_out_of_range_is_an_error_naming_plugin_and_value(bad: int) -> None:
-    snap = Snapshot(nodes("n1", "n2"))
-    fwk = framework(score=[(FakeScore("Wild", {"n1": 50, "n2": bad}), 1)])
-    _, _, st = fwk.run_score(CycleState(), POD, snap, np.array([0, 1]))
-    assert st is not None
-    assert (st.code, st.plugin) == (Code.ERROR, "Wild")
-    assert st.message() == (
-        'applying score defaultWeights on Score plugins: plugin "Wild" returns an invalid '
-        f"score {bad}, it should in the range of [0, 100] after normalizing"
-    )
-
-
-class _Failing:
-    """A plugin of every extension point whose ``point`` method returns ``status`` (or
-    raises, with ``raises``)."""
-
-    def __init__(self, name: str, point: str, status: Status, raises: bool = False) -> None:
-        self.name, self.point, self.status, self.raises = name, point, status, raises
-
-    def _answer(self, point: str) -> Status | None:
-        if point != self.point:
-            return None
-        if self.raises:
-            raise RuntimeError(self.status.message())
-        return self.status
-
-    def pre_filter(
-        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
-    ) -> tuple[PreFilterResult | None, Status | None]:
-        return None, self._answer("PreFilter")
-
-    def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
-        return self._answer("PreScore")
-
-    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[int, Status | None]:
-        return 0, self._answer("Score")
-
-    def normalize_score(self, state: CycleState, pod: Pod, scores: Any) -> Status | None:
-        return self._answer("Normalize")
-
-    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
-        return self._answer("Reserve")
-
-    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
-        pass
-
-    def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status | None, float]:
-        return self._answer("Permit"), 0.0
-
-
-# kube-scheduler 1.37's framework (pkg/scheduler/framework/runtime/framework.go) wraps
-# what a plugin returns that its extension point does not expect; FailedScheduling says it.
-WRAPPED = [
-    ("PreFilter", 'running PreFilter plugin "X": boom'),
-    ("PreScore", 'running PreScore plugin "X": boom'),
-    ("Score", 'running Score plugins: plugin "X" failed with: boom'),
-    ("Normalize", 'running Normalize on Score plugins: plugin "X" failed with: boom'),
-    ("Reserve", 'running Reserve plugin "X": boom'),
-    ("Permit", 'running Permit plugin "X": boom'),
-]
-
-
-def _run_point(point: str, plugin: _Failing) -> Status | None:
-    state = CycleState()
-    infos = nodes("n1")
-    if point == "PreFilter":
-        return framework(pre_filter=[plugin]).run_pre_filter(state, POD, infos)[1]
-    if point == "PreScore":
-        return framework(pre_score=[plugin]).run_pre_score(state, POD, infos)
-    if point in ("Score", "Normalize"):
-        fwk = framework(score=[(plugin, 1)])
-        return fwk.run_score(state, POD, Snapshot(infos), np.array([0]))[2]
-    if point == "Reserve":
-        return framework(reserve=[plugin]).run_reserve(state, POD, "n1")
-    return framework(permit=[plugin]).run_permit(state, POD, "n1")
-
-
-@pytest.mark.parametrize("raises", [False, True], ids=["returned", "raised"])
-@pytest.mark.parametrize(("point", "message"), WRAPPED, ids=[w[0] for w in WRAPPED])
-def test_a_plugin_error_reads_as_kube_schedulers_framework_words_it(
-    point: str, message: str, raises: bool
-) -> None:
-    st = _run_point(point, _Failing("X", point, Status.as_error("boom"), raises=raises))
-    assert st is not None
-    assert (st.code, st.plugin, st.message()) == (Code.ERROR, "X", message)
-
-
-@pytest.mark.parametrize("point", ["PreFilter", "Reserve", "Permit"])
-def test_a_rejection_is_not_wrapped(point: str) -> None:
-    st = _run_point(point, _Failing("X", point, Status.unresolvable("no room")))
-    assert st is not None
-    assert (st.code, st.plugin, st.message()) == (
-        Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-        "X",
-        "no room",
-    )
-
-
 # -- Reserve / Permit ---------------------------------------------------------------------------
 def test_reserve_failure_then_unreserve_runs_every_plugin_in_reverse() -> None:
     calls: Calls = []
@@ -578,102 +445,3 @@ async def test_a_bind_error_names_the_bind_plugin_and_keeps_the_error() -> None:
     st = await fwk.run_bind(CycleState(), POD, "n1")
     assert st is not None and st.code == Code.ERROR and st.error is gone
     assert st.message() == 'running Bind plugin "DefaultBinder": pods "p" not found'
-
-
-# -- Registry -------------------------------------------------------------------------------------
-def plugin_module(name: str, module_name: str = "") -> types.ModuleType:
-    m = types.ModuleType(module_name or f"fake_{name.lower()}")
-    m.NAME = name  # type: ignore[attr-defined]
-    m.new = lambda args, handle: object()  # type: ignore[attr-defined]
-    return m
-
-
-def test_registry_refuses_duplicates_naming_who_registered_first() -> None:
-    reg = Registry()
-    reg.register_module(plugin_module("Foo", "first_pkg.foo"))
-    with pytest.raises(
-        DuplicatePluginError, match=r"'Foo' is already registered \(by first_pkg.foo\)"
-    ):
-        reg.register_module(plugin_module("Foo", "second_pkg.foo"))
-
-
-def test_registry_refuses_a_module_without_name_or_factory() -> None:
-    with pytest.raises(TypeError, match="exports NAME and new"):
-        Registry().register_module(types.ModuleType("empty"))
-
-
-class FakeEntryPoint:
-    def __init__(self, name: str, obj: object) -> None:
-        self.name = name
-        self.obj = obj
-
-    def load(self) -> object:
-        return self.obj
-
-
-def test_registry_loads_out_of_tree_plugins_from_entry_points(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    class Args(pydantic.BaseModel):
-        size: int = 3
-
-    mod = plugin_module("OutOfTree")
-    mod.Args = Args  # type: ignore[attr-defined]
-    seen: list[str] = []
-
-    def entry_points(*, group: str) -> list[FakeEntryPoint]:
-        seen.append(group)
-        return [FakeEntryPoint("oot", mod)]
-
-    monkeypatch.setattr(registry_module, "entry_points", entry_points)
-    reg = Registry()
-    assert reg.load_entry_points() == ["OutOfTree"]
-    assert seen == ["kubesched.plugins"]
-    spec = reg.get("OutOfTree")
-    assert spec is not None and spec.source == "entry point oot"
-    assert spec.parse_args({"size": 5}) == Args(size=5)
-
-
-def test_an_entry_point_that_is_not_a_module_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(
-        registry_module, "entry_points", lambda *, group: [FakeEntryPoint("bad", object())]
-    )
-    with pytest.raises(TypeError, match="entry point bad: expected a plugin module"):
-        Registry().load_entry_points()
-
-
-def test_an_entry_point_clashing_with_an_in_tree_plugin_is_refused(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(
-        registry_module,
-        "entry_points",
-        lambda *, group: [FakeEntryPoint("dup", plugin_module("NodeName"))],
-    )
-    reg = Registry()
-    reg.register_module(plugin_module("NodeName", "kubesched.plugins.node_name"))
-    with pytest.raises(DuplicatePluginError, match=r"by kubesched\.plugins\.node_name"):
-        reg.load_entry_points()
-
-
-def test_the_default_registry_reads_entry_points_only_for_a_name_not_in_tree(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    """A profile of in-tree plugins is compiled without scanning the installed packages;
-    a name not in-tree loads the out-of-tree plugins once, and a broken one is logged."""
-    from kubesched.profiles import default_registry
-
-    scans: list[str] = []
-
-    def entry_points(*, group: str) -> list[FakeEntryPoint]:
-        scans.append(group)
-        return [FakeEntryPoint("oot", plugin_module("OutOfTree")), FakeEntryPoint("bad", 1)]
-
-    monkeypatch.setattr(registry_module, "entry_points", entry_points)
-    reg = default_registry()
-    assert reg.get("NodeResourcesFit") is not None and "TaintToleration" in reg
-    assert scans == []
-    assert "OutOfTree" in reg
-    assert reg.get("Unknown") is None and "Unknown" not in reg.names()
-    assert scans == ["kubesched.plugins"]
-    assert "entry point bad: expected a plugin module" in caplog.text
