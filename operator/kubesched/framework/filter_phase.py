@@ -28,7 +28,7 @@ from kubesched.framework.interface import (
 )
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.snapshot import Snapshot
-from kubesched.framework.status import Code, Status, wrap_error
+from kubesched.framework.status import Code, Status, plugin_error, wrap_error
 from kubesched.framework.types import Pod
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ class FilterPhase:
             try:
                 r, s = p.pre_filter(state, pod, nodes)
             except Exception as e:  # a plugin bug must not crash the loop
-                return None, _pre_filter_error(p.name, Status.as_error(e)), narrowing
+                return None, plugin_error("PreFilter", p.name, Status.as_error(e)), narrowing
             if s is not None:
                 if s.code == Code.SKIP:
                     skip.add(p.name)
@@ -84,7 +84,7 @@ class FilterPhase:
                 if s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                     return None, s.with_plugin(p.name), narrowing
                 if s.code != Code.SUCCESS:
-                    return None, _pre_filter_error(p.name, s), narrowing
+                    return None, plugin_error("PreFilter", p.name, s), narrowing
             if r is not None and r.node_names is not None:
                 narrowing.append(p.name)
                 result = r if result is None else result.merge(r)
@@ -297,8 +297,3 @@ def go_list(names: Iterable[str]) -> str:
 def _filter_error(plugin: str, s: Status) -> Status:
     """A Filter plugin's status that is no rejection, as kube-scheduler words it."""
     return wrap_error(f'running "{plugin}" filter plugin', s, plugin)
-
-
-def _pre_filter_error(plugin: str, s: Status) -> Status:
-    """A PreFilter plugin's status that is neither a rejection nor Skip."""
-    return wrap_error(f'running PreFilter plugin "{plugin}"', s, plugin)

@@ -53,7 +53,7 @@ from kubesched.framework.interface import (
 from kubesched.framework.nominated import NominatedFilter
 from kubesched.framework.score_phase import ScorePhase
 from kubesched.framework.snapshot import Snapshot
-from kubesched.framework.status import Code, Status, wrap_error
+from kubesched.framework.status import Code, Status, plugin_error
 from kubesched.framework.types import Pod
 from kubesched.framework.waiting import PodInPreBind, WaitingPodImpl
 
@@ -284,11 +284,11 @@ class Framework(FilterPhase, ScorePhase):
             try:
                 s: Status | None = p.reserve(state, pod, node_name)
             except Exception as e:
-                return _wrapped("Reserve", p.name, Status.as_error(e))
+                return plugin_error("Reserve", p.name, Status.as_error(e))
             if s is not None and s.code != Code.SUCCESS:
                 if s.is_rejected():
                     return s.with_plugin(p.name)
-                return _wrapped("Reserve", p.name, s)
+                return plugin_error("Reserve", p.name, s)
         return None
 
     def run_unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
@@ -304,7 +304,7 @@ class Framework(FilterPhase, ScorePhase):
                 res: tuple[Status | None, float] = p.permit(state, pod, node_name)
                 s, timeout = res
             except Exception as e:
-                return _wrapped("Permit", p.name, Status.as_error(e))
+                return plugin_error("Permit", p.name, Status.as_error(e))
             if s is None or s.code == Code.SUCCESS:
                 continue
             if s.code == Code.WAIT:
@@ -312,7 +312,7 @@ class Framework(FilterPhase, ScorePhase):
                 continue
             if s.is_rejected():
                 return s.with_plugin(p.name)
-            return _wrapped("Permit", p.name, s)
+            return plugin_error("Permit", p.name, s)
         if timeouts:
             self.waiting_pods[pod.uid] = WaitingPodImpl(
                 pod, node_name, timeouts, self._forget_waiting
@@ -389,7 +389,7 @@ class Framework(FilterPhase, ScorePhase):
                 continue
             if s.is_rejected():
                 return s.with_plugin(p.name)
-            return _wrapped("PreBind", p.name, s)
+            return plugin_error("PreBind", p.name, s)
         return None
 
     async def run_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
@@ -402,7 +402,7 @@ class Framework(FilterPhase, ScorePhase):
                 s = Status.as_error(e)
             if s is not None and s.code == Code.SKIP:
                 continue
-            return None if s is None or s.code == Code.SUCCESS else _wrapped("Bind", p.name, s)
+            return None if s is None or s.code == Code.SUCCESS else plugin_error("Bind", p.name, s)
         return Status.as_error("every bind plugin skipped the pod")
 
     def run_post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
@@ -413,9 +413,3 @@ class Framework(FilterPhase, ScorePhase):
 
 def _plugins_list(names: list[str]) -> str:
     return "[" + ", ".join(names) + "]"
-
-
-def _wrapped(point: str, plugin: str, s: Status) -> Status:
-    """A Reserve, Permit, PreBind or Bind plugin's error as kube-scheduler's framework
-    reports it: ``running PreBind plugin "X": <error>`` (the error object kept)."""
-    return wrap_error(f'running {point} plugin "{plugin}"', s, plugin)

@@ -20,7 +20,7 @@ from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import MAX_NODE_SCORE
 from kubesched.framework.nodeinfo import NodeInfo
 from kubesched.framework.snapshot import Snapshot
-from kubesched.framework.status import Code, Status, wrap_error
+from kubesched.framework.status import Code, Status, plugin_error, wrap_error
 from kubesched.framework.types import Pod
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ class ScorePhase:
                 state.skip_score_plugins.add(p.name)
             elif s.code != Code.SUCCESS:
                 # kube-scheduler: anything else, a rejection too, is an error here
-                return wrap_error(f'running PreScore plugin "{p.name}"', s, p.name)
+                return plugin_error("PreScore", p.name, s)
         return None
 
     def run_score(

@@ -10,7 +10,15 @@ import enum
 from collections import Counter
 from collections.abc import Collection
 
-__all__ = ["Code", "OutsideFrameworkError", "Status", "distinct", "reason_counts", "wrap_error"]
+__all__ = [
+    "Code",
+    "OutsideFrameworkError",
+    "Status",
+    "distinct",
+    "plugin_error",
+    "reason_counts",
+    "wrap_error",
+]
 
 
 class Code(enum.IntEnum):
@@ -133,6 +141,12 @@ def wrap_error(prefix: str, s: Status, plugin: str) -> Status:
     if isinstance(s.error, OutsideFrameworkError):
         return s.with_plugin(plugin)
     return Status(Code.ERROR, f"{prefix}: {s.message()}", plugin=plugin, error=s.error)
+
+
+def plugin_error(point: str, plugin: str, s: Status) -> Status:
+    """:func:`wrap_error` in the words most extension points share: ``running PreFilter
+    plugin "X": <error>`` (PreFilter, PreScore, Reserve, Permit, PreBind, Bind)."""
+    return wrap_error(f'running {point} plugin "{plugin}"', s, plugin)
 
 
 def distinct(statuses: Collection[Status]) -> list[Status]:

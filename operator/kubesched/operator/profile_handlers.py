@@ -187,24 +187,25 @@ class ProfileController:
         it watches when it starts (its CRD scanning is off, see ``kopf_settings``), and a
         profile applied now without its handlers would miss every later change."""
         await self.loaded.wait()
-        if self.served is not False:
-            await asyncio.Event().wait()  # nothing to look for
+        if self.served is False:
+            await self._until_crd(interval)
+            log.warning(
+                "the SchedulingProfile CRD is installed now: restart kubesched to apply "
+                "SchedulingProfiles (they are read when it starts; the built-in profiles "
+                "serve until then)"
+            )
+        await asyncio.Event().wait()  # run's tasks end only when cancelled
+
+    async def _until_crd(self, interval: float) -> None:
         while True:
             await asyncio.sleep(interval)
             try:
                 await self.cluster.request("GET", PATH, query={"limit": "1"})
+                return
             except NotFound:
                 continue
             except (ClusterError, OSError, TimeoutError) as e:
                 log.debug("looking for the SchedulingProfile CRD: %s", e)
-                continue
-            break
-        log.warning(
-            "the SchedulingProfile CRD is installed now: restart kubesched to apply "
-            "SchedulingProfiles (they are read when it starts; the built-in profiles serve "
-            "until then)"
-        )
-        await asyncio.Event().wait()
 
     def selects(self, obj: Obj) -> bool:
         """Whether this instance applies ``obj`` (its labels match the selector)."""
