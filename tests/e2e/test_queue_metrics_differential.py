@@ -116,16 +116,22 @@ def _play(
             for c in pod["status"].get("conditions") or ()
         )
 
-    def fits_counted(now: Samples) -> bool:
-        # the API server shows the bind before the binder has read its answer (and
-        # counted the attempt): on a loaded machine that can be later than big's failure
-        return any(
-            name == "scheduler_schedule_attempts_total" and ("result", "scheduled") in labels
+    def settled(now: Samples) -> bool:
+        # every first attempt counted (fits, big, claimless) and none still waiting in
+        # activeQ. The API server shows the bind, and the big pod's condition, before
+        # the scheduler has counted every attempt: on a loaded machine the claimless
+        # pod's attempt can come after both
+        attempts = sum(
+            value for (name, _), value in now.items() if name == "scheduler_schedule_attempts_total"
+        )
+        active = any(
+            name == "scheduler_pending_pods" and ("queue", "active") in labels
             for name, labels in now
         )
+        return attempts >= 3 and not active
 
     deadline = time.monotonic() + 30
-    while not (big_failed() and fits_counted(waiting := samples(scrape(), scheduler))):
+    while not (big_failed() and settled(waiting := samples(scrape(), scheduler))):
         assert time.monotonic() < deadline, "the big pod was never reported unschedulable"
         time.sleep(0.1)
     time.sleep(pause)
