@@ -354,12 +354,11 @@ def listening() -> Iterator[int]:
 
 def _inside_main(pid: int, within: float = 30.0) -> None:
     """Until ``pid`` runs kubesched's own code: PyYAML's C loader is mapped (Linux:
-    /proc/PID/maps), which every command loads inside ``main``, whose Ctrl-C is exit 130.
-    Earlier, a Ctrl-C is Python's own, as for any Python program: during the
-    interpreter's start or runpy's import of the package (exit -2; on a loaded machine
-    that window can pass half a second, seen in CI), and during pydantic-core's module
-    init, which pyo3 turns into a PanicException (exit 1; pydantic-core and orjson are
-    mapped before the YAML loader). Elsewhere: no wait."""
+    /proc/PID/maps), which every command loads inside ``main``, whose Ctrl-C is exit 130
+    (one during its imports once they are done: ``ctrl_c_deferred``). Earlier, a Ctrl-C
+    is Python's own, as for any Python program: during the interpreter's start or runpy's
+    import of the package (exit -2; on a loaded machine that window can pass half a
+    second, seen in CI). Elsewhere: no wait."""
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         try:
@@ -406,6 +405,63 @@ def _interrupt(argv: list[str], wait: float) -> tuple[int, str, str, float]:
         proc.kill()
         out, err = proc.communicate()
     return proc.returncode, out, err, time.monotonic() - sent
+
+
+_CTRL_C_WHILE_IMPORTING = """
+import os, signal, sys
+import kubesched.cli as cli
+real = cli._parser
+def parser(*args):
+    os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C as the command's modules load
+    made = real(*args)
+    print("imported", flush=True)
+    return made
+cli._parser = parser
+sys.exit(cli.main(["version"]))
+"""
+
+
+def test_a_ctrl_c_while_the_modules_load_stops_the_command_once_they_are_loaded() -> None:
+    # raised inside an import, a KeyboardInterrupt can be lost there (explain --server
+    # then waited for its answer) or become another error: it waits for their end
+    done = subprocess.run(
+        [sys.executable, "-c", _CTRL_C_WHILE_IMPORTING],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (130, "imported\n"), done.stderr
+    assert "Traceback" not in done.stderr
+
+
+_DEFERRED = """
+import os, signal
+from kubesched.cli.common import ctrl_c_deferred
+try:
+    with ctrl_c_deferred():
+        os.kill(os.getpid(), signal.SIGINT)
+        print("the block ran on", flush=True)
+    print("not reached", flush=True)
+except KeyboardInterrupt:
+    print("interrupted as it ended", flush=True)
+try:
+    os.kill(os.getpid(), signal.SIGINT)
+    print("not reached either", flush=True)
+except KeyboardInterrupt:
+    print("interrupted at once after it", flush=True)
+"""
+
+
+def test_ctrl_c_deferred_raises_as_the_block_ends_and_only_for_the_block() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _DEFERRED], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.stdout.splitlines() == [
+        "the block ran on",
+        "interrupted as it ended",
+        "interrupted at once after it",
+    ], done.stderr
 
 
 @pytest.mark.timeout(90)

@@ -18,7 +18,13 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from kubesched import __version__
-from kubesched.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, BadInput
+from kubesched.cli.common import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    BadInput,
+    ctrl_c_deferred,
+)
 
 __all__ = ["kubectl_main", "main"]
 
@@ -99,25 +105,26 @@ def _fail(message: str) -> int:
 def main(argv: Sequence[str] | None = None, *, prog: str = PROG) -> int:
     """Run the command line; returns the exit code (the console script exits with it)."""
     try:
-        words = sys.argv[1:] if argv is None else list(argv)
-        command = words[0] if words else None
-        listing = None
-        if command == "run":  # its first LIST, before the imports (see cli/early.py)
-            from kubesched.cli import early
+        with ctrl_c_deferred():  # the imports (a Ctrl-C during them: exit 130 after them)
+            words = sys.argv[1:] if argv is None else list(argv)
+            command = words[0] if words else None
+            listing = None
+            if command == "run":  # its first LIST, before the imports (see cli/early.py)
+                from kubesched.cli import early
 
-            listing = early.start(words[1:])
-            # pydantic looks for its plugins (observability hooks) in every installed
-            # package's metadata when it builds the first validator; a scheduler has none
-            # (PYDANTIC_DISABLE_PLUGINS, pydantic's setting; a value set is kept)
-            os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-            # the imports allocate ~70,000 objects and free few: no collection until run
-            # tunes the collector (kubesched.operator.run.tune_garbage_collector)
-            gc.disable()
-            if argv is None:  # this process is `kubesched run`: no schema is written in it
-                from kubesched.api import field_docstrings
+                listing = early.start(words[1:])
+                # pydantic looks for its plugins (observability hooks) in every installed
+                # package's metadata when it builds the first validator; a scheduler has
+                # none (PYDANTIC_DISABLE_PLUGINS, pydantic's setting; a value set is kept)
+                os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+                # the imports allocate ~70,000 objects and free few: no collection until
+                # run tunes the collector (kubesched.operator.run.tune_garbage_collector)
+                gc.disable()
+                if argv is None:  # this process is `kubesched run`: no schema written
+                    from kubesched.api import field_docstrings
 
-                field_docstrings(False)
-        parser = _parser(prog, command)
+                    field_docstrings(False)
+            parser = _parser(prog, command)
         try:
             args = parser.parse_args(argv)
         except SystemExit as e:  # --help, --version, or a usage error already printed

@@ -4,8 +4,11 @@ the way a coroutine is run so that Ctrl-C stops it promptly."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
+import threading
 import urllib.parse
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
@@ -18,6 +21,7 @@ __all__ = [
     "EXIT_OK",
     "BadInput",
     "count",
+    "ctrl_c_deferred",
     "http_url",
     "run_async",
     "seconds",
@@ -36,6 +40,31 @@ T = TypeVar("T")
 
 class BadInput(Exception):
     """Input the user can fix; the message is printed as is, on one line."""
+
+
+@contextlib.contextmanager
+def ctrl_c_deferred() -> Iterator[None]:
+    """A Ctrl-C while the block runs raises KeyboardInterrupt as the block ends, not in
+    the middle of it. For the blocks that import a command's modules: a KeyboardInterrupt
+    raised inside an import can be lost or turned into another error there (seen: one
+    raised inside the import of PyYAML's C loader lost, so ``explain --server`` went on
+    to wait for its answer; pydantic-core's initialisation turning it into a
+    PanicException; a class's ``__set_name__`` into a RuntimeError). SIGINT is blocked
+    in this thread for the block (threads started in it keep it blocked, so the signal
+    is not delivered to them either) and the mask restored after it; a SIGINT that came
+    meanwhile is delivered then. Only where Python's own Ctrl-C handling is in place, in
+    the main thread."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def count(text: str) -> int:

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from kubesched.cli.common import EXIT_OK, BadInput, http_url, run_async
+from kubesched.cli.common import EXIT_OK, BadInput, ctrl_c_deferred, http_url, run_async
 from kubesched.cli.simulate import read_scenarios
 from kubesched.simulator.scenario import prepare
 
@@ -143,7 +143,8 @@ async def _from_server(url: str, ns: str, name: str) -> dict[str, Any]:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    from kubesched.scheduler.explain import Explanation
+    with ctrl_c_deferred():
+        from kubesched.scheduler.explain import Explanation
 
     ns, name = args.pod
     if args.server and (args.scenario or args.kubeconfig):

@@ -16,7 +16,7 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from kubesched.cli.common import EXIT_OK, BadInput, run_async, seconds
+from kubesched.cli.common import EXIT_OK, BadInput, ctrl_c_deferred, run_async, seconds
 from kubesched.operator.environ import variables
 from kubesched.operator.settings import ENV_PREFIX, Option, Settings, env_name, options
 
@@ -107,9 +107,10 @@ def _run(args: argparse.Namespace) -> int:
     prefetch = early.take(
         getattr(args, "early_listing", None), settings.kubeconfig, settings.watch_engine
     )
-    from kubesched.cluster.kubeconfig import load_client_configuration
-    from kubesched.framework.cluster_port import ClusterError
-    from kubesched.operator.run import LeadershipLost, run
+    with ctrl_c_deferred():
+        from kubesched.cluster.kubeconfig import load_client_configuration
+        from kubesched.framework.cluster_port import ClusterError
+        from kubesched.operator.run import LeadershipLost, run
 
     # A bad kubeconfig (KubeconfigError) ends run() before anything starts: one line.
     try:
