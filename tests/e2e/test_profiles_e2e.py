@@ -6,7 +6,7 @@ pending and untouched.
 
 The module has a control plane of its own (SchedulingProfiles and CRDs are cluster-wide:
 nothing leaks into other tests); the CRDs from ``crds/`` are installed before the
-operator starts (Kopf does not discover CRDs later). Each test uses its own schedulerName
+operator starts (a CRD installed later is test_profile_crd_later_e2e's). Each test uses its own schedulerName
 and its own nodes (a unique label).
 """
 

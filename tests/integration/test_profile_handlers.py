@@ -15,7 +15,7 @@ import pytest
 from kubesched.cluster.kube import KubeCluster
 from kubesched.framework.cluster_port import NotFound
 from kubesched.framework.labels import parse_label_selector
-from kubesched.operator.profile_handlers import PATH, ProfileController
+from kubesched.operator.profile_handlers import DISCOVERY, PATH, PLURAL, ProfileController
 from tests.integration.harness import Harness
 
 JSON = dict[str, Any]
@@ -245,11 +245,14 @@ async def test_a_second_deletion_notice_changes_nothing() -> None:
 
 
 class NoCrdYet(RecordedApi):
-    """The API server before the SchedulingProfile CRD is installed: its list is 404."""
+    """The API server before the SchedulingProfile CRD is installed: its list is 404, and
+    its group version's discovery lists it only once ``discovered`` (a moment after the
+    list is served, on a real API server)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.installed = False
+        self.discovered = False
         self.looks = 0
 
     async def request(self, method: str, path: str, body: Any = None, **kw: Any) -> Any:
@@ -257,15 +260,19 @@ class NoCrdYet(RecordedApi):
             self.looks += 1
             if not self.installed:
                 raise NotFound(path)
+        if method == "GET" and path == DISCOVERY:
+            if not self.installed:
+                raise NotFound(path)
+            listed = [{"name": "podgroups"}] + [{"name": PLURAL}] * self.discovered
+            return {"kind": "APIResourceList", "resources": listed}
         return await super().request(method, path, body, **kw)
 
 
-async def test_a_crd_installed_after_the_start_is_noticed_and_a_restart_is_asked_for(
+async def test_a_crd_installed_after_the_start_is_found_once_discovery_lists_it(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    # Kopf resolves the kinds it watches once, at its start: a profile applied after a
-    # later CRD install would miss its later changes. The log says what to do instead
-    # of nothing happening.
+    # Kopf resolves the kinds it watches from the discovery when it starts: the CRD is
+    # found (and Kopf started again, kopf_start) once the discovery lists it, not before
     caplog.set_level(logging.INFO, logger="kubesched.operator.profiles")
     h = Harness()
     api = NoCrdYet()
@@ -275,15 +282,21 @@ async def test_a_crd_installed_after_the_start_is_noticed_and_a_restart_is_asked
     assert "looking for the CRD every 60 s" in caplog.text
     watch = asyncio.create_task(ctl.watch_crd(interval=0.01))
     await asyncio.sleep(0.1)
-    assert api.looks > 2 and "restart kubesched" not in caplog.text
+    assert api.looks > 2 and "installed now" not in caplog.text
     api.installed = True
     await asyncio.sleep(0.1)
+    assert not ctl.crd_found.is_set() and "installed now" not in caplog.text
+    api.discovered = True
+    await asyncio.wait_for(ctl.crd_found.wait(), 1)
     looks = api.looks
-    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
-    assert [r.getMessage() for r in warnings] == [
-        "the SchedulingProfile CRD is installed now: restart kubesched to apply "
-        "SchedulingProfiles (they are read when it starts; the built-in profiles serve "
-        "until then)"
+    assert ctl.served is True
+    found = [r for r in caplog.records if "installed now" in r.getMessage()]
+    assert [(r.levelname, r.getMessage()) for r in found] == [
+        (
+            "INFO",
+            "the SchedulingProfile CRD is installed now: SchedulingProfiles are applied "
+            "from now on (Kopf restarts to watch them)",
+        )
     ]
     await asyncio.sleep(0.05)
     assert api.looks == looks and not watch.done()  # said once; the task waits on
@@ -299,6 +312,6 @@ async def test_with_the_crd_installed_at_the_start_nothing_is_looked_for() -> No
     await ctl.load()
     watch = asyncio.create_task(ctl.watch_crd(interval=0.01))
     await asyncio.sleep(0.05)
-    assert (api.looks, watch.done()) == (1, False)
+    assert (api.looks, watch.done(), ctl.crd_found.is_set()) == (1, False, False)
     watch.cancel()
     await asyncio.gather(watch, return_exceptions=True)

@@ -176,32 +176,47 @@ async def _run_root_tasks(tasks: Iterable[asyncio.Task[Any]], stop_flag: asyncio
 # cancelled a moment later (HUNG_TASKS_GRACE). From the stop on, Kopf's request failures
 # are logged at DEBUG instead (a filter on the process's log handlers, as for
 # kubesched.operator.logredact); before it they are Kopf's to report, as they were.
+#
+# The same filter makes Kopf's "Unresolved resources cannot be served (try creating their
+# CRDs): ..." an INFO line. Kopf warns so on every start without a kind's CRD, a setting
+# kubesched supports (the built-in profiles serve; a gang API may be off), and kubesched's
+# own INFO lines have said which kinds are not served and that it looks for them.
 
 
 class _QuietAfterStop(logging.Filter):
     """Kopf's "Request attempt ... failed" records, once ``stopped`` is set, as DEBUG (or
-    dropped where DEBUG is not logged)."""
+    dropped where DEBUG is not logged); its "Unresolved resources ..." as INFO."""
 
     def __init__(self, stopped: asyncio.Event) -> None:
         super().__init__()
         self.stopped = stopped
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if (
-            record.levelno <= logging.DEBUG
-            or not self.stopped.is_set()
-            or not (record.name == "kopf" or record.name.startswith("kopf."))
-            or not str(record.msg).startswith(_REQUEST_FAILED)
+        if record.levelno <= logging.INFO or not (
+            record.name == "kopf" or record.name.startswith("kopf.")
         ):
             return True
-        if not logging.getLogger(record.name).isEnabledFor(logging.DEBUG):
-            return False
-        record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
+        msg = str(record.msg)
+        if msg.startswith(_UNRESOLVED):
+            return _demoted(record, logging.INFO)
+        if self.stopped.is_set() and msg.startswith(_REQUEST_FAILED):
+            return _demoted(record, logging.DEBUG)
         return True
+
+
+def _demoted(record: logging.LogRecord, level: int) -> bool:
+    """``record`` at ``level``; False (dropped) where its logger does not log that level."""
+    if not logging.getLogger(record.name).isEnabledFor(level):
+        return False
+    record.levelno, record.levelname = level, logging.getLevelName(level)
+    return True
 
 
 _REQUEST_FAILED = "Request attempt "
 """How Kopf's API client begins every line about a failed request (``kopf._cogs.clients.api``)."""
+_UNRESOLVED = "Unresolved resources cannot be served"
+"""How Kopf begins its warning about watched kinds not served at its start
+(``kopf._core.reactor.observation``)."""
 
 
 @contextlib.contextmanager

@@ -73,6 +73,8 @@ RETRY_DELAY = 5.0
 """Seconds before Kopf retries a handler whose status write failed (API unavailable)."""
 LOAD_ATTEMPTS = 5
 """Tries of the start-up list (a CRD installed moments ago answers 429 for a while)."""
+DISCOVERY = f"/apis/{GROUP}/{VERSION}"
+"""The group version's discovery document: Kopf resolves the kinds it watches from it."""
 CRD_POLL = 60.0
 """Seconds between looks for the SchedulingProfile CRD while it is not installed."""
 
@@ -141,6 +143,8 @@ class ProfileController:
         """Set once :meth:`load` applied the profiles that existed at start."""
         self.served: bool | None = None
         """Whether :meth:`load` found the CRD installed (None before it ran)."""
+        self.crd_found = asyncio.Event()
+        """Set once the CRD :meth:`load` did not find is served (:meth:`watch_crd`)."""
         self._applied: dict[str, tuple[str, int]] = {}
         """name -> (uid, generation) last applied."""
         self._bodies: dict[str, dict[str, Any]] = {}
@@ -180,20 +184,22 @@ class ProfileController:
         self.loaded.set()
         return len(items)
 
-    async def watch_crd(self, interval: float = CRD_POLL) -> None:
+    async def watch_crd(self, interval: float | None = None) -> None:
         """Until cancelled. If :meth:`load` found no CRD, look for it every ``interval``
-        seconds; once it is installed, say once (a WARNING) that SchedulingProfiles are
-        applied from the next start: Kopf, which runs their handlers, resolves the kinds
-        it watches when it starts (its CRD scanning is off, see ``kopf_settings``), and a
-        profile applied now without its handlers would miss every later change."""
+        seconds (:data:`CRD_POLL`); once the API server serves it and lists it in its
+        discovery (what Kopf reads when it starts), say so and set :attr:`crd_found`:
+        ``kopf_start`` then restarts Kopf, which resolves the kinds it watches only when it
+        starts (its CRD scanning is off, see ``kopf_settings``), and Kopf's handlers apply
+        the profiles from then on."""
         await self.loaded.wait()
         if self.served is False:
-            await self._until_crd(interval)
-            log.warning(
-                "the SchedulingProfile CRD is installed now: restart kubesched to apply "
-                "SchedulingProfiles (they are read when it starts; the built-in profiles "
-                "serve until then)"
+            await self._until_crd(CRD_POLL if interval is None else interval)
+            log.info(
+                "the SchedulingProfile CRD is installed now: SchedulingProfiles are applied "
+                "from now on (Kopf restarts to watch them)"
             )
+            self.served = True
+            self.crd_found.set()
         await asyncio.Event().wait()  # run's tasks end only when cancelled
 
     async def _until_crd(self, interval: float) -> None:
@@ -201,11 +207,15 @@ class ProfileController:
             await asyncio.sleep(interval)
             try:
                 await self.cluster.request("GET", PATH, query={"limit": "1"})
-                return
+                found = await self.cluster.request("GET", DISCOVERY)
             except NotFound:
                 continue
             except (ClusterError, OSError, TimeoutError) as e:
                 log.debug("looking for the SchedulingProfile CRD: %s", e)
+                continue
+            resources = found.get("resources") if isinstance(found, Mapping) else None
+            if any(isinstance(r, Mapping) and r.get("name") == PLURAL for r in resources or ()):
+                return
 
     def selects(self, obj: Obj) -> bool:
         """Whether this instance applies ``obj`` (its labels match the selector)."""

@@ -226,3 +226,32 @@ def test_kopf_request_failures_are_its_to_report_until_the_stop() -> None:
         assert quiet.filter(after) and (after.levelno, after.levelname) == (10, "DEBUG")
     finally:
         logger.setLevel(level)
+
+
+def test_kopfs_warning_about_kinds_not_served_reads_as_info() -> None:
+    """Without the SchedulingProfile CRD (a setting kubesched supports: the built-in
+    profiles serve), Kopf's warning at its start is an INFO line; kubesched said so first.
+    Kopf's other warnings, and that line from another logger, keep their level."""
+    quiet = kopf_runner._QuietAfterStop(asyncio.Event())
+    unresolved = (
+        "Unresolved resources cannot be served (try creating their CRDs): "
+        "Selector(group='kubesched.dev', version='v1alpha1', any_name='schedulingprofiles')"
+    )
+
+    def record(name: str, msg: str) -> logging.LogRecord:
+        return logging.LogRecord(name, logging.WARNING, __file__, 1, msg, None, None)
+
+    logger = logging.getLogger("kopf._core.reactor.observation")
+    level = logger.level
+    try:
+        logger.setLevel(logging.INFO)
+        kopfs = record("kopf._core.reactor.observation", unresolved)
+        assert quiet.filter(kopfs) and (kopfs.levelno, kopfs.levelname) == (20, "INFO")
+        logger.setLevel(logging.WARNING)  # INFO not logged: the line is dropped
+        assert not quiet.filter(record("kopf._core.reactor.observation", unresolved))
+    finally:
+        logger.setLevel(level)
+    ambiguous = record("kopf._core.reactor.observation", "Ambiguous resources will not be served")
+    ours = record("kubesched.run", unresolved)
+    for kept in (ambiguous, ours):
+        assert quiet.filter(kept) and kept.levelname == "WARNING"
