@@ -104,7 +104,7 @@ async def start_kopf(
             if not restart or stop_flag.is_set() or not found.is_set():
                 return  # stopped, or Kopf ended on its own (run ends then)
             restart = False
-            await _until_lists_answer(rt)
+            await _until_lists_answer(rt, stop_flag)
             if stop_flag.is_set():
                 return
             log.info("Kopf starts again, to watch SchedulingProfiles")
@@ -122,9 +122,9 @@ async def _relay(stop_flag: asyncio.Event, found: asyncio.Event, this_run: async
     this_run.set()
 
 
-async def _until_lists_answer(rt: Runtime) -> None:
+async def _until_lists_answer(rt: Runtime, stop_flag: asyncio.Event) -> None:
     """Until the optional kinds Kopf watches (``watch_engine: kopf``) can be listed, or
-    :data:`STORAGE_WAIT` seconds: their CRDs, installed with the SchedulingProfile one,
+    :data:`STORAGE_WAIT` seconds, or the stop: their CRDs, installed with the SchedulingProfile one,
     answer 429 "storage is (re)initializing" for a moment, which Kopf would log as an
     ERROR before its retry."""
     loop = asyncio.get_running_loop()
@@ -136,7 +136,7 @@ async def _until_lists_answer(rt: Runtime) -> None:
             try:
                 await rt.cluster.request("GET", f"{w.prefix}/{w.plural}", query={"limit": "1"})
             except ClusterError as e:
-                if e.retryable and loop.time() < deadline:
+                if e.retryable and loop.time() < deadline and not stop_flag.is_set():
                     await asyncio.sleep(0.2)
                     continue
             break  # listed, not installed (404), or Kopf's to retry
