@@ -131,7 +131,7 @@ async def run_kopf(
     generators: _Generators = weakref.WeakValueDictionary()
     kopf_tasks: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
     sessions: list[aiohttp.ClientSession] = []
-    with _quiet_after(stop_flag):
+    with _kopf_line_levels(stop_flag):
         try:
             with (
                 _recording_kopf_generators(generators),
@@ -183,7 +183,7 @@ async def _run_root_tasks(tasks: Iterable[asyncio.Task[Any]], stop_flag: asyncio
 # own INFO lines have said which kinds are not served and that it looks for them.
 
 
-class _QuietAfterStop(logging.Filter):
+class _KopfLineLevels(logging.Filter):
     """Kopf's "Request attempt ... failed" records, once ``stopped`` is set, as DEBUG (or
     dropped where DEBUG is not logged); its "Unresolved resources ..." as INFO."""
 
@@ -220,9 +220,9 @@ _UNRESOLVED = "Unresolved resources cannot be served"
 
 
 @contextlib.contextmanager
-def _quiet_after(stopped: asyncio.Event) -> Iterator[None]:
-    """:class:`_QuietAfterStop` on the root logger's handlers, for the ``with`` block."""
-    quiet = _QuietAfterStop(stopped)
+def _kopf_line_levels(stopped: asyncio.Event) -> Iterator[None]:
+    """:class:`_KopfLineLevels` on the root logger's handlers, for the ``with`` block."""
+    quiet = _KopfLineLevels(stopped)
     handlers = list(logging.getLogger().handlers)
     for handler in handlers:
         handler.addFilter(quiet)

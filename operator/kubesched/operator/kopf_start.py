@@ -124,9 +124,9 @@ async def _relay(stop_flag: asyncio.Event, found: asyncio.Event, this_run: async
 
 async def _until_lists_answer(rt: Runtime, stop_flag: asyncio.Event) -> None:
     """Until the optional kinds Kopf watches (``watch_engine: kopf``) can be listed, or
-    :data:`STORAGE_WAIT` seconds, or the stop: their CRDs, installed with the SchedulingProfile one,
-    answer 429 "storage is (re)initializing" for a moment, which Kopf would log as an
-    ERROR before its retry."""
+    :data:`STORAGE_WAIT` seconds, or the stop: their CRDs, installed with the
+    SchedulingProfile one, answer 429 "storage is (re)initializing" for a moment, which
+    Kopf would log as an ERROR before its retry."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + STORAGE_WAIT
     for w in WATCHED:

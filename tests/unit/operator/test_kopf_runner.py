@@ -203,7 +203,7 @@ def test_kopf_request_failures_are_its_to_report_until_the_stop() -> None:
     """Before the stop, a failed request of Kopf's (an API server restarting) stays at
     Kopf's level; lines of ours, and Kopf's other lines, are never touched."""
     stopped = asyncio.Event()
-    quiet = kopf_runner._QuietAfterStop(stopped)
+    quiet = kopf_runner._KopfLineLevels(stopped)
 
     def record(name: str, msg: str, level: int = logging.ERROR) -> logging.LogRecord:
         return logging.LogRecord(name, level, __file__, 1, msg, None, None)
@@ -232,7 +232,7 @@ def test_kopfs_warning_about_kinds_not_served_reads_as_info() -> None:
     """Without the SchedulingProfile CRD (a setting kubesched supports: the built-in
     profiles serve), Kopf's warning at its start is an INFO line; kubesched said so first.
     Kopf's other warnings, and that line from another logger, keep their level."""
-    quiet = kopf_runner._QuietAfterStop(asyncio.Event())
+    quiet = kopf_runner._KopfLineLevels(asyncio.Event())
     unresolved = (
         "Unresolved resources cannot be served (try creating their CRDs): "
         "Selector(group='kubesched.dev', version='v1alpha1', any_name='schedulingprofiles')"
