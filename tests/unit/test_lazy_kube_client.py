@@ -251,3 +251,86 @@ def test_install_is_a_no_op_when_already_imported_or_absent(demo: Path) -> None:
     assert sys.modules["lazydemo"] is lazydemo
     assert not lazy_kube_client.install(("no_such_package_here",))
     assert "no_such_package_here" not in sys.modules
+
+
+# -- reading an __init__: line by line, or parsed --------------------------------------
+
+
+@pytest.mark.parametrize("package", lazy_kube_client.LAZY_PACKAGES)
+def test_kubernetes_asyncios_inits_are_read_line_by_line_as_the_parser_reads_them(
+    package: str,
+) -> None:
+    spec = importlib.util.find_spec(package)
+    assert spec is not None and spec.origin is not None
+    source = Path(spec.origin).read_text(encoding="utf-8")
+
+    scanned = lazy_kube_client._scan(source)
+
+    assert scanned is not None, f"{spec.origin}: a line of a shape the line reader skips"
+    assert scanned == lazy_kube_client._parse(source, spec.origin)
+    assert len(scanned[0]) > 5  # it did read the names (client's: about 1700)
+
+
+PLAIN = '"""Doc."""\n# a comment\nfrom a.b import C\nfrom a import D as E\nimport a.f as f\nX = 1\n'
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        PLAIN,
+        '"""A docstring\nover lines, with from x import y inside\n"""\nfrom a import B\n',
+        "'''single'''\nfrom __future__ import annotations\nV = '1.0'  # the version\n",
+        "A = ['x', 'y']\n\n\n",
+    ],
+)
+def test_plain_inits_are_read_line_by_line(source: str) -> None:
+    scanned = lazy_kube_client._scan(source)
+
+    assert scanned is not None
+    assert scanned == lazy_kube_client._parse(source, "x.py")
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        "from a import (B,\n    C)\n",  # parenthesized: the parser reads it
+        "from a import B, C\n",
+        "from . import b\n",  # relative: the parser says no
+        "import a\n",
+        "from a import *\n",
+        "X = f()\n",
+        "X = [\n    1,\n]\n",  # a literal over lines: the parser reads it
+        "x: int = 1\n",
+        "if True:\n    from a import B\n",
+        'S = """a\nb"""\n',
+        '"""doc""" + x\n',
+        '"""doc\nend""" ; y\n',
+        '"""never closed\n',
+        "from a import B; run()\n",
+        "a = b = 1\n",
+        '__all__ = [\n    "a", "b",\n]\n',  # two a line
+        '__all__ = [\n    "a",\n    x,\n]\n',
+        '__all__ = [\n    "a",\n',  # never closed
+    ],
+)
+def test_other_shapes_are_left_to_the_parser(odd: str, tmp_path: Path) -> None:
+    source = PLAIN + odd
+    init = tmp_path / "__init__.py"
+    init.write_text(source)
+
+    assert lazy_kube_client._scan(source) is None
+    try:
+        parsed = lazy_kube_client._parse(source, str(init))
+    except SyntaxError:
+        return  # not Python: importing it for real says so
+    assert lazy_kube_client._read_init(str(init)) == parsed
+
+
+def test_a_list_of_strings_over_lines_is_read_line_by_line() -> None:
+    source = PLAIN + '__all__ = [\n    "C",\n    \'E\',\n    "f"\n]\nY = 2\n'
+
+    scanned = lazy_kube_client._scan(source)
+
+    assert scanned is not None
+    assert scanned == lazy_kube_client._parse(source, "x.py")
+    assert scanned[1]["__all__"] == ["C", "E", "f"]
