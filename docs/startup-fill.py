@@ -94,7 +94,7 @@ async def one(n_pods: int, n_nodes: int, settings: Settings) -> tuple[float, flo
         "Pod": [(listed[i : i + 500], "1") for i in range(0, len(listed), 500)],
         "Node": [(nodes(n_nodes), "1")],
     }
-    rt = Runtime(settings, k8s_client.ApiClient(configuration=cfg), Listed(pages))  # type: ignore[arg-type]
+    rt = Runtime(settings, cfg, Listed(pages))  # type: ignore[arg-type]
     informers = {i.kind: i for i in rt.informers}
     gc.collect()
     gc.disable()
@@ -106,7 +106,6 @@ async def one(n_pods: int, n_nodes: int, settings: Settings) -> tuple[float, flo
         t2 = time.perf_counter()
     finally:
         gc.enable()
-        await rt.api.close()
     queued = rt.scheduler.queues.queue(scheduler)
     assert queued is not None and queued.pending_counts()["active"] == n_pods
     return t1 - t0, t2 - t1

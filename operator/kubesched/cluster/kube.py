@@ -90,7 +90,7 @@ class KubeCluster(KubeHTTP):
 
     def __init__(
         self,
-        api: k8s_client.ApiClient,
+        cfg: k8s_client.Configuration,
         *,
         reporting_instance_suffix: str,
         qps: float = 50.0,
@@ -101,7 +101,7 @@ class KubeCluster(KubeHTTP):
         event_writers: int = 16,
     ) -> None:
         super().__init__(
-            api, qps=qps, burst=burst, request_timeout=request_timeout, event_writers=event_writers
+            cfg, qps=qps, burst=burst, request_timeout=request_timeout, event_writers=event_writers
         )
         self.reporting_instance_suffix = reporting_instance_suffix
         """``reportingInstance`` is ``<scheduler name>-<suffix>`` (the hostname)."""

@@ -111,14 +111,15 @@ class KubeHTTP:
 
     def __init__(
         self,
-        api: k8s_client.ApiClient,
+        cfg: k8s_client.Configuration,
         *,
         qps: float,
         burst: int,
         request_timeout: float,
         event_writers: int,
     ) -> None:
-        self.api = api
+        self.cfg = cfg
+        """Where the API server is and how to log in (kubernetes_asyncio's ``Configuration``)."""
         self.request_timeout = request_timeout
         # The writes' bucket; the Events have a bucket of their own (KubeCluster), as
         # kube-scheduler uses a separate client for events: a burst of FailedScheduling
@@ -211,7 +212,7 @@ class KubeHTTP:
         (streamed: watches), through the session of ``pool`` (default: :func:`pool_for`
         the method); no rate limit, no error mapping."""
         headers = {"Content-Type": content_type, "Accept": "application/json"}
-        auth = await self.api.configuration.get_api_key_with_prefix("BearerToken")
+        auth = await self.cfg.get_api_key_with_prefix("BearerToken")
         if auth:
             headers["Authorization"] = auth
         if self._closed:
@@ -245,8 +246,8 @@ class KubeHTTP:
 
     def _session(self, pool: str) -> aiohttp.ClientSession:
         """The session of ``pool`` (:data:`POOLS`), made now; the host, proxy and TLS
-        server name of the ApiClient's configuration are read at the first."""
-        cfg = self.api.configuration
+        server name of the configuration are read at the first."""
+        cfg = self.cfg
         if self._host is None:
             extra: dict[str, Any] = {}
             if cfg.proxy:

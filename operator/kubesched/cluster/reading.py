@@ -13,11 +13,8 @@ with a warning.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-
-from kubernetes_asyncio import client as k8s_client
 
 from kubesched.cluster.kinds import LIST_PATHS, PROFILE
 from kubesched.cluster.kube import KubeCluster
@@ -46,22 +43,16 @@ def _as_object(kind: str, prefix: str, obj: dict[str, Any]) -> dict[str, Any]:
     return {**obj, "kind": kind.partition(".")[0], "apiVersion": api_version}
 
 
-async def read_cluster(
-    kubeconfig: str | None,
-    *,
-    client_factory: Callable[[k8s_client.Configuration], k8s_client.ApiClient] | None = None,
-) -> ClusterRead:
+async def read_cluster(kubeconfig: str | None) -> ClusterRead:
     """Every kind the scheduler reads, listed once. Raises
     :class:`~kubesched.cluster.kubeconfig.KubeconfigError` or :class:`ClusterReadError`."""
     cfg = await load_client_configuration(kubeconfig)
     out = ClusterRead(str(cfg.host))
-    factory = client_factory or (lambda c: k8s_client.ApiClient(configuration=c))
-    async with factory(cfg) as api:
-        kube = KubeCluster(api, reporting_instance_suffix="explain", qps=0)
-        try:
-            await _read_into(out, kube)
-        finally:
-            await kube.close()
+    kube = KubeCluster(cfg, reporting_instance_suffix="explain", qps=0)
+    try:
+        await _read_into(out, kube)
+    finally:
+        await kube.close()
     return out
 
 

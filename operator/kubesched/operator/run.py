@@ -98,12 +98,13 @@ class Runtime:
     """What ``run`` builds, exposed to the HTTP endpoints and to tests."""
 
     def __init__(
-        self, settings: Settings, api: k8s_client.ApiClient, prefetch: Prefetch | None = None
+        self, settings: Settings, cfg: k8s_client.Configuration, prefetch: Prefetch | None = None
     ) -> None:
         self.settings = settings
-        self.api = api
+        self.cfg = cfg
+        """Where the API server is and how to log in."""
         self.cluster = KubeCluster(
-            api,
+            cfg,
             reporting_instance_suffix=socket.gethostname(),
             qps=settings.client_qps,
             burst=settings.client_burst,
@@ -349,7 +350,7 @@ async def _run(
 ) -> None:
     cfg = await load_client_configuration(settings.kubeconfig)
     cfg.connection_pool_maxsize = WRITE_CONNECTIONS
-    rt = Runtime(settings, k8s_client.ApiClient(configuration=cfg), prefetch)
+    rt = Runtime(settings, cfg, prefetch)
     rt.tune_gc = tune_gc
     rt.listening = listening
     if runtime is not None:
@@ -527,20 +528,23 @@ async def _lead(rt: Runtime) -> None:
     from kubesched.operator.leader import LeaderElector
 
     s = rt.settings
-    elector = LeaderElector(
-        rt.api,
-        namespace=s.namespace,
-        name=s.lease_name,
-        identity=s.identity,
-        lease_duration=s.lease_duration,
-        renew_deadline=s.renew_deadline,
-        retry_period=s.retry_period,
-    )
 
     def stopped() -> None:
         rt.leading = False
 
-    await elector.run(lambda: _schedule(rt), stopped)
+    # kubernetes_asyncio's client, for the Lease alone: made here, so that a scheduler
+    # without leader election never imports or builds it
+    async with k8s_client.ApiClient(configuration=rt.cfg) as api:
+        elector = LeaderElector(
+            api,
+            namespace=s.namespace,
+            name=s.lease_name,
+            identity=s.identity,
+            lease_duration=s.lease_duration,
+            renew_deadline=s.renew_deadline,
+            retry_period=s.retry_period,
+        )
+        await elector.run(lambda: _schedule(rt), stopped)
     raise LeadershipLost(f"lost the lease {s.namespace}/{s.lease_name}")
 
 
@@ -581,9 +585,5 @@ async def _shutdown(
         pending = list(tasks.values())
         await asyncio.gather(*pending, return_exceptions=True)
     finally:
-        # the aiohttp sessions, even when the wait is cancelled
-        try:
-            await rt.cluster.close()
-        finally:
-            await rt.api.close()
+        await rt.cluster.close()  # the aiohttp sessions, even when the wait is cancelled
     await connections_closed()

@@ -105,14 +105,12 @@ async def fake() -> AsyncIterator[tuple[FakeAPI, KubeCluster]]:
     await server.start_server()
     cfg = k8s_client.Configuration(host=str(server.make_url("")).rstrip("/"))
     cfg.api_key = {"BearerToken": "Bearer t0ken"}
-    client = k8s_client.ApiClient(configuration=cfg)
-    cluster = KubeCluster(client, reporting_instance_suffix="h", qps=0, request_timeout=5)
+    cluster = KubeCluster(cfg, reporting_instance_suffix="h", qps=0, request_timeout=5)
     try:
         yield api, cluster
     finally:
         await cluster.aclose()
         await cluster.close()
-        await client.close()
         await server.close()
 
 

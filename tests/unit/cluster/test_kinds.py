@@ -39,9 +39,7 @@ def test_memory_cluster_stores_every_kind_by_its_scope(k: Kind) -> None:
 
 @pytest.mark.parametrize("k", KINDS, ids=IDS)
 def test_kube_cluster_stores_every_kind_by_its_scope(k: Kind) -> None:
-    cluster = KubeCluster(
-        k8s_client.ApiClient.__new__(k8s_client.ApiClient), reporting_instance_suffix="h"
-    )
+    cluster = KubeCluster(k8s_client.Configuration(), reporting_instance_suffix="h")
     o = obj(k, "a", "shop")
     cluster.put(k.kind, o)
     assert cluster.get(k.kind, "shop", "a") is o

@@ -74,9 +74,8 @@ async def fake() -> AsyncIterator[tuple[FakeAPI, KubeCluster]]:
     await server.start_server()
     cfg = k8s_client.Configuration(host=str(server.make_url("")).rstrip("/"))
     cfg.api_key = {"BearerToken": "Bearer s3cret"}
-    client = k8s_client.ApiClient(configuration=cfg)
     cluster = KubeCluster(
-        client,
+        cfg,
         reporting_instance_suffix="host-1",
         qps=0,
         burst=1,
@@ -88,7 +87,6 @@ async def fake() -> AsyncIterator[tuple[FakeAPI, KubeCluster]]:
     finally:
         await cluster.aclose()
         await cluster.close()
-        await client.close()
         await server.close()
 
 
@@ -172,8 +170,7 @@ async def test_timeout_is_a_retryable_error(fake: tuple[FakeAPI, KubeCluster]) -
 
 async def test_connection_refused_is_a_retryable_error() -> None:
     cfg = k8s_client.Configuration(host="http://127.0.0.1:9")
-    client = k8s_client.ApiClient(configuration=cfg)
-    cluster = KubeCluster(client, reporting_instance_suffix="h", qps=0)
+    cluster = KubeCluster(cfg, reporting_instance_suffix="h", qps=0)
     try:
         with pytest.raises(ClusterError) as info:
             await cluster.bind(pod(), "n")
@@ -181,7 +178,6 @@ async def test_connection_refused_is_a_retryable_error() -> None:
         assert info.value.code == "connection"
     finally:
         await cluster.close()
-        await client.close()
 
 
 async def test_proxy_variables_are_not_read_per_request(
@@ -314,7 +310,7 @@ async def test_the_token_is_read_per_request_so_refresh_hooks_apply(
     def refresh(cfg: k8s_client.Configuration) -> None:
         cfg.api_key["BearerToken"] = next(tokens)
 
-    cluster.api.configuration.refresh_api_key_hook = refresh
+    cluster.cfg.refresh_api_key_hook = refresh
     await cluster.bind(pod(), "n1")
     await cluster.bind(pod(), "n2")
     assert [r.authorization for r in api.requests] == ["Bearer t1", "Bearer t2"]
@@ -517,9 +513,7 @@ async def test_list_pages_yields_each_page_trimmed_before_asking_for_the_next(
 
 
 def test_store_keys_namespaced_and_cluster_scoped() -> None:
-    cluster = KubeCluster(
-        k8s_client.ApiClient.__new__(k8s_client.ApiClient), reporting_instance_suffix="h"
-    )
+    cluster = KubeCluster(k8s_client.Configuration(), reporting_instance_suffix="h")
     pvc = {"metadata": {"name": "data", "namespace": "shop"}}
     sc = {"metadata": {"name": "fast"}}
     assert cluster.put("PersistentVolumeClaim", pvc) is None

@@ -57,9 +57,8 @@ async def held() -> AsyncIterator[tuple[HeldAPI, KubeCluster]]:
     await server.start_server()
     cfg = k8s_client.Configuration(host=str(server.make_url("")).rstrip("/"))
     cfg.connection_pool_maxsize = 2  # the writes' pool: two connections
-    client = k8s_client.ApiClient(configuration=cfg)
     cluster = KubeCluster(
-        client, reporting_instance_suffix="host-1", qps=0, burst=1, request_timeout=2.0
+        cfg, reporting_instance_suffix="host-1", qps=0, burst=1, request_timeout=2.0
     )
     try:
         yield api, cluster
@@ -67,7 +66,6 @@ async def held() -> AsyncIterator[tuple[HeldAPI, KubeCluster]]:
         api.release.set()
         await cluster.aclose(within=2.0)
         await cluster.close()
-        await client.close()
         await server.close()
 
 
@@ -128,15 +126,13 @@ async def test_warming_a_pool_the_server_refuses_is_only_logged(
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     cfg = k8s_client.Configuration(host=f"http://127.0.0.1:{port}")
-    client = k8s_client.ApiClient(configuration=cfg)
-    cluster = KubeCluster(client, reporting_instance_suffix="h", qps=0, request_timeout=2.0)
+    cluster = KubeCluster(cfg, reporting_instance_suffix="h", qps=0, request_timeout=2.0)
     try:
         with caplog.at_level(logging.DEBUG, logger="kubesched.cluster.http"):
             await cluster.warm(WRITES)
         assert "warming the writes connections" in caplog.text
     finally:
         await cluster.close()
-        await client.close()
 
 
 async def test_a_read_or_watch_does_not_wait_for_a_write_connection(
@@ -217,11 +213,11 @@ async def test_uvloops_fd_in_use_on_connect_is_a_lost_connection(
 
     # the sessions lent to Kopf (session_for) say the same: Kopf retries a lost connection
     # and re-raises a RuntimeError (its watcher, and the process, ended on it)
-    lent = session_for(cluster.api.configuration, limit=0)
+    lent = session_for(cluster.cfg, limit=0)
     try:
         refusals.append("File descriptor 33 is used by transport <TCPTransport closed=False>")
         with pytest.raises(aiohttp.ClientConnectionError, match="is used by transport"):
-            await lent.get(f"{cluster.api.configuration.host}/api/v1/nodes")
+            await lent.get(f"{cluster.cfg.host}/api/v1/nodes")
     finally:
         await lent.close()
 

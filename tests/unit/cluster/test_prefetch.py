@@ -24,7 +24,7 @@ def kubeconfig(tmp_path: Path, cluster: KubeCluster, token: str = "t0ken") -> st
             {
                 "apiVersion": "v1",
                 "kind": "Config",
-                "clusters": [{"name": "c", "cluster": {"server": cluster.api.configuration.host}}],
+                "clusters": [{"name": "c", "cluster": {"server": cluster.cfg.host}}],
                 "users": [{"name": "u", "user": {"token": token}}],
                 "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
                 "current-context": "x",

@@ -27,9 +27,7 @@ class Recorder:
 
 class FakeCluster(KubeCluster):
     def __init__(self) -> None:
-        super().__init__(
-            k8s_client.ApiClient.__new__(k8s_client.ApiClient), reporting_instance_suffix="h"
-        )
+        super().__init__(k8s_client.Configuration(), reporting_instance_suffix="h")
         self.listed: dict[str, list[JSON]] = {}
         self.posted: list[tuple[dict[str, str], str, str, str]] = []
 

@@ -30,9 +30,7 @@ class FakeApi(KubeCluster):
     """The store plus a status subresource that answers like the API server."""
 
     def __init__(self) -> None:
-        super().__init__(
-            k8s_client.ApiClient.__new__(k8s_client.ApiClient), reporting_instance_suffix="h"
-        )
+        super().__init__(k8s_client.Configuration(), reporting_instance_suffix="h")
         self.patches: list[tuple[str, JSON]] = []
         self.json_patches: list[tuple[str, list[JSON]]] = []
         self.refuse_json_patch: ClusterError | None = None

@@ -93,13 +93,11 @@ async def server() -> AsyncIterator[tuple[FakeAPI, TestServer]]:
 async def cluster(server: tuple[FakeAPI, TestServer]) -> AsyncIterator[KubeCluster]:
     cfg = k8s_client.Configuration(host=str(server[1].make_url("")).rstrip("/"))
     cfg.api_key = {"BearerToken": "Bearer t0ken"}
-    client = k8s_client.ApiClient(configuration=cfg)
-    kube = KubeCluster(client, reporting_instance_suffix="h", qps=0, request_timeout=5)
+    kube = KubeCluster(cfg, reporting_instance_suffix="h", qps=0, request_timeout=5)
     try:
         yield kube
     finally:
         await kube.close()
-        await client.close()
 
 
 Outcome = dict[str, list[str] | str]
