@@ -15,12 +15,13 @@ have).
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping, Sequence
 
 from kubesched.cluster.prefetch import Prefetch
 from kubesched.operator.environ import ENV_PREFIX, variables
 
-__all__ = ["FLAGS", "start", "take"]
+__all__ = ["FLAGS", "import_aiohttp", "start", "take"]
 
 FLAGS = {"kubeconfig": "--kubeconfig", "watch_engine": "--watch-engine"}
 """The settings read here and their flags (a unit test holds them to the Settings')."""
@@ -41,6 +42,36 @@ def peek(argv: Sequence[str], env: Mapping[str, str]) -> dict[str, str | None] |
     if any(word in ("-h", "--help") for word in argv):
         return None
     return found
+
+
+CA_FILE = "SSL_CERT_FILE"
+"""OpenSSL's variable for the CA bundle a default TLS context loads (its directory of
+hashed certificates, ``SSL_CERT_DIR``, is read lazily, one certificate when needed)."""
+
+
+def import_aiohttp() -> None:
+    """Import aiohttp without reading the system's CA bundle twice.
+
+    Importing ``aiohttp.connector`` makes two default TLS contexts, each of which loads
+    every CA certificate of the bundle OpenSSL is configured with: about 25 ms apiece on
+    a Debian bundle, most of the time aiohttp's import takes, on the way to the first
+    bind. ``kubesched run`` never uses them: every connection it makes has a context of
+    its own, with the kubeconfig's CA (:func:`kubesched.cluster.sessions.session_for`,
+    Kopf through those sessions, the Lease client's). So for that import :data:`CA_FILE`
+    names no file; the directory lookup stays, so the defaults still verify where the
+    system has one. Called before the early listing's thread starts: the variable is
+    set back while this process has a single thread (``setenv`` is not thread-safe)."""
+    if "aiohttp" in sys.modules:
+        return
+    before = os.environ.get(CA_FILE)
+    os.environ[CA_FILE] = os.devnull  # an empty bundle
+    try:
+        import aiohttp  # noqa: F401
+    finally:
+        if before is None:
+            del os.environ[CA_FILE]
+        else:
+            os.environ[CA_FILE] = before
 
 
 def start(argv: Sequence[str], env: Mapping[str, str] | None = None) -> Prefetch | None:
