@@ -8,6 +8,8 @@ and Kopf's requests go through sessions made here too (``operator/kopf_runner.py
 from __future__ import annotations
 
 import asyncio
+import functools
+import os
 import ssl
 from collections.abc import Mapping
 from typing import Any
@@ -27,6 +29,7 @@ __all__ = [
     "RateLimiter",
     "pool_for",
     "session_for",
+    "tls_context",
 ]
 
 READ_BUFFER = 2**21
@@ -87,18 +90,55 @@ def session_for(
     at a few hundred binds a second and a thread hop per write (py-spy under ``kubesched
     bench``). The proxy is resolved once in :func:`load_client_configuration`; a netrc is
     no way to authenticate to an API server."""
-    ctx = ssl.create_default_context(cafile=cfg.ssl_ca_cert or None)
-    if cfg.cert_file:
-        ctx.load_cert_chain(cfg.cert_file, keyfile=cfg.key_file or None)
-    if not cfg.verify_ssl:
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-    if cfg.disable_strict_ssl_verification:
-        ctx.verify_flags &= ~ssl.VERIFY_X509_STRICT
-    connector = _Connector(limit=cfg.connection_pool_maxsize if limit is None else limit, ssl=ctx)
+    connector = _Connector(
+        limit=cfg.connection_pool_maxsize if limit is None else limit, ssl=tls_context(cfg)
+    )
     return aiohttp.ClientSession(
         connector=connector, headers=headers, trust_env=False, read_bufsize=READ_BUFFER
     )
+
+
+def tls_context(cfg: k8s_client.Configuration) -> ssl.SSLContext:
+    """The TLS context of ``cfg``'s sessions: its CA, client certificate and key, whether
+    it verifies the server. One context serves every session with the same settings and
+    files (a file changed on disk makes a new one): without a CA of its own a context
+    loads the system's whole bundle, about 25 ms, and each pool and Kopf's sessions
+    would each have made one on the way to the first bind."""
+    files = (cfg.ssl_ca_cert or None, cfg.cert_file or None, cfg.key_file or None)
+    stamps = tuple(_stamp(f) for f in files)
+    return _tls_context(
+        files, stamps, bool(cfg.verify_ssl), bool(cfg.disable_strict_ssl_verification)
+    )
+
+
+def _stamp(path: str | None) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path) if path else None
+    except OSError:
+        return None  # loading it says what is wrong
+    return None if st is None else (st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _tls_context(
+    files: tuple[str | None, str | None, str | None],
+    stamps: tuple[tuple[int, int] | None, ...],
+    verify: bool,
+    lax: bool,
+) -> ssl.SSLContext:
+    ca, cert, key = files
+    if verify or ca:
+        ctx = ssl.create_default_context(cafile=ca)
+    else:  # not verifying: no CA bundle to load
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    if cert:
+        ctx.load_cert_chain(cert, keyfile=key)
+    if not verify:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    if lax:
+        ctx.verify_flags &= ~ssl.VERIFY_X509_STRICT
+    return ctx
 
 
 FD_IN_USE = "is used by transport"

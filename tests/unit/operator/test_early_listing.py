@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ import pytest
 from kubesched.cli import early
 from kubesched.cluster.prefetch import Prefetch
 from kubesched.operator.settings import env_name, options
+from tests.tls import self_signed_ca
 
 
 def test_the_flags_peeked_are_the_settings_flags() -> None:
@@ -102,30 +102,6 @@ def test_the_early_listing_starts_before_the_heavy_imports() -> None:
     assert out.strip() == "[]"
 
 
-def _ca_pem(name: str) -> bytes:
-    """A self-signed CA certificate (PEM) named ``name``."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    now = datetime.now(UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(minutes=1))
-        .not_valid_after(now + timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    return cert.public_bytes(serialization.Encoding.PEM)
-
-
 IMPORT_PROBE = """
 import json, os, ssl
 from kubesched.cli import early
@@ -146,7 +122,7 @@ def test_aiohttp_is_imported_without_reading_the_ca_bundle_and_the_bundle_is_kep
     tmp_path: Path, bundle_set: bool
 ) -> None:
     bundle = tmp_path / "ca.pem"
-    bundle.write_bytes(_ca_pem("kubesched-test-ca"))
+    bundle.write_bytes(self_signed_ca("kubesched-test-ca"))
     env = {k: v for k, v in os.environ.items() if k != "SSL_CERT_FILE"}
     env["SSL_CERT_DIR"] = str(tmp_path / "no-such-dir")  # the bundle alone
     if bundle_set:
