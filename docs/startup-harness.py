@@ -6,8 +6,8 @@ alternated on one control plane of their own (docs/benchmarks.md, "Start-up").
     python docs/startup-harness.py --tree /tmp/before --tree . --runs 7
 
 Before each start every pod of the namespace is deleted and ``--pods`` pending pods are
-created for a scheduler name of the run's own; a watch opened before the start sees the
-first pod bound. The figure is the time from starting the process to that event, and
+created for a scheduler name of the run's own, and the API server and etcd are let
+settle (:func:`settle`); a watch opened before the start sees the first pod bound. The figure is the time from starting the process to that event, and
 the process's CPU (both its threads, from /proc) at that moment. Each checkout's
 kubesched runs with ``PYTHONPATH=<tree>/operator`` and its modules compiled first (an
 installed package has its bytecode). Not a test: numbers on a shared machine drift, so
@@ -124,11 +124,29 @@ def argv_of(which: str, cp: ControlPlane, scheduler: str, workdir: Path) -> list
     ]  # fmt: skip
 
 
+async def settle(cp: ControlPlane, *, idle: float = 0.1, within: float = 20.0) -> None:
+    """Until the API server and etcd, together, use less than ``idle`` of a core over half
+    a second (they go on compacting and collecting after thousands of creates), or
+    ``within`` seconds have passed: each start then begins on an idle control plane."""
+    deadline = time.monotonic() + within
+    pids = list(cp.pids().values())
+
+    def used() -> float:
+        return sum(_proc_cpu_seconds(pid) or 0.0 for pid in pids)
+
+    while time.monotonic() < deadline:
+        before = used()
+        await asyncio.sleep(0.5)
+        if used() - before < idle * 0.5:
+            return
+
+
 async def one_start(
     cp: ControlPlane, rest: Rest, which: str, scheduler: str, pods: int
 ) -> tuple[float, float | None]:
     version = await backlog(rest, pods, scheduler)
     await asyncio.sleep(2)  # the API server done with the creates
+    await settle(cp)
     bound: asyncio.Future[float] = asyncio.get_running_loop().create_future()
 
     async def watch() -> None:
