@@ -81,7 +81,8 @@ class Stub:
     """The API server's answers (see the module docstring); ``bound`` is when the first
     Binding came (monotonic), or None."""
 
-    def __init__(self, pods: int) -> None:
+    def __init__(self, pods: int, list_seconds: float = 0.0) -> None:
+        self.list_seconds = list_seconds
         capacity = {"cpu": "4", "memory": "32Gi", "pods": "110"}
         meta = {"resourceVersion": "1", "creationTimestamp": "2026-01-01T00:00:00Z"}
         self.lists: dict[str, list[dict[str, Any]]] = {
@@ -137,6 +138,8 @@ class Stub:
         ):
             return web.json_response({"kind": "Status", "code": 404}, status=404)
         items = self.lists.get(path, [])
+        if path == "/api/v1/pods":
+            await asyncio.sleep(self.list_seconds)  # a real server encoding thousands
         return web.json_response(
             {
                 "kind": "List",
@@ -152,11 +155,17 @@ async def main() -> None:
     p.add_argument("--tree", action="append", default=[], help="a kubesched checkout (repeatable)")
     p.add_argument("--runs", type=int, default=10)
     p.add_argument("--pods", type=int, default=50)
+    p.add_argument(
+        "--list-seconds",
+        type=float,
+        default=0.0,
+        help="how long the pods' LIST takes to answer (a real API server's time for many)",
+    )
     args = p.parse_args()
     trees = [str(Path(t).resolve()) for t in args.tree or ["."]]
     for tree in trees:
         compileall.compile_dir(Path(tree) / "operator" / "kubesched", quiet=2)
-    stub = Stub(args.pods)
+    stub = Stub(args.pods, args.list_seconds)
     with tempfile.TemporaryDirectory(prefix="kubesched-stub-") as temp:
         ca, cert, key = certificates(Path(temp))
         tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
