@@ -148,6 +148,10 @@ class PodGroupStatusWriter:
         """Our last write per group, until the watch brings it (the store may lag)."""
         self._released: dict[str, float] = {}
         """Group key -> loop time of the last try to take the finalizer off it."""
+        self._gone: dict[str, str] = {}
+        """Group key -> uid of a group whose status write the API server answered with 404
+        (deleted while the watch was away, e.g. across an API server restart): not written
+        again, by member events or ticks, until the store's next event for the group."""
         self._locks: dict[str, asyncio.Lock] = {}
         self._dirty: set[str] = set()
         self._flush: asyncio.TimerHandle | None = None
@@ -185,6 +189,7 @@ class PodGroupStatusWriter:
             api = api_of(kind)
             assert api is not None
             key = gang_key(api, ns, name)
+            self._gone.pop(key, None)  # news of the group: write again if it is there
             if event_type == "DELETED":
                 self._written.pop(key, None)
                 self._locks.pop(key, None)
@@ -352,6 +357,8 @@ class PodGroupStatusWriter:
             return False
         meta = group.get("metadata") or {}
         uid = str(meta.get("uid") or "")
+        if self._gone.get(key) == uid:
+            return False
         if api is GangAPI.KUBESCHED:
             await self.release(group)
         if meta.get("deletionTimestamp"):
@@ -364,9 +371,18 @@ class PodGroupStatusWriter:
         if status is None or all(current.get(k) == v for k, v in status.items()):
             return False
         path = f"/apis/{api.value}/namespaces/{ns}/podgroups/{name}/status"
-        updated = await self.cluster.request(
-            "PATCH", path, {"status": status}, content_type=MERGE_PATCH
-        )
+        try:
+            updated = await self.cluster.request(
+                "PATCH", path, {"status": status}, content_type=MERGE_PATCH
+            )
+        except NotFound as e:
+            self._gone[key] = uid
+            log.info(
+                "PodGroup %s: status not written, the API server has no such object (%s); "
+                "not tried again until a watch event for it",
+                key, e,
+            )  # fmt: skip
+            return False
         self.writes += 1
         if isinstance(updated, Mapping):
             self._written[key] = _Written(uid, _rv(updated), dict(updated.get("status") or status))

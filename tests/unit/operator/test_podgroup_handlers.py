@@ -260,6 +260,44 @@ async def test_a_write_failure_is_logged_and_retried_by_the_next_tick() -> None:
     assert await s.writer.sync("ns/g") is True
 
 
+async def test_a_group_the_api_server_no_longer_has_is_not_written_again_until_seen_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Deleted while the watch was away (an API server restart): the store still holds the
+    # group and its members' deletions keep touching it. The first write meets 404; member
+    # events and ticks write nothing more, and say nothing more, until the group's own
+    # next event (its DELETED, or the group back under a new uid).
+    s = Setup()
+    s.put("PodGroup", group(min_member=1))
+    s.put("Pod", pod("a", node="n"))
+    calls: list[str] = []
+
+    async def gone(method: str, path: str, *_: Any, **__: Any) -> Any:
+        calls.append(path)
+        raise NotFound(f'PATCH {path}: 404 podgroups.kubesched.dev "g" not found')
+
+    real = s.api.request
+    s.api.request = gone  # type: ignore[method-assign]
+    with caplog.at_level("INFO", logger="kubesched.operator.podgroups"):
+        assert await s.writer.sync("ns/g") is False
+        s.put("Pod", pod("a"), "DELETED")  # a member goes: touches the group
+        await asyncio.sleep(1)
+        await s.writer.tick()
+    assert len(calls) == 1
+    (record,) = [r for r in caplog.records if r.name == "kubesched.operator.podgroups"]
+    assert record.levelname == "INFO"
+    assert '"g" not found' in record.getMessage()
+    assert "not tried again until a watch event" in record.getMessage()
+    # the same name again, a new object: written
+    s.api.request = real  # type: ignore[method-assign]
+    s.put("PodGroup", group(min_member=1), "DELETED")
+    again = {**group(min_member=1), "metadata": {**group()["metadata"], "uid": "uid-g2"}}
+    s.put("PodGroup", again)
+    s.put("Pod", pod("b", node="n"))
+    await asyncio.sleep(1)
+    assert [p[1]["phase"] for p in s.api.patches] == ["Scheduled"]
+
+
 async def test_a_tick_writes_what_no_watch_event_shows() -> None:
     # Members reserved at Permit show in no watch event: the tick (every STATUS_INTERVAL,
     # for kubesched.dev PodGroups as for the other two APIs) writes them.
