@@ -77,6 +77,10 @@ STATUS_INTERVAL = 3.0
 timeout may be at most (member pod changes are written within :data:`DEBOUNCE`)."""
 DEBOUNCE = 0.25
 """Seconds a pod event waits for more of its gang's events before the status is written."""
+GONE_FOR = 60.0
+"""Seconds a PodGroup whose status write met 404 is not written again unless a watch event
+for it comes first (its DELETED, normally, within seconds of the watch's return); then
+one more try, should the 404 have been the server's mistake and the group still there."""
 RELEASE_INTERVAL = 30.0
 """Seconds between two tries to take :data:`~kubesched.api.meta.FINALIZER` off one live
 PodGroup. During a rolling upgrade the older replicas' Kopf puts it back at once; the
@@ -148,10 +152,11 @@ class PodGroupStatusWriter:
         """Our last write per group, until the watch brings it (the store may lag)."""
         self._released: dict[str, float] = {}
         """Group key -> loop time of the last try to take the finalizer off it."""
-        self._gone: dict[str, str] = {}
-        """Group key -> uid of a group whose status write the API server answered with 404
-        (deleted while the watch was away, e.g. across an API server restart): not written
-        again, by member events or ticks, until the store's next event for the group."""
+        self._gone: dict[str, tuple[str, float]] = {}
+        """Group key -> (uid, loop time) of a group whose status write the API server
+        answered with 404 (deleted while the watch was away, e.g. across an API server
+        restart): not written again, by member events or ticks, until the store's next
+        event for the group or for :data:`GONE_FOR` seconds."""
         self._locks: dict[str, asyncio.Lock] = {}
         self._dirty: set[str] = set()
         self._flush: asyncio.TimerHandle | None = None
@@ -357,7 +362,9 @@ class PodGroupStatusWriter:
             return False
         meta = group.get("metadata") or {}
         uid = str(meta.get("uid") or "")
-        if self._gone.get(key) == uid:
+        gone = self._gone.get(key)
+        now = asyncio.get_running_loop().time()
+        if gone is not None and gone[0] == uid and now - gone[1] < GONE_FOR:
             return False
         if api is GangAPI.KUBESCHED:
             await self.release(group)
@@ -376,11 +383,11 @@ class PodGroupStatusWriter:
                 "PATCH", path, {"status": status}, content_type=MERGE_PATCH
             )
         except NotFound as e:
-            self._gone[key] = uid
+            self._gone[key] = (uid, now)
             log.info(
                 "PodGroup %s: status not written, the API server has no such object (%s); "
-                "not tried again until a watch event for it",
-                key, e,
+                "not tried again until a watch event for it, or for %.0f s",
+                key, e, GONE_FOR,
             )  # fmt: skip
             return False
         self.writes += 1
