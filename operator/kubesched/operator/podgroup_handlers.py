@@ -363,8 +363,11 @@ class PodGroupStatusWriter:
         meta = group.get("metadata") or {}
         uid = str(meta.get("uid") or "")
         gone = self._gone.get(key)
-        now = asyncio.get_running_loop().time()
-        if gone is not None and gone[0] == uid and now - gone[1] < GONE_FOR:
+        if (
+            gone is not None
+            and gone[0] == uid
+            and asyncio.get_running_loop().time() - gone[1] < GONE_FOR
+        ):
             return False
         if api is GangAPI.KUBESCHED:
             await self.release(group)
@@ -383,7 +386,7 @@ class PodGroupStatusWriter:
                 "PATCH", path, {"status": status}, content_type=MERGE_PATCH
             )
         except NotFound as e:
-            self._gone[key] = (uid, now)
+            self._gone[key] = (uid, asyncio.get_running_loop().time())
             log.info(
                 "PodGroup %s: status not written, the API server has no such object (%s); "
                 "not tried again until a watch event for it, or for %.0f s",
