@@ -3,9 +3,13 @@ server's answers mapped to the ClusterPort's errors. :class:`KubeHTTP` is the ba
 of :class:`kubesched.cluster.kube.KubeCluster`, which makes every write and read through
 :meth:`~KubeHTTP.request`, :meth:`~KubeHTTP.send` and :meth:`~KubeHTTP.open`.
 
-Requests go through aiohttp sessions of our own, one per connection pool (writes,
-Events, reads: :data:`~kubesched.cluster.sessions.POOLS`, made in
-:mod:`kubesched.cluster.sessions`), built from kubernetes_asyncio's ``Configuration`` as its
+The writes and the Events (:data:`LEAN_POOLS`) go through
+:mod:`~kubesched.cluster.lean_http`'s keep-alive connections, with the sessions' TLS
+context, unless the configuration names a proxy: about a third of the client CPU of an
+aiohttp request, and a pod costs two of them (its Binding and its Event). The rest
+(reads, LISTs, watches) go through aiohttp sessions of our own, one per connection pool
+(:data:`~kubesched.cluster.sessions.POOLS`, made in :mod:`kubesched.cluster.sessions`),
+built from kubernetes_asyncio's ``Configuration`` as its
 ``ApiClient`` builds its own (host, TLS context with the CA and client certificates,
 ``tls_server_name``, proxy, ``connection_pool_maxsize`` for the writes) but with
 ``trust_env`` off (see :func:`session_for`), and the bearer token comes from
@@ -29,8 +33,10 @@ status, ``timeout`` or ``connection``) and the server's ``Retry-After``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+import urllib.parse
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -38,6 +44,8 @@ import aiohttp
 import orjson
 from kubernetes_asyncio import client as k8s_client
 
+from kubesched import __version__
+from kubesched.cluster.lean_http import LeanPool, LostConnection, Response
 from kubesched.cluster.sessions import (
     EVENTS,
     LIST_CONNECTIONS,
@@ -48,6 +56,7 @@ from kubesched.cluster.sessions import (
     RateLimiter,
     pool_for,
     session_for,
+    tls_context,
 )
 from kubesched.framework.cluster_port import ClusterError, Conflict, NotFound
 
@@ -61,6 +70,14 @@ MERGE_PATCH = "application/merge-patch+json"
 """RFC 7386: what our CRDs' status takes (no strategic merge for custom resources)."""
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 """Built-in kinds: lists merged by their keys (a pod's conditions by ``type``)."""
+
+
+LEAN_POOLS = (WRITES, EVENTS)
+"""The pools whose requests go through :mod:`~kubesched.cluster.lean_http` (short
+requests, a few hundred a second: the binds, the Events, the other writes) unless the
+configuration names a proxy; the reads, LISTs and watches stay with aiohttp."""
+
+_NO_LIMIT = RateLimiter(0, 1)
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -134,6 +151,8 @@ class KubeHTTP:
         self._sessions: dict[str, aiohttp.ClientSession] = {}
         """Pool name (:data:`POOLS`) -> its session, made at its first request (aiohttp
         sessions belong in a running loop)."""
+        self._lean: dict[str, LeanPool] = {}
+        """Pool name (:data:`LEAN_POOLS`) -> its lean connections, made at its first request."""
         self._closed = False
         """Set by :meth:`close`: a request after it (a background write still running
         at the stop) fails as a lost connection instead of making a session nobody
@@ -181,20 +200,48 @@ class KubeHTTP:
         if self._timeout_for != self.request_timeout:  # changed after construction
             self._timeout = aiohttp.ClientTimeout(total=self.request_timeout)
             self._timeout_for = self.request_timeout
+        pool = pool or pool_for(method)
+        lean = self._lean.get(pool) or (self._lean_pool(pool) if pool in LEAN_POOLS else None)
         try:
-            async with self.open(
-                method, path, body, content_type=content_type, query=query, pool=pool
-            ) as resp:
-                status = resp.status
-                data: bytes = await resp.read()
-                retry_after = resp.headers.get("Retry-After")
-        except (TimeoutError, aiohttp.ClientError) as e:
+            if lean is not None:
+                status, data, retry_after = await self._lean_send(
+                    lean, method, path, body, content_type, query
+                )
+            else:
+                async with self.open(
+                    method, path, body, content_type=content_type, query=query, pool=pool
+                ) as resp:
+                    status = resp.status
+                    data = await resp.read()
+                    retry_after = resp.headers.get("Retry-After")
+        except (TimeoutError, aiohttp.ClientError, LostConnection) as e:
             err = ClusterError(f"{method} {path}: {type(e).__name__}: {e}")
             err.code = "timeout" if isinstance(e, TimeoutError) else "connection"
             raise err from e
         if not 200 <= status < 300:
             raise _api_error(method, path, status, data, retry_after)
         return data
+
+    async def _lean_send(
+        self,
+        lean: LeanPool,
+        method: str,
+        path: str,
+        body: bytes | None,
+        content_type: str,
+        query: Mapping[str, str] | None,
+    ) -> Response:
+        """One exchange through the lean pool, within the request timeout."""
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        auth = await self.cfg.get_api_key_with_prefix("BearerToken")
+        if auth:
+            headers["Authorization"] = auth
+        if query:
+            path = f"{path}?{urllib.parse.urlencode(query)}"
+        async with asyncio.timeout(self.request_timeout):
+            return await lean.request(method, path, body, headers)
 
     @contextlib.asynccontextmanager
     async def open(
@@ -239,10 +286,41 @@ class KubeHTTP:
         needs it. ``run`` warms the writes while the caches sync, so that the first bind
         does not pay a handshake beside the next binds' own."""
         try:
-            async with self.open("GET", "/version", pool=pool) as resp:
-                await resp.read()
-        except (TimeoutError, aiohttp.ClientError) as e:
+            if pool in LEAN_POOLS and self._lean_pool(pool) is not None:
+                await self.send("GET", "/version", pool=pool, limiter=_NO_LIMIT)
+            else:
+                async with self.open("GET", "/version", pool=pool) as resp:
+                    await resp.read()
+        except (TimeoutError, aiohttp.ClientError, ClusterError) as e:
             log.debug("warming the %s connections: %s", pool, e)
+
+    def _lean_pool(self, pool: str) -> LeanPool | None:
+        """The lean connections of ``pool`` (made now), or None where aiohttp sends: a
+        proxy, or after :meth:`close`."""
+        found = self._lean.get(pool)
+        if found is not None or self._closed:
+            return found
+        cfg = self.cfg
+        if cfg.proxy:
+            return None
+        if pool == EVENTS:
+            limit: int | None = self.event_writers
+        elif pool == WRITES:
+            limit = cfg.connection_pool_maxsize
+        else:
+            raise ValueError(f"{pool!r} is not one of the lean pools {LEAN_POOLS}")
+        host = str(cfg.host).rstrip("/")
+        try:
+            made = self._lean[pool] = LeanPool(
+                host,
+                ssl_context=tls_context(cfg) if host.startswith("https:") else None,
+                server_hostname=cfg.tls_server_name or None,
+                limit=limit,
+                user_agent=f"kubesched/{__version__}",
+            )
+        except ValueError:
+            return None  # not a URL we read: aiohttp's request says what is wrong with it
+        return made
 
     def _session(self, pool: str) -> aiohttp.ClientSession:
         """The session of ``pool`` (:data:`POOLS`), made now; the host, proxy and TLS
@@ -276,5 +354,8 @@ class KubeHTTP:
         :meth:`~kubesched.cluster.kube.KubeCluster.aclose` and once no request is made)."""
         self._closed = True
         sessions, self._sessions = self._sessions, {}
+        lean, self._lean = self._lean, {}
+        for pool in lean.values():
+            await pool.close()
         for session in sessions.values():
             await session.close()

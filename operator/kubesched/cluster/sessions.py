@@ -42,8 +42,9 @@ EVENTS = "events"
 READS = "reads"
 LISTS = "lists"
 POOLS = (WRITES, EVENTS, READS, LISTS)
-"""The connection pools, one aiohttp session each, so that no kind of request waits for a
-connection another kind holds:
+"""The connection pools, one aiohttp session each (the writes' and the Events' are
+:mod:`~kubesched.cluster.lean_http` pools unless a proxy is configured: ``KubeHTTP``'s
+``LEAN_POOLS``), so that no kind of request waits for a connection another kind holds:
 
 * ``writes``: binds, status patches, deletions and the other writes, at most the
   configuration's ``connection_pool_maxsize`` connections;
