@@ -287,6 +287,58 @@ def _row(doc: Mapping[str, Any], notes: list[str]) -> str:
     )
 
 
+SHARED = ("kube-apiserver", "etcd", "bench")
+"""The processes both halves of a cell share the machine with (``other_cpu_seconds``)."""
+
+BOUNDS_HEADER = (
+    "| workload | nodes | pods | **ratio** | predicted | CPU ms a pod, shared (ks run / kube run) "
+    "| CPU ms a pod, scheduler (ks / kube) | cores busy (ks run / kube run) "
+    "| kubesched's CPU ms a pod for 1.5x |\n"
+    "|---|---|---|---|---|---|---|---|---|"
+)
+
+
+def cpu_per_pod(side: Mapping[str, Any]) -> tuple[float, float, float] | None:
+    """(CPU seconds a measured pod cost the shared processes, :data:`SHARED`; cost the
+    scheduler; cores the two kept busy over the window), or None without the figures."""
+    other = side.get("other_cpu_seconds") or {}
+    pods, own, seconds = side.get("pods"), side.get("cpu_seconds"), side.get("seconds")
+    if not pods or own is None or not seconds or any(other.get(p) is None for p in SHARED):
+        return None
+    shared = sum(float(other[p]) for p in SHARED)
+    return shared / pods, float(own) / pods, (shared + float(own)) / float(seconds)
+
+
+def bounds(docs: Sequence[Mapping[str, Any]], target: float = 1.5) -> str:
+    """Where the machine bounds each cell's ratio: the CPU a measured pod cost each half
+    of the run, the shared processes apart from the scheduler. When both halves keep the
+    machine's cores busy (with stream arrival the API server takes the pods' creations as
+    fast as it can), each half's pods/s is the cores over its CPU per pod, so the ratio
+    is about (kube-scheduler's half's CPU per pod) / (kubesched's). The last column is the
+    CPU per pod kubesched would need for ``target`` with the shared cost of its half as
+    measured."""
+    rows = [BOUNDS_HEADER]
+    latest: dict[tuple[str, int, int], Mapping[str, Any]] = {}
+    for doc in docs:
+        if "error" not in doc:
+            latest[(doc["workload"], doc["nodes"], doc["pods"])] = doc
+    order = {w: i for i, w in enumerate(WORKLOAD_ORDER)}
+    for key in sorted(latest, key=lambda k: (k[1], order.get(k[0], 99), k[2])):
+        doc = latest[key]
+        ks = cpu_per_pod(_side(doc, "kubesched"))
+        kube = cpu_per_pod(_side(doc, "kube-scheduler"))
+        if ks is None or kube is None:
+            continue
+        predicted = (kube[0] + kube[1]) / (ks[0] + ks[1])
+        needed = (kube[0] + kube[1]) / target - ks[0]
+        rows.append(
+            f"| {key[0]} | {key[1]} | {key[2]} | **{_num(_ratio(doc), 2)}** | {predicted:.2f} "
+            f"| {ks[0] * 1e3:.2f} / {kube[0] * 1e3:.2f} | {ks[1] * 1e3:.2f} / {kube[1] * 1e3:.2f} "
+            f"| {ks[2]:.2f} / {kube[2]:.2f} | {needed * 1e3:.2f} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kubesched.bench.matrix", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -312,10 +364,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("--list", action="store_true", help="print the cells and exit")
     p = sub.add_parser("render", help="print the Markdown table of a results file")
     p.add_argument("results", type=Path)
+    b = sub.add_parser(
+        "bounds",
+        help="print, per cell of a results file, the CPU a pod cost each half of the run "
+        "and the ratio that predicts (see docs/benchmarks.md, What bounds each number)",
+    )
+    b.add_argument("results", type=Path)
     args = parser.parse_args(argv)
-    if args.command == "render":
+    if args.command in ("render", "bounds"):
         lines = args.results.read_bytes().splitlines()
-        print(render([orjson.loads(line) for line in lines if line.strip()]), end="")
+        docs = [orjson.loads(line) for line in lines if line.strip()]
+        print((render if args.command == "render" else bounds)(docs), end="")
         return 0
     cells = [
         c

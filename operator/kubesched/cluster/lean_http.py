@@ -157,6 +157,8 @@ class _Conn(asyncio.Protocol):
                 try:
                     length = int(value)
                 except ValueError:
+                    length = -1
+                if length < 0:
                     self._fail(f"has a bad Content-Length: {value.strip()[:40]!r}")
                     return
             elif name == "transfer-encoding":

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
+import pytest
 
 from kubesched.bench import matrix
 from kubesched.bench.report import RunResult, document
@@ -104,3 +105,34 @@ def test_a_cell_that_needed_a_second_attempt_says_so() -> None:
     }
     table = matrix.render([doc])
     assert "Gang 1000/3000: run again after a failed attempt (kubesched: error" in table
+
+
+def test_bounds_show_the_cpu_a_pod_cost_each_half_and_the_ratio_it_predicts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = _doc("SchedulingBasic", 1000, 3000, 400.0, 300.0)
+    # kubesched's half: 3000 pods, 3 CPU s of its own, 9 s of the API server, etcd and
+    # bench, in 6 s; kube-scheduler's: 6 CPU s of its own and 12 shared, in 9 s
+    doc["kubesched"].update(  # type: ignore[attr-defined]
+        cpu_seconds=3.0,
+        seconds=6.0,
+        other_cpu_seconds={"kube-apiserver": 7.0, "etcd": 1.5, "bench": 0.5},
+    )
+    doc["kube-scheduler"].update(  # type: ignore[attr-defined]
+        cpu_seconds=6.0,
+        seconds=9.0,
+        other_cpu_seconds={"kube-apiserver": 9.5, "etcd": 2.0, "bench": 0.5},
+    )
+    no_figures = _doc("Gang", 1000, 3000, 400.0, 300.0)  # no shared CPU recorded: left out
+    table = matrix.bounds([doc, no_figures])
+    rows = [line for line in table.splitlines() if line.startswith("| ")][1:]  # no header
+    # predicted (4 + 2) / (3 + 1) = 1.50; for 1.5x kubesched may spend 6 / 1.5 - 3 = 1 ms
+    measured = f"{matrix._ratio(doc):.2f}"  # the table's ratio, as the results table has it
+    assert rows == [
+        f"| SchedulingBasic | 1000 | 3000 | **{measured}** | 1.50 | 3.00 / 4.00 | 1.00 / 2.00 "
+        "| 2.00 / 2.00 | 1.00 |"
+    ]
+    results = tmp_path / "r.jsonl"
+    results.write_bytes(orjson.dumps(doc) + b"\n")
+    assert matrix.main(["bounds", str(results)]) == 0
+    assert f"| SchedulingBasic | 1000 | 3000 | **{measured}** | 1.50 |" in capsys.readouterr().out

@@ -196,6 +196,7 @@ async def test_a_connection_the_server_closed_while_idle_is_not_used_again(
         (closing(b"HTTP/1.1 201 Cre"), "ended before its headers did"),
         (b"SSH-2.0-OpenSSH\r\n\r\n", "is not HTTP/1.x"),
         (b"HTTP/1.1 20x Created\r\nContent-Length: 0\r\n\r\n", "has no status"),
+        (b"HTTP/1.1 201 Created\r\nContent-Length: -4\r\n\r\n", "bad Content-Length"),
         (
             closing(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel"),
             "ended inside its chunked body",
