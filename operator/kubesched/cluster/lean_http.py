@@ -147,7 +147,7 @@ class _Conn(asyncio.Protocol):
                 continue
             break
         length: int | None = None
-        chunked = keep = False
+        chunked = False
         keep = status_line[0] != "HTTP/1.0"
         retry_after: str | None = None
         for line in head[1:]:
@@ -216,7 +216,9 @@ def _chunks(buf: bytearray, pos: int) -> tuple[bytes | None, int]:
         try:
             size = int(size_text, 16)
         except ValueError:
-            raise ValueError(f"has a bad chunk size {size_text[:20]!r}") from None
+            size = -1
+        if size < 0:
+            raise ValueError(f"has a bad chunk size {size_text[:20]!r}")
         if size == 0:
             end = buf.find(b"\r\n\r\n", eol)  # the trailers (usually none) and the last CRLF
             if end < 0:

@@ -205,6 +205,10 @@ async def test_a_connection_the_server_closed_while_idle_is_not_used_again(
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n",
             "bad chunk size",
         ),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-5\r\nhello\r\n",
+            "bad chunk size",
+        ),
         (closing(b""), "closed the connection before answering"),
     ],
 )
