@@ -259,6 +259,8 @@ class LeanPool:
         self._idle: list[_Conn] = []
         self._count = 0
         """Connections open or being opened (idle ones included), against ``limit``."""
+        self._open_conns: set[_Conn] = set()
+        """Every connection made and not yet dropped (idle or in use), for :meth:`close`."""
         self._waiters: collections.deque[asyncio.Future[_Conn | None]] = collections.deque()
         self._closed = False
 
@@ -298,12 +300,12 @@ class LeanPool:
         return response
 
     async def close(self) -> None:
-        """Close every connection; requests after this raise :class:`LostConnection`."""
+        """Close every connection, as aiohttp's session does: a request in flight, or
+        made after this, raises :class:`LostConnection`."""
         self._closed = True
-        idle, self._idle = self._idle, []
-        for conn in idle:
+        self._idle = []
+        for conn in list(self._open_conns):
             conn.close()
-            self._count -= 1
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():
@@ -325,8 +327,7 @@ class LeanPool:
                 and now - conn.idle_since < KEEPALIVE
             ):
                 return conn
-            conn.close()
-            self._count -= 1
+            self._drop(conn)
         if self.limit is None or self._count < self.limit:
             return await self._open()
         waiter: asyncio.Future[_Conn | None] = loop.create_future()
@@ -368,6 +369,7 @@ class LeanPool:
                     f"connecting to the API server at {self.host}:{self.port}: {e}"
                 ) from e
             raise
+        self._open_conns.add(conn)
         return conn
 
     def _release(self, conn: _Conn, keep: bool) -> None:
@@ -380,9 +382,13 @@ class LeanPool:
             conn.idle_since = asyncio.get_running_loop().time()
             self._idle.append(conn)
             return
+        self._drop(conn)
+        self._wake_one()
+
+    def _drop(self, conn: _Conn) -> None:
         conn.close()
         self._count -= 1
-        self._wake_one()
+        self._open_conns.discard(conn)
 
     def _wake_one(self) -> None:
         """A place in the pool freed: the first waiter opens a connection of its own."""
