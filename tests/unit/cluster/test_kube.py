@@ -19,6 +19,7 @@ from kubesched.cluster.kube import KubeCluster
 from kubesched.cluster.sessions import RateLimiter
 from kubesched.framework.cluster_port import ClusterError, Conflict, NotFound, PodCondition
 from tests.builders import make_pod
+from tests.unit.cluster.scheduled import record_scheduled
 
 NOW = datetime(2025, 3, 4, 5, 6, 7, 890123, tzinfo=UTC)
 
@@ -268,14 +269,7 @@ async def test_events_are_written_several_at_a_time(fake: tuple[FakeAPI, KubeClu
     loop = asyncio.get_running_loop()
     t0 = loop.time()
     for _ in range(8):
-        await cluster.record_event(
-            pod(),
-            event_type="Normal",
-            reason="Scheduled",
-            action="Binding",
-            message="m",
-            reporting_controller="kubesched",
-        )
+        await record_scheduled(cluster, pod())
     await cluster.flush_events()
     assert len(api.requests) == 8
     assert loop.time() - t0 < 8 * 0.2 / 2  # not one after the other

@@ -21,6 +21,7 @@ from kubesched.cluster.sessions import LIST_CONNECTIONS, WRITES, session_for
 from kubesched.framework.cluster_port import ClusterError
 from kubesched.framework.types import Pod
 from tests.builders import make_pod
+from tests.unit.cluster.scheduled import record_scheduled
 
 EVENTS = "/apis/events.k8s.io/v1/namespaces/shop/events"
 BINDING = "/api/v1/namespaces/shop/pods/web-1/binding"
@@ -89,14 +90,7 @@ async def test_a_bind_is_not_held_up_by_event_writes_in_flight(
     api, cluster = held
     api.held.add(EVENTS)
     for _ in range(cluster.event_writers * 2):  # every writer busy, more queued
-        await cluster.record_event(
-            _pod(),
-            event_type="Normal",
-            reason="Scheduled",
-            action="Binding",
-            message="m",
-            reporting_controller="kubesched",
-        )
+        await record_scheduled(cluster, _pod())
     await _until(lambda: api.waiting >= 2)  # as many as the writes have connections
     # With one pool the writers held both connections and this bind timed out.
     await cluster.bind(_pod(), "node-7")

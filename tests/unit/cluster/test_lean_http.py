@@ -23,6 +23,7 @@ from kubesched.framework.cluster_port import ClusterError
 from kubesched.framework.types import Pod
 from tests.builders import make_pod
 from tests.tls import server_certificate
+from tests.unit.cluster.scheduled import record_scheduled
 
 BINDING = "/api/v1/namespaces/shop/pods/web-1/binding"
 
@@ -329,14 +330,7 @@ async def test_binds_and_events_over_tls_on_kept_connections(tmp_path: Path) -> 
     try:
         await asyncio.gather(*(cluster.bind(_pod(), f"node-{i}") for i in range(10)))
         for _ in range(3):
-            await cluster.record_event(
-                _pod(),
-                event_type="Normal",
-                reason="Scheduled",
-                action="Binding",
-                message="m",
-                reporting_controller="kubesched",
-            )
+            await record_scheduled(cluster, _pod())
         await cluster.flush_events()
     finally:
         await cluster.aclose()
