@@ -5,8 +5,8 @@ of :class:`kubesched.cluster.kube.KubeCluster`, which makes every write and read
 
 The writes and the Events (:data:`LEAN_POOLS`) go through
 :mod:`~kubesched.cluster.lean_http`'s keep-alive connections, with the sessions' TLS
-context, unless the configuration names a proxy: about a third of the client CPU of an
-aiohttp request, and a pod costs two of them (its Binding and its Event). The rest
+context, unless the configuration names a proxy: about 40% of the client CPU of an aiohttp
+request, and a pod costs two of them (its Binding and its Event). The rest
 (reads, LISTs, watches) go through aiohttp sessions of our own, one per connection pool
 (:data:`~kubesched.cluster.sessions.POOLS`, made in :mod:`kubesched.cluster.sessions`),
 built from kubernetes_asyncio's ``Configuration`` as its

@@ -3,13 +3,12 @@ Events and the other writes (:data:`~kubesched.cluster.sessions.WRITES`,
 :data:`~kubesched.cluster.sessions.EVENTS`).
 
 A pod costs kubesched two requests, its Binding and its ``Scheduled`` Event. Through
-aiohttp's ``ClientSession.request`` each took about 160 us of CPU on the client (its
+aiohttp's ``ClientSession.request`` each took about 190 us of CPU on the client (its
 general path: URL parsing, header multidicts, cookies, tracing, timers, the response
-object and its stream reader); the same request over a keep-alive connection of an
-asyncio protocol of this module takes about 45 (3000 POSTs, 32 in flight, over TLS, to
-one local server: ``client CPU per request``). On a 2-core machine that CPU comes out of
-what the API server and the pods' creators have (docs/benchmarks.md, "What bounds each
-number").
+object and its stream reader); through a keep-alive connection of this module, about 80
+(``python docs/request-cost.py``: 3000 Binding POSTs, 32 in flight, over TLS to one local
+server). On a 2-core machine that CPU comes out of what the API server and the pods'
+creators have (docs/benchmarks.md, "What bounds each number").
 
 What it does, and no more: a request line, our headers and a body of bytes go out on a
 connection of the pool (TLS with the sessions' context,
