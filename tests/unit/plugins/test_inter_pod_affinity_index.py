@@ -372,20 +372,29 @@ def test_cycles_catch_up_on_changed_pods_without_recounting(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Between cycles only the pods that changed are counted again: a cycle's cost does
-    not grow with every pod on every node (a recount happens on node label changes)."""
+    not grow with every pod on every node. A node added, removed or relabelled has only
+    its own pods counted again (a cluster autoscaler adding a node to a cluster of many
+    thousand pods must not cost a recount of all of them)."""
     recounts: list[int] = []
+    counted_nodes: list[str] = []
     fill = AffinityIndex._fill
+    count_node = AffinityIndex._count_node
 
     def counting_fill(self: AffinityIndex, nodes: Any) -> None:
         recounts.append(1)
         fill(self, nodes)
 
+    def counting_node(self: AffinityIndex, ni: Any, labels: Any) -> None:
+        counted_nodes.append(ni.name)
+        count_node(self, ni, labels)
+
     monkeypatch.setattr(AffinityIndex, "_fill", counting_fill)
+    monkeypatch.setattr(AffinityIndex, "_count_node", counting_node)
     cache = Cache()
     for i in range(4):
         cache.add_node(make_node(f"n{i}").label(ZONE, f"z{i % 2}").node())
     pl = plugin(cache.snapshot, STORE)
-    anti = affinity(anti=[term({"app": "web"}, key=HOST)])
+    anti = affinity(anti=[term({"app": "web"}, key=ZONE)])
     web = [make_pod(f"web{i}").labels(app="web").affinity(anti).pod() for i in range(4)]
     incoming = make_pod("next").labels(app="web").affinity(anti).pod()
 
@@ -402,10 +411,27 @@ def test_cycles_catch_up_on_changed_pods_without_recounting(
     cache.add_pod(web[0].assigned_to("n0"))  # confirmed by the watch
     cache.forget_pod(web[2].assigned_to("n2"))  # its binding failed
     cache.remove_pod(web[1].assigned_to("n1"))  # deleted
-    assert cycle() == {"n0": ANTI, "n1": None, "n2": None, "n3": None}
+    # web0 on n0 (zone z0) keeps zone z0 off limits
+    assert cycle() == {"n0": ANTI, "n1": None, "n2": ANTI, "n3": None}
     assert len(recounts) == 1  # the first cycle only
-    old = cache.node_info("n3")
+    counted_nodes.clear()
+
+    # n0 moves to zone z9: only n0's pods are counted again, and z0 is free
+    old = cache.node_info("n0")
     assert old is not None and old.node is not None
-    cache.update_node(old.node, make_node("n3").label(ZONE, "z9").node())
-    cycle()
-    assert len(recounts) == 2  # node labels changed: recount once
+    cache.update_node(old.node, make_node("n0").label(ZONE, "z9").node())
+    assert cycle() == {"n0": ANTI, "n1": None, "n2": None, "n3": None}
+    assert counted_nodes == ["n0"] and len(recounts) == 1
+
+    # a node joins in z9 and n1 leaves: only the new node is counted
+    counted_nodes.clear()
+    cache.add_node(make_node("n4").label(ZONE, "z9").node())
+    cache.remove_node("n1")
+    assert cycle() == {"n0": ANTI, "n2": None, "n3": None, "n4": ANTI}
+    assert counted_nodes == ["n4"] and len(recounts) == 1
+
+    # n0 leaves with web0 still bound there (its deletion comes later): z9 is free
+    counted_nodes.clear()
+    cache.remove_node("n0")
+    assert cycle() == {"n2": None, "n3": None, "n4": None}
+    assert counted_nodes == [] and len(recounts) == 1

@@ -13,9 +13,12 @@ values of topology keys on its node. So the index keeps:
 
 A cycle then costs (label classes + distinct terms + the domains they occupy), not
 (pods x nodes). The index follows the snapshot's :class:`PodJournal` (pods assumed,
-bound, forgotten, removed) and recounts from the nodes only when the journal was
-trimmed past it or node labels or the node set changed (``Snapshot.labels_version``).
-Only pods on the snapshot's nodes count, as in kube-scheduler's snapshot.
+bound, forgotten, removed). When node labels or the node set changed
+(``Snapshot.labels_version``), it compares each row with the node it counted: only the
+pods of nodes added, removed or relabelled are counted again, so a node joining or
+leaving a large cluster costs (nodes + that node's pods), not every pod. It recounts
+everything only when the journal was trimmed past it. Only pods on the snapshot's nodes
+count, as in kube-scheduler's snapshot.
 """
 
 from __future__ import annotations
@@ -100,7 +103,11 @@ class AffinityIndex:
     def _clear(self) -> None:
         self.classes: dict[tuple[str, frozenset[tuple[str, str]]], LabelClass] = {}
         self.terms: dict[Hashable, TermDomains] = {}
-        self._placed: dict[tuple[str, str], _Placed] = {}
+        self._placed: dict[str, dict[str, _Placed]] = {}
+        """Node name -> pod uid -> what was counted for the pod."""
+        self._counted: dict[str, tuple[NodeInfo, Mapping[str, str]]] = {}
+        """Node name -> the snapshot row (NodeInfo) and node labels its pods were
+        counted from, as of the last :meth:`sync`."""
 
     @classmethod
     def from_nodes(
@@ -114,54 +121,92 @@ class AffinityIndex:
     def _fill(self, nodes: Iterable[NodeInfo]) -> None:
         for ni in nodes:
             if ni.node is not None:
-                for p in ni.pods:
-                    self.add(ni.name, ni.node.labels, p)
+                self._count_node(ni, ni.node.labels)
+
+    def _count_node(self, ni: NodeInfo, labels: Mapping[str, str]) -> None:
+        for p in ni.pods:
+            self.add(ni.name, labels, p)
+        self._counted[ni.name] = (ni, labels)
 
     # -- following the snapshot -------------------------------------------------------------
     def sync(self, snap: Snapshot) -> None:
         """Bring the counts to the snapshot's current pods."""
         j = snap.journal
-        entries = None
-        if j is self._journal and snap.labels_version == self._labels_version:
-            entries = j.since(self._cursor)
+        entries = j.since(self._cursor) if j is self._journal else None
         if entries is None:
             self._clear()
             self._fill(snap.node_infos)
         else:
+            recount: set[str] = set()
+            if snap.labels_version != self._labels_version:
+                recount = self._changed_rows(snap)
             infos = snap.node_infos
             n = len(infos)
             for ni, pod, sign in entries:
                 i = ni.index
                 node = ni.node
-                if node is None or not 0 <= i < n or infos[i] is not ni:
+                if node is None or not 0 <= i < n or infos[i] is not ni or ni.name in recount:
                     continue
                 if sign > 0:
-                    # The node's labels now, as a recount would read them (an entry's
-                    # pod may have come while the node had labels it no longer has).
                     self.add(ni.name, node.labels, pod)
                 else:
                     self.remove(ni.name, pod.uid)
+            for name in recount:
+                self._forget_node(name)
+                ni_now = snap.by_name.get(name)
+                if ni_now is not None and ni_now.node is not None:
+                    self._count_node(ni_now, ni_now.node.labels)
         self._journal = j
         self._cursor = j.end
         self._labels_version = snap.labels_version
 
+    def _changed_rows(self, snap: Snapshot) -> set[str]:
+        """Nodes whose pods must be counted again: rows that are new, another NodeInfo or
+        relabelled since they were counted, and counted nodes that left the rows. The
+        journal's entries cover the rest (the same NodeInfo, the same labels)."""
+        changed: set[str] = set()
+        by_name = snap.by_name
+        for name, (ni, labels) in self._counted.items():
+            now = by_name.get(name)
+            node = now.node if now is not None else None
+            if (
+                now is not ni
+                or node is None
+                or (node.labels is not labels and node.labels != labels)
+            ):
+                changed.add(name)
+        for ni in snap.node_infos:
+            if ni.name not in self._counted:
+                changed.add(ni.name)
+        return changed
+
+    def _forget_node(self, name: str) -> None:
+        for uid in list(self._placed.get(name, ())):
+            self.remove(name, uid)
+        self._counted.pop(name, None)
+
     # -- maintenance ------------------------------------------------------------------------
     def add(self, node_name: str, labels: Mapping[str, str], pod: Pod) -> None:
-        key = (node_name, pod.uid)
-        if key in self._placed:
+        on_node = self._placed.get(node_name)
+        if on_node is None:
+            on_node = self._placed[node_name] = {}
+        elif pod.uid in on_node:
             self.remove(node_name, pod.uid)
         ckey = (pod.namespace, frozenset(pod.labels.items()))
         c = self.classes.get(ckey)
         if c is None:
             c = self.classes[ckey] = LabelClass(pod.namespace, pod.labels)
         terms = self._terms_of(pod)
-        self._placed[key] = (c, labels, terms)
+        on_node[pod.uid] = (c, labels, terms)
         self._account(c, labels, terms, 1)
 
     def remove(self, node_name: str, uid: str) -> None:
-        placed = self._placed.pop((node_name, uid), None)
+        on_node = self._placed.get(node_name)
+        placed = on_node.pop(uid, None) if on_node is not None else None
         if placed is None:
             return
+        if not on_node:
+            del self._placed[node_name]
         c, labels, terms = placed
         self._account(c, labels, terms, -1)
         if c.size == 0:
@@ -207,10 +252,11 @@ class AffinityIndex:
         if key in self._keys:
             return
         self._keys.add(key)
-        for c, labels, _ in self._placed.values():
-            v = labels.get(key)
-            if v is not None:
-                _bump(c.domains.setdefault(key, {}), v, 1)
+        for on_node in self._placed.values():
+            for c, labels, _ in on_node.values():
+                v = labels.get(key)
+                if v is not None:
+                    _bump(c.domains.setdefault(key, {}), v, 1)
 
     # -- queries ----------------------------------------------------------------------------
     def has_required_anti(self) -> bool:
