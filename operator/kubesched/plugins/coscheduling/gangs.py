@@ -3,8 +3,9 @@
 :class:`Gang` is the per-PodGroup state (queue time, backoff, why it last failed,
 the members seen by PreEnqueue and those waiting at Permit). :class:`AssignedIndex`
 answers "which members of this gang are bound or assumed?" from the snapshot, refreshing
-only the nodes whose ``NodeInfo.generation`` moved, so gang pods cost O(nodes) integer
-compares per cycle and pods outside gangs cost nothing.
+only the nodes whose ``NodeInfo.generation`` moved (a node added or removed too: only
+its pods are read), so gang pods cost O(nodes) integer compares per cycle and pods
+outside gangs cost nothing.
 """
 
 from __future__ import annotations
@@ -147,11 +148,15 @@ class AssignedIndex:
                 s.discard(uid)
 
     def refresh(self, snap: Snapshot) -> None:
-        if snap.labels_version != self._labels_version:
-            self._seen.clear()
-            self._members.clear()
-            self._labels_version = snap.labels_version
         seen = self._seen
+        if snap.labels_version != self._labels_version:
+            # The node set may have changed: take back the members of nodes that left
+            # the rows (membership does not depend on node labels; the loop below
+            # catches rows that are another NodeInfo or changed).
+            by_name = snap.by_name
+            for name in [n for n, prev in seen.items() if by_name.get(n) is not prev[0]]:
+                self._apply(seen.pop(name)[2], -1)
+            self._labels_version = snap.labels_version
         for ni in snap.node_infos:
             prev = seen.get(ni.name)
             if prev is not None and prev[0] is ni and prev[1] == ni.generation:
