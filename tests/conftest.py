@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
+
+HELM_TESTS = Path(__file__).parent / "helm"
 
 
 def pytest_sessionstart() -> None:
@@ -21,3 +24,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # e2e tests (marked by tests/e2e/conftest.py) run after unit and integration tests:
     # the cheap failures come first. A stable sort keeps every other order as collected.
     items.sort(key=lambda item: item.get_closest_marker("e2e") is not None)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # The chart tests' helm binaries, built (or found in the build's cache) before any
+    # test runs when CI did not name them (tests/helm/chart.py, prepare_helms).
+    if any(
+        HELM_TESTS in item.path.parents or "helm" in getattr(item, "fixturenames", ())
+        for item in session.items
+    ):
+        from tests.helm.chart import prepare_helms
+
+        prepare_helms()

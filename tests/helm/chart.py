@@ -2,7 +2,9 @@
 
 ``KUBESCHED_HELM`` names the binary (``tests/helm/build`` prints its directory; ``.ci/run``
 sets the variable). Without it the tests that need helm skip, saying how to get one;
-under CI (``CI`` set) they fail instead, since a CI run without helm would prove nothing.
+under CI (``CI`` set) or with ``KUBESCHED_E2E=1``, the session builds it first (or finds
+it in the build's cache) as tests/e2e does the control plane, so the README's test
+command alone runs them; a build that fails stops the session.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "helm" / "kubesched"
+BUILD = Path(__file__).resolve().parent / "build"
 HELM_ENV = "KUBESCHED_HELM"
 HOW_TO_GET_HELM = (
     f"chart tests need a helm v3 binary: run tests/helm/build and set {HELM_ENV}=<dir>/helm "
@@ -186,3 +189,34 @@ def find_old_helm() -> Helm:
             f"{OLD_HELM_ENV}=<dir>/helm (the directory is the last line it prints)"
         )
     return Helm(path)
+
+
+def _build_helm(version: str | None) -> str:
+    """``tests/helm/build`` (which reuses its cache): the helm binary it prints."""
+    env = dict(os.environ)
+    if version:
+        env["KUBESCHED_HELM_VERSION"] = version
+    log = (
+        Path(tempfile.gettempdir()) / f"kubesched-helm-build{'-' + version if version else ''}.log"
+    )
+    with log.open("w") as stderr:
+        result = subprocess.run(
+            [str(BUILD)], stdout=subprocess.PIPE, stderr=stderr, text=True, env=env, check=False
+        )
+    lines = result.stdout.strip().splitlines()
+    if result.returncode != 0 or not lines:
+        raise pytest.UsageError(f"{BUILD} failed ({result.returncode}); see {log}")
+    return str(Path(lines[-1]) / "helm")
+
+
+def prepare_helms() -> None:
+    """Under CI (or ``KUBESCHED_E2E=1``), build the helms the chart tests use when their
+    variables are unset, as ``.ci/run`` does, and set the variables for this session.
+    Called once, after collection, when a collected test needs helm: a cold build takes
+    about a minute, longer than a test may."""
+    if not (os.environ.get("CI") or os.environ.get("KUBESCHED_E2E") == "1"):
+        return
+    if not os.environ.get(HELM_ENV):
+        os.environ[HELM_ENV] = _build_helm(None)
+    if not os.environ.get(OLD_HELM_ENV):
+        os.environ[OLD_HELM_ENV] = _build_helm(OLD_HELM_VERSION)
