@@ -107,8 +107,9 @@ def _proc_cpu_seconds(pid: int) -> float | None:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return None
-    # after "pid (comm)": state is fields[0]; utime and stime are fields 14 and 15 of the file
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    # after "pid (comm)": state is fields[0]; utime and stime are fields 14 and 15 of the
+    # file, then the children's it waited for (kubesched run's early listing, a child)
+    return sum(int(f) for f in fields[11:15]) / CLOCK_TICKS
 
 
 def _proc_cpu_wait_seconds(pid: int) -> float | None:

@@ -3,10 +3,18 @@
 ``kubesched run`` spends most of its way to the first bind importing (aiohttp, numpy,
 pydantic models, the plugins, Kopf: about a CPU second on a loaded 2-core machine) and
 then listing thousands of pods, which the API server takes a while to encode. The two
-need not wait for each other: :class:`Prefetch` lists in a thread of its own with the
-standard library's HTTP client (socket reads and TLS release the GIL, and the API server
-works on another core) while the main thread imports, and the first listing of each
-kind takes the pages (:meth:`Prefetch.take`) instead of making the same request again:
+need not wait for each other: :class:`Prefetch` lists with the standard library's HTTP
+client while the main thread imports, and the first listing of each kind takes the pages
+(:meth:`Prefetch.take`) instead of making the same request again. It lists in a child
+process where it can (Linux, forked while ``kubesched run`` has a single thread): the
+child writes the bodies into a memory file the two processes share and says on a pipe
+where each kind's are; the taker decodes them. In a thread of the same process, as it
+did before, every socket read gave the GIL up and then waited up to a switch interval
+(5 ms) to get it back from the importing main thread: in docs/benchmarks.md's start
+(1000 nodes, 5000 pods) the pods were listed 0.47-0.60 s after the process started and
+every kind 0.63-0.80 s, and the first bind waited for the listing; from the child, 0.31-0.41
+and 0.35-0.46 s, before the imports end. Elsewhere, or
+where the fork or the memory file is refused, the thread lists. The takers are
 the informers of :mod:`kubesched.cluster.informer` (pods, nodes) and the initial sync's
 :meth:`~kubesched.operator.handlers.WatchRouter.reconcile` (the rest). Pods and nodes
 come first (the large ones, and the informers' start), then the other
@@ -29,14 +37,17 @@ LIST is taken; relists are the takers'.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import logging
+import os
+import signal
 import ssl
 import tempfile
 import threading
 import urllib.parse
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, NoReturn, cast
 
 import orjson
 
@@ -62,10 +73,47 @@ class _Refused(Exception):
     """The server answered a LIST with an error status (the connection stays usable)."""
 
 
+def _meta(body: bytes) -> dict[str, Any]:
+    """A LIST body's ``metadata`` (the continue token, the resourceVersion), read from the
+    part before ``items`` where the API server wrote it first (Go writes a list's fields in
+    struct order: kind, apiVersion, metadata, items), else from the whole body."""
+    at = body.find(b'"items":')
+    if at > 0:
+        try:
+            head = orjson.loads(body[:at].rstrip().rstrip(b",") + b"}")
+        except orjson.JSONDecodeError:
+            head = None
+        if isinstance(head, dict) and isinstance(head.get("metadata"), dict):
+            return cast(dict[str, Any], head["metadata"])
+    whole = orjson.loads(body)
+    meta = whole.get("metadata") if isinstance(whole, dict) else None
+    return meta if isinstance(meta, dict) else {}
+
+
+def _page(body: bytes | memoryview) -> Page:
+    """The items (without ``managedFields``) and resourceVersion of one LIST body."""
+    page = orjson.loads(body)
+    meta = page.get("metadata") or {}
+    items: list[dict[str, Any]] = page.get("items") or []
+    for item in items:
+        item_meta = item.get("metadata")
+        if isinstance(item_meta, dict):
+            item_meta.pop("managedFields", None)  # kubesched.cluster.kube.trim
+    return items, str(meta.get("resourceVersion") or "")
+
+
+def can_fork() -> bool:
+    """Whether the listing can run in a child process here: Linux's ``memfd_create`` and
+    ``fork``, and no other thread yet (a thread holding a lock at the fork would leave it
+    held in the child)."""
+    return hasattr(os, "memfd_create") and hasattr(os, "fork") and threading.active_count() == 1
+
+
 class Prefetch:
     """LISTs ``kinds`` (default: every watched kind; :data:`FIRST` first, the rest in
-    :data:`~kubesched.cluster.kinds.WATCHED`'s order) in a daemon thread from
-    :meth:`start` on (see the module doc)."""
+    :data:`~kubesched.cluster.kinds.WATCHED`'s order) from :meth:`start` on (see the
+    module doc): in a child process when ``process`` is True (None: where
+    :func:`can_fork`), else in a daemon thread."""
 
     def __init__(
         self,
@@ -74,19 +122,41 @@ class Prefetch:
         *,
         page_size: int = 500,
         timeout: float = 30.0,
+        process: bool | None = None,
     ) -> None:
         self.kubeconfig = kubeconfig
         wanted = [k for k in kinds if k in PATHS]
         self.kinds = [k for k in FIRST if k in wanted] + [k for k in wanted if k not in FIRST]
         self.page_size = page_size
         self.timeout = timeout
+        self.process = process
         self._pages: dict[str, list[Page] | None] = {}
+        """Thread: kind -> its decoded pages."""
+        self._spans: dict[str, list[tuple[int, int]]] = {}
+        """Child process: kind -> where its pages' bodies are in :attr:`_data`."""
+        self._data = -1
+        """Child process: the memory file it writes the bodies into (-1: none, closed)."""
+        self._pid = 0
         self._prefix = ""
         self._done = {kind: threading.Event() for kind in self.kinds}
-        self._thread = threading.Thread(target=self._run, name="kubesched-prefetch", daemon=True)
+        self._thread: threading.Thread | None = None
 
     def start(self) -> Prefetch:
-        self._thread.start()
+        forked = False
+        if self.process if self.process is not None else can_fork():
+            try:
+                self._fork()
+                forked = True
+            except OSError as e:  # no memory file or no process to be had (seccomp, limits)
+                log.debug("listing in a thread: %s", e)
+        if not forked:
+            self._thread = threading.Thread(
+                target=self._run,
+                args=(self._keep_decoded, self._ended),
+                name="kubesched-prefetch",
+                daemon=True,
+            )
+            self._thread.start()
         return self
 
     async def take(self, kind: str) -> list[Page] | None:
@@ -95,30 +165,144 @@ class Prefetch:
         if done is None:
             return None
         if not done.is_set():
-            import asyncio  # loaded by then; not before the thread starts (~20 ms)
+            import asyncio  # loaded by then; not before the listing starts (~20 ms)
 
             await asyncio.to_thread(done.wait, self.timeout)
-        return self._pages.pop(kind, None)
+        spans = self._spans.pop(kind, None)
+        if spans is None or self._data < 0:
+            return self._pages.pop(kind, None)
+        # decoded here, in the taker's thread: the child only read them
+        return [_page(os.pread(self._data, n, at)) for at, n in spans]
 
-    # -- the thread ----------------------------------------------------------------------------
-    def _run(self) -> None:
+    def close(self) -> None:
+        """Drop what was not taken; a child still listing is stopped (and reaped by the
+        thread reading its frames)."""
+        self._pages.clear()
+        self._spans.clear()
+        if self._data >= 0:
+            os.close(self._data)
+            self._data = -1
+        if self._pid and not all(d.is_set() for d in self._done.values()):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self._pid, signal.SIGKILL)
+
+    # -- the listing (in the thread, or in the child) -------------------------------------
+    def _run(
+        self,
+        deliver: Callable[[str, list[bytes] | str], None],
+        ended: Callable[[str], None],
+    ) -> None:
+        """List every kind, handing each its bodies (or why the server refused it)."""
         conn: http.client.HTTPConnection | None = None
+        why = ""
         try:
             conn, headers = self._connect()
             for kind in self.kinds:
                 try:
-                    self._pages[kind] = pages = self._list(conn, headers, kind)
-                    log.debug("prefetched %d %s objects", sum(len(p[0]) for p in pages), kind)
+                    bodies: list[bytes] | str = self._list(conn, headers, kind)
                 except _Refused as e:  # its taker lists it, and meets the same answer
-                    log.debug("not prefetching %s: %s", kind, e)
-                self._done[kind].set()
+                    bodies = str(e)
+                deliver(kind, bodies)
         except Exception as e:  # the connection failed: the takers list for themselves
-            log.debug("prefetch ended: %s", e)
+            why = str(e) or type(e).__name__
         finally:
-            for done in self._done.values():
-                done.set()
             if conn is not None:
                 conn.close()
+            ended(why)
+
+    def _keep_decoded(self, kind: str, bodies: list[bytes] | str) -> None:
+        if isinstance(bodies, str):
+            log.debug("not prefetching %s: %s", kind, bodies)
+        else:
+            self._pages[kind] = pages = [_page(b) for b in bodies]
+            log.debug("prefetched %d %s objects", sum(len(p[0]) for p in pages), kind)
+        self._done[kind].set()
+
+    def _ended(self, why: str) -> None:
+        if why:
+            log.debug("prefetch ended: %s", why)
+        for done in self._done.values():
+            done.set()
+
+    # -- the child process -------------------------------------------------------------------
+    def _fork(self) -> None:
+        """Start the child: it lists as the thread would, writes each page's body into a
+        memory file shared with this process and, per kind, one line on a pipe saying
+        where its bodies are; a thread of this process reads those lines. The child holds
+        no GIL of ours: its socket reads and TLS do not wait on the imports, nor they on
+        it, and the API server's answers are read as fast as they come."""
+        data = os.memfd_create("kubesched-prefetch", os.MFD_CLOEXEC)
+        try:
+            read_end, write_end = os.pipe()
+        except OSError:
+            os.close(data)
+            raise
+        try:
+            pid = os.fork()
+        except OSError:
+            for fd in (data, read_end, write_end):
+                os.close(fd)
+            raise
+        if pid == 0:  # the child: never returns
+            os.close(read_end)
+            self._child(data, write_end)
+        os.close(write_end)
+        self._data, self._pid = data, pid
+        self._thread = threading.Thread(
+            target=self._read_frames, args=(read_end,), name="kubesched-prefetch", daemon=True
+        )
+        self._thread.start()
+
+    def _child(self, data: int, frames: int) -> NoReturn:
+        code = 1
+        try:
+            # a Ctrl-C stops the child where it is, quietly (the parent reports it)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            written = 0
+
+            def send(frame: dict[str, Any]) -> None:
+                os.write(frames, orjson.dumps(frame) + b"\n")
+
+            def deliver(kind: str, bodies: list[bytes] | str) -> None:
+                nonlocal written
+                if isinstance(bodies, str):
+                    send({"kind": kind, "refused": bodies})
+                    return
+                spans = []
+                for body in bodies:
+                    view = memoryview(body)
+                    while view:  # a write to a memory file takes it all, but may not
+                        view = view[os.write(data, view) :]
+                    spans.append((written, len(body)))
+                    written += len(body)
+                send({"kind": kind, "spans": spans})
+
+            self._run(deliver, lambda why: send({"end": why}))
+            code = 0
+        finally:
+            os._exit(code)  # nothing of the parent's (atexit, buffers) runs here
+
+    def _read_frames(self, fd: int) -> None:
+        try:
+            with os.fdopen(fd, "rb") as lines:
+                for line in lines:
+                    frame = orjson.loads(line)
+                    kind = frame.get("kind")
+                    if kind in self._done:
+                        if "spans" in frame:
+                            self._spans[kind] = [(int(a), int(n)) for a, n in frame["spans"]]
+                            log.debug("prefetched %s: %d pages", kind, len(frame["spans"]))
+                        else:
+                            log.debug("not prefetching %s: %s", kind, frame.get("refused"))
+                        self._done[kind].set()
+                    elif frame.get("end"):
+                        log.debug("prefetch ended: %s", frame["end"])
+        except (OSError, ValueError) as e:
+            log.debug("prefetch ended: %s", e)
+        finally:
+            self._ended("")
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self._pid, 0)
 
     def _connect(self) -> tuple[http.client.HTTPConnection, dict[str, str]]:
         with tempfile.TemporaryDirectory(prefix="kubesched-prefetch-") as temp:
@@ -171,11 +355,12 @@ class Prefetch:
 
     def _list(
         self, conn: http.client.HTTPConnection, headers: dict[str, str], kind: str
-    ) -> list[Page]:
-        """All pages of ``kind`` (as :meth:`~kubesched.cluster.kube.KubeCluster.list_pages`
-        would list them); :class:`_Refused` at the first status but 200."""
+    ) -> list[bytes]:
+        """The bodies of all pages of ``kind`` (as
+        :meth:`~kubesched.cluster.kube.KubeCluster.list_pages` would list them), pods' and
+        nodes' without ``managedFields``; :class:`_Refused` at the first status but 200."""
         path, cut = PATHS[kind], kind in STRUCT_ORDER_KINDS
-        pages: list[Page] = []
+        bodies: list[bytes] = []
         token = ""
         while True:
             query = {"limit": str(self.page_size)}
@@ -190,15 +375,7 @@ class Prefetch:
             body = resp.read()  # all of it, even refused: the connection serves the next
             if resp.status != 200:
                 raise _Refused(f"GET {path}: {resp.status}")
-            page = orjson.loads(without_managed_fields(body) if cut else body)
-            del body
-            meta = page.get("metadata") or {}
-            items: list[dict[str, Any]] = page.get("items") or []
-            for item in items:
-                item_meta = item.get("metadata")
-                if isinstance(item_meta, dict):
-                    item_meta.pop("managedFields", None)  # kubesched.cluster.kube.trim
-            pages.append((items, str(meta.get("resourceVersion") or "")))
-            token = str(meta.get("continue") or "")
+            bodies.append(without_managed_fields(body) if cut else body)
+            token = str(_meta(body).get("continue") or "")
             if not token:
-                return pages
+                return bodies

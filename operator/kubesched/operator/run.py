@@ -456,6 +456,8 @@ async def _initial_sync(
         warm.cancel()
         raise
     finally:
+        if rt.prefetch is not None:  # taken: what is left of it goes (a child still listing)
+            rt.prefetch.close()
         if rt.tune_gc:  # the collector, off since the imports (tune_garbage_collector)
             gc.freeze()  # the synced cache: nodes, pods, and what start-up built
             gc.enable()

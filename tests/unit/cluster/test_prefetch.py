@@ -4,9 +4,14 @@ their resourceVersion without listing again; when the prefetch failed it lists i
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from kubesched.cluster.informer import Informer
@@ -58,13 +63,16 @@ async def first_listing(
     return informer, seen
 
 
+@pytest.mark.parametrize("process", [False, True], ids=["thread", "child"])
 async def test_the_informer_delivers_the_prefetched_pages_and_watches_from_them(
-    fake: tuple[FakeAPI, KubeCluster], tmp_path: Path
+    fake: tuple[FakeAPI, KubeCluster], tmp_path: Path, process: bool
 ) -> None:
     api, cluster = fake
     api.lists.append(([pod("a", 5), pod("b", 6), pod("c", 7)], 9))
     api.watches.append([bookmark(10)])
-    prefetch = Prefetch(kubeconfig(tmp_path, cluster), kinds=("Pod",), page_size=2).start()
+    prefetch = Prefetch(
+        kubeconfig(tmp_path, cluster), kinds=("Pod",), page_size=2, process=process
+    ).start()
     informer, seen = await first_listing(api, cluster, prefetch)
     assert seen == [(None, "a"), (None, "b"), (None, "c")]
     # two pages, then the watch from the listing's resourceVersion: no second LIST
@@ -75,15 +83,96 @@ async def test_the_informer_delivers_the_prefetched_pages_and_watches_from_them(
     assert await prefetch.take("Pod") is None  # taken once; a relist is the informer's
 
 
+@pytest.mark.parametrize("process", [False, True], ids=["thread", "child"])
 async def test_a_failed_prefetch_leaves_the_listing_to_the_informer(
-    fake: tuple[FakeAPI, KubeCluster], tmp_path: Path
+    fake: tuple[FakeAPI, KubeCluster], tmp_path: Path, process: bool
 ) -> None:
     api, cluster = fake
     api.lists.append(([pod("a", 5)], 9))
     # a token the server refuses (its handler fails the request): the prefetch gives up
-    prefetch = Prefetch(kubeconfig(tmp_path, cluster, token="wrong"), kinds=("Pod",)).start()
+    prefetch = Prefetch(
+        kubeconfig(tmp_path, cluster, token="wrong"), kinds=("Pod",), process=process
+    ).start()
     assert await prefetch.take("Pod") is None
-    prefetch = Prefetch(kubeconfig(tmp_path, cluster, token="wrong"), kinds=("Pod",)).start()
+    prefetch = Prefetch(
+        kubeconfig(tmp_path, cluster, token="wrong"), kinds=("Pod",), process=process
+    ).start()
     _, seen = await first_listing(api, cluster, prefetch)
     assert seen == [(None, "a")]
     assert len([q for q in api.queries if "watch" not in q]) == 3  # 2 refused, then its own
+
+
+def silent_kubeconfig(tmp_path: Path, port: int) -> str:
+    path = tmp_path / "silent-kubeconfig"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    return str(path)
+
+
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="the child listing is Linux's")
+async def test_a_child_still_listing_at_the_close_is_stopped_and_reaped(tmp_path: Path) -> None:
+    # a server that accepts and never answers: the child waits in its first LIST
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        kc = silent_kubeconfig(tmp_path, server.getsockname()[1])
+        prefetch = Prefetch(kc, kinds=("Pod", "Node"), process=True).start()
+        pid = prefetch._pid
+        assert pid > 0
+        prefetch.close()
+        assert await prefetch.take("Pod") is None  # not listed: the taker lists
+    for _ in range(500):  # the frames' reader saw the pipe end and reaped the child
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        await asyncio.sleep(0.01)
+    else:
+        pytest.fail(f"the prefetch child {pid} is still there after close()")
+
+
+async def test_a_refused_fork_lists_in_a_thread(
+    fake: tuple[FakeAPI, KubeCluster], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api, cluster = fake
+    api.lists.append(([pod("a", 5)], 9))
+    api.watches.append([bookmark(10)])
+
+    def refused() -> int:
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", refused)
+    prefetch = Prefetch(kubeconfig(tmp_path, cluster), kinds=("Pod",), process=True).start()
+    _, seen = await first_listing(api, cluster, prefetch)
+    assert prefetch._pid == 0
+    assert seen == [(None, "a")]
+    assert len([q for q in api.queries if "watch" not in q]) == 1  # the thread's, taken
+
+
+FORK_PROBE = """
+import threading
+from kubesched.cluster.prefetch import can_fork
+print(can_fork())
+threading.Thread(target=threading.Event().wait, args=(5,), daemon=True).start()
+print(can_fork())
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="the child listing is Linux's")
+def test_kubesched_run_lists_in_a_child_while_it_has_one_thread() -> None:
+    # cli.main starts the listing before any thread: a fresh process can fork; once a
+    # thread runs, the listing is a thread's (a lock held there would stay held in a child)
+    out = subprocess.run(
+        [sys.executable, "-c", FORK_PROBE], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out == ["True", "False"]
