@@ -32,15 +32,26 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.machinery
 import importlib.util
 import re
 import sys
 import threading
 import types
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEFERRED", "LAZY_PACKAGES", "defer", "install", "loaded_models"]
+__all__ = [
+    "CALLED_LATER",
+    "DEFERRED",
+    "LAZY_PACKAGES",
+    "WITHOUT_AIOHTTP",
+    "defer",
+    "defer_calls",
+    "install",
+    "loaded_models",
+]
 
 LAZY_PACKAGES = (
     "kubernetes_asyncio",
@@ -248,6 +259,13 @@ class _Deferred:
         self._lock = threading.RLock()
 
     def __call__(self, name: str) -> Any:
+        if name == "__path__" and self._spec.submodule_search_locations is None:
+            # the import system asks a module it imports from whether it is a package
+            raise AttributeError(name)
+        return self.load(name)
+
+    def load(self, name: str) -> Any:
+        """The module's ``name``, its code run first if it has not yet."""
         with self._lock:
             if self._module.__dict__.get("__getattr__") is self:
                 del self._module.__dict__["__getattr__"]
@@ -256,9 +274,61 @@ class _Deferred:
         return getattr(self._module, name)
 
 
+WITHOUT_AIOHTTP = ("kubernetes_asyncio.client.rest",)
+"""Deferred too, once the lazy packages are in place (it is found through them): the
+REST client ``ApiClient`` builds, which imports aiohttp. The kubeconfig loader imports
+``ApiClient`` (for ``new_client_from_config``), and ``kubesched run`` builds none before
+its first bind (the Lease's is the only one): aiohttp's import waits for the first
+request that needs it (:mod:`kubesched.cluster.aio`)."""
+
+CALLED_LATER = {"kubernetes_asyncio.config.openid": ("OpenIDRequestor",)}
+"""Modules whose names are imported early but called late: each name stands for a
+function that runs the module's code (deferred, as :func:`defer`'s) and calls the real
+one. The kubeconfig loader imports ``OpenIDRequestor``, whose module imports aiohttp and
+evaluates aiohttp's classes in its annotations, and calls it only to refresh an OIDC
+token."""
+
+
+def defer_calls(modules: Mapping[str, tuple[str, ...]] = CALLED_LATER) -> list[str]:
+    """Register each module of ``modules`` as a deferred one (:func:`defer`) in which the
+    names listed are already bound, to stand-ins that load the module and call the real
+    name; returns those registered (one already imported, or not installed, is left
+    alone). Found without importing their parent package, so a parent that imports them
+    binds the stand-ins."""
+    done: list[str] = []
+    for name, callables in modules.items():
+        if name in sys.modules:
+            continue
+        parent, _, _ = name.rpartition(".")
+        top = importlib.util.find_spec(name.partition(".")[0])
+        if top is None or top.submodule_search_locations is None:
+            continue
+        where = [str(Path(p, *parent.split(".")[1:])) for p in top.submodule_search_locations]
+        spec = importlib.machinery.PathFinder.find_spec(name, where)
+        if spec is None or spec.loader is None:
+            continue
+        module = importlib.util.module_from_spec(spec)
+        deferred = _Deferred(module, spec)
+        module.__getattr__ = deferred  # type: ignore[method-assign]
+        for attr in callables:
+            module.__dict__[attr] = _called_later(deferred, attr)
+        sys.modules[name] = module
+        done.append(name)
+    return done
+
+
+def _called_later(deferred: _Deferred, attr: str) -> Callable[..., Any]:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return deferred.load(attr)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = attr
+    return call
+
+
 def install(packages: tuple[str, ...] = LAZY_PACKAGES) -> bool:
-    """Register ``packages`` (parents first) as lazy packages, and :func:`defer` urllib3;
-    True if it did (see the module docstring)."""
+    """Register ``packages`` (parents first) as lazy packages, and :func:`defer` urllib3,
+    :data:`WITHOUT_AIOHTTP` and :data:`CALLED_LATER`; True if it did (see the module
+    docstring)."""
     if any(name in sys.modules for name in packages):
         return False
     defer()
@@ -281,4 +351,6 @@ def install(packages: tuple[str, ...] = LAZY_PACKAGES) -> bool:
         for name in added:  # not installed (or not a package): leave imports as they were
             del sys.modules[name]
         return False
+    defer(WITHOUT_AIOHTTP)
+    defer_calls()
     return True

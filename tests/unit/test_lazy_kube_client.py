@@ -57,6 +57,7 @@ PROBE = textwrap.dedent(
     out["incluster"] = incluster(args["token_file"], args["ca_file"])
     out["models"] = loaded_models()
     out["apis"] = sorted(m for m in sys.modules if m.startswith("kubernetes_asyncio.client.api."))
+    out["aiohttp"] = "aiohttp" in sys.modules
     print(json.dumps(out))
     """
 )
@@ -153,6 +154,37 @@ def test_run_imports_no_generated_models_or_api_classes(probe: dict[str, Any]) -
     # (eagerly, all ~770 model modules and ~65 API modules would be)
     assert len(probe["models"]) <= 5, probe["models"]
     assert probe["apis"] == []
+
+
+def test_run_and_its_kubeconfig_loading_import_no_aiohttp(probe: dict[str, Any]) -> None:
+    # a static token, client certificates, an exec plugin and the service account loaded:
+    # aiohttp waits for the first request that needs it (kubesched.cluster.aio)
+    assert probe["aiohttp"] is False
+
+
+OIDC_PROBE = """
+import sys
+import kubesched.cluster.kubeconfig
+from kubernetes_asyncio.config import kube_config
+print("aiohttp" in sys.modules)
+requestor = kube_config.OpenIDRequestor("id", "secret", "https://issuer.example")
+print(type(requestor).__module__, type(requestor).__name__, "aiohttp" in sys.modules)
+from kubernetes_asyncio.config.openid import OpenIDRequestor
+print(OpenIDRequestor is type(requestor))
+"""
+
+
+def test_an_oidc_login_still_gets_kubernetes_asyncios_requestor() -> None:
+    # the loader binds a stand-in (lazy_kube_client.CALLED_LATER); calling it loads the
+    # real module, aiohttp with it, and makes the real requestor
+    out = subprocess.run(
+        [sys.executable, "-c", OIDC_PROBE], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert out == [
+        "False",
+        "kubernetes_asyncio.config.openid OpenIDRequestor True",
+        "True",
+    ]
 
 
 def test_static_token_and_ca_data(probe: dict[str, Any]) -> None:

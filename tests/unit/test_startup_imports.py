@@ -14,7 +14,7 @@ DEFERRED = (
     "kubesched.framework.dra",  # the allocator, CEL, the claim tracker: ~30 ms
     "kubesched.plugins.dynamic_resources.tracker",
     "kubesched.plugins.dynamic_resources.extended",
-    "aiohttp.web",  # the health/metrics server's (~25 ms, and mimetypes' tables)
+    "aiohttp",  # the watches', Kopf's and the server's (~60 ms: kubesched.cluster.aio)
     "kubesched.operator.server",
     "kubesched.operator.delegated_auth",
     "kubesched.ui.web",

@@ -112,8 +112,6 @@ def main(argv: Sequence[str] | None = None, *, prog: str = PROG) -> int:
             if command == "run":  # its first LIST, before the imports (see cli/early.py)
                 from kubesched.cli import early
 
-                if argv is None:  # this process is `kubesched run` (see its doc)
-                    early.import_aiohttp()  # before the listing's thread starts
                 listing = early.start(words[1:])
                 # pydantic looks for its plugins (observability hooks) in every installed
                 # package's metadata when it builds the first validator; a scheduler has

@@ -1,9 +1,9 @@
 """``kubesched run``'s first LIST of the watched kinds (pods and nodes first), started
 before anything else is imported (:mod:`kubesched.cluster.prefetch`).
 
-The settings' parser needs pydantic, the scheduler needs numpy, aiohttp and the
-plugins: most of a CPU second on a busy machine, while the API server, on the other
-core, could already be encoding thousands of pods. :func:`start` reads the two settings
+The settings' parser needs pydantic, the scheduler needs numpy and the plugins: most
+of a CPU second on a busy machine, while the API server, on the other core, could
+already be encoding thousands of pods. :func:`start` reads the two settings
 the listing depends on straight from the command line and the environment
 (``--kubeconfig``, ``--watch-engine`` and their ``KUBESCHED_`` variables, read as
 :mod:`kubesched.operator.environ` reads them, without pydantic) and starts the listing;
@@ -15,13 +15,12 @@ have).
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Mapping, Sequence
 
 from kubesched.cluster.prefetch import Prefetch
 from kubesched.operator.environ import ENV_PREFIX, variables
 
-__all__ = ["FLAGS", "import_aiohttp", "start", "take"]
+__all__ = ["FLAGS", "start", "take"]
 
 FLAGS = {"kubeconfig": "--kubeconfig", "watch_engine": "--watch-engine"}
 """The settings read here and their flags (a unit test holds them to the Settings')."""
@@ -42,36 +41,6 @@ def peek(argv: Sequence[str], env: Mapping[str, str]) -> dict[str, str | None] |
     if any(word in ("-h", "--help") for word in argv):
         return None
     return found
-
-
-CA_FILE = "SSL_CERT_FILE"
-"""OpenSSL's variable for the CA bundle a default TLS context loads (its directory of
-hashed certificates, ``SSL_CERT_DIR``, is read lazily, one certificate when needed)."""
-
-
-def import_aiohttp() -> None:
-    """Import aiohttp without reading the system's CA bundle twice.
-
-    Importing ``aiohttp.connector`` makes two default TLS contexts, each of which loads
-    every CA certificate of the bundle OpenSSL is configured with: about 25 ms apiece on
-    a Debian bundle, most of the time aiohttp's import takes, on the way to the first
-    bind. ``kubesched run`` never uses them: every connection it makes has a context of
-    its own, with the kubeconfig's CA (:func:`kubesched.cluster.sessions.session_for`,
-    Kopf through those sessions, the Lease client's). So for that import :data:`CA_FILE`
-    names no file; the directory lookup stays, so the defaults still verify where the
-    system has one. Called before the early listing's thread starts: the variable is
-    set back while this process has a single thread (``setenv`` is not thread-safe)."""
-    if "aiohttp" in sys.modules:
-        return
-    before = os.environ.get(CA_FILE)
-    os.environ[CA_FILE] = os.devnull  # an empty bundle
-    try:
-        import aiohttp  # noqa: F401
-    finally:
-        if before is None:
-            del os.environ[CA_FILE]
-        else:
-            os.environ[CA_FILE] = before
 
 
 def start(argv: Sequence[str], env: Mapping[str, str] | None = None) -> Prefetch | None:

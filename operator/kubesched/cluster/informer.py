@@ -39,9 +39,9 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-import aiohttp
 import orjson
 
+from kubesched.cluster import aio
 from kubesched.cluster.kinds import LIST_PATHS, OPTIONAL_KINDS, REQUIRED_KINDS
 from kubesched.cluster.kube import KubeCluster, trim
 from kubesched.cluster.managed_fields import STRUCT_ORDER_KINDS, without_managed_fields
@@ -85,7 +85,8 @@ class Informer:
         self.path = f"{prefix}/{plural}"
         self.dispatch = dispatch
         self.server_timeout = server_timeout
-        self.timeout = aiohttp.ClientTimeout(total=client_timeout, sock_connect=connect_timeout)
+        self.client_timeout = client_timeout
+        self.connect_timeout = connect_timeout
         self.page_size = page_size
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
@@ -133,7 +134,7 @@ class Informer:
                          str(e) or f"resourceVersion {self.resource_version} is gone")  # fmt: skip
                 need_list = True
                 continue
-            except (ClusterError, aiohttp.ClientError, TimeoutError, ValueError) as e:
+            except aio.errors(ClusterError, TimeoutError, ValueError) as e:
                 if (
                     isinstance(e, ClusterError)
                     and (e.code == "403" or (e.code == "404" and self.kind in REQUIRED_KINDS))
@@ -218,9 +219,13 @@ class Informer:
             query["resourceVersion"] = self.resource_version
         self.watches += 1
         delivered = 0
-        async with self.cluster.open(
-            "GET", self.path, query=query, client_timeout=self.timeout
-        ) as resp:
+        await aio.imported()
+        import aiohttp
+
+        timeout = aiohttp.ClientTimeout(
+            total=self.client_timeout, sock_connect=self.connect_timeout
+        )
+        async with self.cluster.open("GET", self.path, query=query, client_timeout=timeout) as resp:
             if resp.status == 410:
                 raise WatchGone()
             if resp.status == 404 and self.optional:

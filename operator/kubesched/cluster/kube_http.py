@@ -3,11 +3,12 @@ server's answers mapped to the ClusterPort's errors. :class:`KubeHTTP` is the ba
 of :class:`kubesched.cluster.kube.KubeCluster`, which makes every write and read through
 :meth:`~KubeHTTP.request`, :meth:`~KubeHTTP.send` and :meth:`~KubeHTTP.open`.
 
-The writes and the Events (:data:`LEAN_POOLS`) go through
+Requests whose answer is read whole (:meth:`~KubeHTTP.send`: the writes, the Events,
+single reads and LISTs; :data:`LEAN_POOLS`) go through
 :mod:`~kubesched.cluster.lean_http`'s keep-alive connections, with the sessions' TLS
 context, unless the configuration names a proxy: about 40% of the client CPU of an aiohttp
-request, and a pod costs two of them (its Binding and its Event). The rest
-(reads, LISTs, watches) go through aiohttp sessions of our own, one per connection pool
+request, and a pod costs two of them (its Binding and its Event). The watches (streamed,
+:meth:`~KubeHTTP.open`) and a proxy's requests go through aiohttp sessions of our own, one per connection pool
 (:data:`~kubesched.cluster.sessions.POOLS`, made in :mod:`kubesched.cluster.sessions`),
 built from kubernetes_asyncio's ``Configuration`` as its
 ``ApiClient`` builds its own (host, TLS context with the CA and client certificates,
@@ -38,13 +39,16 @@ import contextlib
 import logging
 import urllib.parse
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
 import orjson
 from kubernetes_asyncio import client as k8s_client
 
+if TYPE_CHECKING:
+    import aiohttp
+
 from kubesched import __version__
+from kubesched.cluster import aio
 from kubesched.cluster.lean_http import LeanPool, LostConnection, Response
 from kubesched.cluster.sessions import (
     EVENTS,
@@ -72,10 +76,14 @@ STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 """Built-in kinds: lists merged by their keys (a pod's conditions by ``type``)."""
 
 
-LEAN_POOLS = (WRITES, EVENTS)
-"""The pools whose requests go through :mod:`~kubesched.cluster.lean_http` (short
-requests, a few hundred a second: the binds, the Events, the other writes) unless the
-configuration names a proxy; the reads, LISTs and watches stay with aiohttp."""
+LEAN_POOLS = (WRITES, EVENTS, READS, LISTS)
+"""The pools whose :meth:`KubeHTTP.send` requests go through
+:mod:`~kubesched.cluster.lean_http` unless the configuration names a proxy: the binds,
+the Events and the other writes (a few hundred a second), and the single reads and
+LISTs. Streamed answers (:meth:`KubeHTTP.open`: the watches) stay with aiohttp, whose
+import waits for the first of them (:mod:`kubesched.cluster.aio`): the reads and LISTs
+of the initial sync (the SchedulingProfiles, the gang APIs' discovery, a kind the
+prefetch did not list) no longer import it on the way to the first bind."""
 
 _NO_LIMIT = RateLimiter(0, 1)
 
@@ -144,7 +152,8 @@ class KubeHTTP:
         self._writes = RateLimiter(qps, burst)
         self.event_writers = max(1, event_writers)
         """KubeCluster's Event writers: the :data:`EVENTS` pool has a connection each."""
-        self._timeout = aiohttp.ClientTimeout(total=request_timeout)
+        self._timeout: aiohttp.ClientTimeout | None = None
+        """aiohttp's for ``request_timeout``, made at the first request through aiohttp."""
         self._timeout_for = request_timeout
         self._host: str | None = None
         self._extra: dict[str, Any] = {}
@@ -197,9 +206,6 @@ class KubeHTTP:
         ApiClient's auth, TLS and proxy; returns the raw response body. Errors are mapped
         as the module docstring says."""
         await (limiter or self._writes).acquire()
-        if self._timeout_for != self.request_timeout:  # changed after construction
-            self._timeout = aiohttp.ClientTimeout(total=self.request_timeout)
-            self._timeout_for = self.request_timeout
         pool = pool or pool_for(method)
         lean = self._lean.get(pool) or (self._lean_pool(pool) if pool in LEAN_POOLS else None)
         try:
@@ -214,7 +220,7 @@ class KubeHTTP:
                     status = resp.status
                     data = await resp.read()
                     retry_after = resp.headers.get("Retry-After")
-        except (TimeoutError, aiohttp.ClientError, LostConnection) as e:
+        except aio.errors(TimeoutError, LostConnection) as e:
             err = ClusterError(f"{method} {path}: {type(e).__name__}: {e}")
             err.code = "timeout" if isinstance(e, TimeoutError) else "connection"
             raise err from e
@@ -262,10 +268,16 @@ class KubeHTTP:
         auth = await self.cfg.get_api_key_with_prefix("BearerToken")
         if auth:
             headers["Authorization"] = auth
+        await aio.imported()
+        import aiohttp
+
         if self._closed:
             raise aiohttp.ClientConnectionError(
                 "the API connections are closed: kubesched is stopping"
             )
+        if self._timeout is None or self._timeout_for != self.request_timeout:
+            self._timeout = aiohttp.ClientTimeout(total=self.request_timeout)
+            self._timeout_for = self.request_timeout
         session = self._sessions.get(pool or pool_for(method))
         if session is None:
             session = self._session(pool or pool_for(method))
@@ -291,7 +303,7 @@ class KubeHTTP:
             else:
                 async with self.open("GET", "/version", pool=pool) as resp:
                     await resp.read()
-        except (TimeoutError, aiohttp.ClientError, ClusterError) as e:
+        except aio.errors(TimeoutError, ClusterError) as e:
             log.debug("warming the %s connections: %s", pool, e)
 
     def _lean_pool(self, pool: str) -> LeanPool | None:
@@ -307,6 +319,10 @@ class KubeHTTP:
             limit: int | None = self.event_writers
         elif pool == WRITES:
             limit = cfg.connection_pool_maxsize
+        elif pool == LISTS:
+            limit = LIST_CONNECTIONS
+        elif pool == READS:
+            limit = None
         else:
             raise ValueError(f"{pool!r} is not one of the lean pools {LEAN_POOLS}")
         host = str(cfg.host).rstrip("/")

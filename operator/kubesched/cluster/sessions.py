@@ -1,9 +1,10 @@
-"""kubesched's connections to the API server: one aiohttp session per pool of connections
-(:data:`POOLS`), built from kubernetes_asyncio's ``Configuration`` (:func:`session_for`),
-their connector (:class:`_Connector`) and the client-side rate limit
-(:class:`RateLimiter`). :class:`kubesched.cluster.kube.KubeCluster` sends through them
-(:class:`~kubesched.cluster.kube_http.KubeHTTP`, its request path),
-and Kopf's requests go through sessions made here too (``operator/kopf_runner.py``)."""
+"""kubesched's connections to the API server: per pool of connections (:data:`POOLS`),
+lean connections (:mod:`~kubesched.cluster.lean_http`) and an aiohttp session built from
+kubernetes_asyncio's ``Configuration`` (:func:`session_for`), with their connector
+(:func:`_connector_class`); and the client-side rate limit (:class:`RateLimiter`).
+:class:`kubesched.cluster.kube.KubeCluster` sends through them
+(:class:`~kubesched.cluster.kube_http.KubeHTTP`, its request path), and Kopf's requests
+go through sessions made here too (``operator/kopf_runner.py``)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ import functools
 import os
 import ssl
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
 from kubernetes_asyncio import client as k8s_client
+
+if TYPE_CHECKING:
+    import aiohttp
 
 __all__ = [
     "EVENTS",
@@ -42,9 +45,10 @@ EVENTS = "events"
 READS = "reads"
 LISTS = "lists"
 POOLS = (WRITES, EVENTS, READS, LISTS)
-"""The connection pools, one aiohttp session each (the writes' and the Events' are
-:mod:`~kubesched.cluster.lean_http` pools unless a proxy is configured: ``KubeHTTP``'s
-``LEAN_POOLS``), so that no kind of request waits for a connection another kind holds:
+"""The connection pools, so that no kind of request waits for a connection another kind
+holds. A request read whole goes through the pool's :mod:`~kubesched.cluster.lean_http`
+connections unless a proxy is configured (``KubeHTTP``'s ``LEAN_POOLS``); a streamed one
+(a watch) through its aiohttp session:
 
 * ``writes``: binds, status patches, deletions and the other writes, at most the
   configuration's ``connection_pool_maxsize`` connections;
@@ -91,7 +95,9 @@ def session_for(
     at a few hundred binds a second and a thread hop per write (py-spy under ``kubesched
     bench``). The proxy is resolved once in :func:`load_client_configuration`; a netrc is
     no way to authenticate to an API server."""
-    connector = _Connector(
+    import aiohttp  # imported by then (kubesched.cluster.aio), or now
+
+    connector = _connector_class()(
         limit=cfg.connection_pool_maxsize if limit is None else limit, ssl=tls_context(cfg)
     )
     return aiohttp.ClientSession(
@@ -146,23 +152,29 @@ FD_IN_USE = "is used by transport"
 """uvloop's words when a new socket gets the file descriptor of a transport it still
 tracks (``File descriptor N is used by transport <TCPTransport ...>``): after a connect
 was cancelled (an API server restart, a timeout), aiohttp with uvloop can meet it on a
-later connect (MagicStack/uvloop#653, open). See :class:`_Connector`."""
+later connect (MagicStack/uvloop#653, open). See :func:`_connector_class`."""
 
 
-class _Connector(aiohttp.TCPConnector):
+@functools.cache
+def _connector_class() -> type[aiohttp.TCPConnector]:
     """aiohttp's connector, with uvloop's :data:`FD_IN_USE` on a new connection raised
     as the lost connection it is (``aiohttp.ClientConnectionError``), so the caller's
     retry applies: our binds, watches and LISTs, and Kopf's requests, which go through
     these sessions too (Kopf retries a lost connection and re-raises a RuntimeError,
-    which ended its watcher and the process: the soak's API server restart met it)."""
+    which ended its watcher and the process: the soak's API server restart met it).
+    Made at the first session: aiohttp is not imported before (kubesched.cluster.aio)."""
+    import aiohttp
 
-    async def connect(self, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return await super().connect(*args, **kwargs)
-        except RuntimeError as e:
-            if FD_IN_USE not in str(e):
-                raise
-            raise aiohttp.ClientConnectionError(f"connecting to the API server: {e}") from e
+    class Connector(aiohttp.TCPConnector):
+        async def connect(self, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return await super().connect(*args, **kwargs)
+            except RuntimeError as e:
+                if FD_IN_USE not in str(e):
+                    raise
+                raise aiohttp.ClientConnectionError(f"connecting to the API server: {e}") from e
+
+    return Connector
 
 
 class RateLimiter:

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from kubernetes_asyncio import client as k8s_client
 
+from kubesched.backend.queue import ACTIVE
+from kubesched.cluster import aio
 from kubesched.cluster.event_writer import EventWriterCollector
 from kubesched.cluster.informer import Informer
 from kubesched.cluster.kinds import WATCHED
@@ -74,14 +76,13 @@ SERVE_WITHIN = 2.0
 are not synced yet (see :func:`_serve`): liveness (/healthz) answers within seconds of
 the start however long the first LIST takes (the chart's probe starts after 10 s)."""
 
-WATCH_AT_ONCE = frozenset({"Pod", "Node"})
-"""The informers that watch as soon as they listed. The other kinds' watches open once the
-first bind is out, or :data:`WATCHES_WITHIN` after the cache sync (nothing to bind, or
-not the leader): each is a TLS handshake on the event loop (17 of them, 2-3 ms of CPU
-apiece), which otherwise came ahead of the first cycle. Nothing is missed meanwhile:
-each watch starts from its listing's resourceVersion."""
-
 WATCHES_WITHIN = 1.0
+"""Every informer watches once the first bind is out (``Runtime.watches_open``), or at
+once after the cache sync when no pod waits in an active queue, or this many seconds
+after it (nothing bound: unschedulable, or not the leader). Opening them sooner put their
+TLS handshakes (19 kinds, 2-3 ms of CPU apiece) and aiohttp's import (about 60 ms:
+kubesched.cluster.aio) ahead of the first cycle. Nothing is missed meanwhile: each watch
+starts from its listing's resourceVersion."""
 
 RECONCILE_DELAYS = (1.0, 60.0)
 """With ``watch_engine: kopf``, after Kopf starts, the kinds it watches are reconciled
@@ -133,7 +134,8 @@ class Runtime:
         self.prefetch = prefetch
         """The first LIST of the watched kinds, made ahead (taken by the initial sync)."""
         self.watches_open = asyncio.Event()
-        """Set once the first bind is out: the watches not in :data:`WATCH_AT_ONCE` open."""
+        """Set once the first bind is out (see :data:`WATCHES_WITHIN`): the
+        informers' watches open, Kopf and the HTTP endpoints start."""
         self.informers = self._direct_informers(prefetch)
         """Every watched kind's with ``watch_engine: direct`` (Kopf watches them otherwise)."""
         self.profiles = ProfileController(
@@ -200,7 +202,7 @@ class Runtime:
             self._informer(
                 w.kind,
                 prefetched=functools.partial(prefetch.take, w.kind) if prefetch else None,
-                watch_after=None if w.kind in WATCH_AT_ONCE else self.watches_open,
+                watch_after=self.watches_open,
             )
             for w in WATCHED
             if w.kind in DIRECT_KINDS
@@ -465,7 +467,8 @@ async def _initial_sync(
     # Scheduling needs the caches, not Kopf: what Kopf watches was listed above, and its
     # handlers (SchedulingProfile changes) take over from that listing.
     rt.cache_synced.set()
-    await until_set(rt.scheduler.bound_once, WATCHES_WITHIN)
+    if rt.scheduler.queues.pending_counts().get(ACTIVE):  # a first bind to wait for
+        await until_set(rt.scheduler.bound_once, WATCHES_WITHIN)
     rt.watches_open.set()
     await kopf_ready.wait()
     # the sync's listing of Kopf's kinds (or the prefetch's) came before Kopf's own
@@ -535,7 +538,9 @@ async def _lead(rt: Runtime) -> None:
         rt.leading = False
 
     # kubernetes_asyncio's client, for the Lease alone: made here, so that a scheduler
-    # without leader election never imports or builds it
+    # without leader election never imports or builds it; its REST client imports aiohttp
+    # (kubesched.cluster.aio: in a worker thread, the loop going on meanwhile)
+    await aio.imported()
     async with k8s_client.ApiClient(configuration=rt.cfg) as api:
         elector = LeaderElector(
             api,

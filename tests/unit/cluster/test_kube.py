@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import urllib.parse
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -317,10 +318,10 @@ async def test_request_sends_query_and_decodes_the_reply(
     api.reply("GET", "/api/v1/pods", 200, {"items": [], "metadata": {}})
     reply = await cluster.request("GET", "/api/v1/pods", query={"continue": "a b/c=", "limit": "5"})
     assert reply == {"items": [], "metadata": {}}
-    assert api.requests[0].path in (
-        "/api/v1/pods?continue=a+b/c%3D&limit=5",
-        "/api/v1/pods?continue=a%20b/c%3D&limit=5",
-    )
+    # the server reads the values back as they were given, however they were escaped
+    path, _, query = api.requests[0].path.partition("?")
+    assert path == "/api/v1/pods"
+    assert urllib.parse.parse_qs(query) == {"continue": ["a b/c="], "limit": ["5"]}
 
 
 async def test_status_patch_sets_pod_scheduled_false_and_nominated_node(

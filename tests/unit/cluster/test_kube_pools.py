@@ -189,8 +189,30 @@ async def test_uvloops_fd_in_use_on_connect_is_a_lost_connection(
     fails as a lost connection (retryable: a bind is retried, a watch reconnects); the
     process went down with the RuntimeError before. The next connect works."""
     api, cluster = held
-    original = aiohttp.TCPConnector.connect
+    loop = asyncio.get_running_loop()
     refusals = ["File descriptor 32 is used by transport <TCPTransport closed=False>"]
+
+    # a single read and a write (the lean connections: loop.create_connection)
+    real_connection = type(loop).create_connection
+
+    async def create_connection(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if refusals:
+            raise RuntimeError(refusals.pop())
+        return await real_connection(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(loop), "create_connection", create_connection)
+    with pytest.raises(ClusterError) as lost:
+        await cluster.send("GET", "/api/v1/namespaces/shop/pods/web-1")
+    assert lost.value.code == "connection" and lost.value.retryable
+    assert "is used by transport" in str(lost.value)
+    await cluster.send("GET", "/api/v1/namespaces/shop/pods/web-1")
+    assert api.served == ["GET /api/v1/namespaces/shop/pods/web-1"]
+    monkeypatch.undo()
+
+    # a watch (aiohttp's connector) and the sessions lent to Kopf (session_for): Kopf
+    # retries a lost connection and re-raises a RuntimeError (its watcher, and the
+    # process, ended on it)
+    original = aiohttp.TCPConnector.connect
 
     async def connect(self: aiohttp.TCPConnector, *args: Any, **kwargs: Any) -> Any:
         if refusals:
@@ -198,18 +220,15 @@ async def test_uvloops_fd_in_use_on_connect_is_a_lost_connection(
         return await original(self, *args, **kwargs)
 
     monkeypatch.setattr(aiohttp.TCPConnector, "connect", connect)
-    with pytest.raises(ClusterError) as lost:
-        await cluster.send("GET", "/api/v1/namespaces/shop/pods/web-1")
-    assert lost.value.code == "connection" and lost.value.retryable
-    assert "is used by transport" in str(lost.value)
-    await cluster.send("GET", "/api/v1/namespaces/shop/pods/web-1")
-    assert api.served == ["GET /api/v1/namespaces/shop/pods/web-1"]
-
-    # the sessions lent to Kopf (session_for) say the same: Kopf retries a lost connection
-    # and re-raises a RuntimeError (its watcher, and the process, ended on it)
+    refusals.append("File descriptor 33 is used by transport <TCPTransport closed=False>")
+    with pytest.raises(aiohttp.ClientConnectionError, match="is used by transport"):
+        async with cluster.open("GET", "/api/v1/namespaces/shop/pods/web-1"):
+            pass
+    async with cluster.open("GET", "/api/v1/namespaces/shop/pods/web-1") as resp:
+        await resp.read()
     lent = session_for(cluster.cfg, limit=0)
     try:
-        refusals.append("File descriptor 33 is used by transport <TCPTransport closed=False>")
+        refusals.append("File descriptor 34 is used by transport <TCPTransport closed=False>")
         with pytest.raises(aiohttp.ClientConnectionError, match="is used by transport"):
             await lent.get(f"{cluster.cfg.host}/api/v1/nodes")
     finally:
@@ -217,4 +236,5 @@ async def test_uvloops_fd_in_use_on_connect_is_a_lost_connection(
 
     refusals.append("some other loop bug")  # not ours to hide
     with pytest.raises(RuntimeError, match="some other loop bug"):
-        await cluster.send("GET", "/api/v1/namespaces/shop/pods/web-1")
+        async with cluster.open("GET", "/api/v1/namespaces/shop/pods/web-1"):
+            pass

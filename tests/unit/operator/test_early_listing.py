@@ -3,18 +3,14 @@ listing only when the parsed settings would have made the same one."""
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from kubesched.cli import early
 from kubesched.cluster.prefetch import Prefetch
 from kubesched.operator.settings import env_name, options
-from tests.tls import self_signed_ca
 
 
 def test_the_flags_peeked_are_the_settings_flags() -> None:
@@ -90,8 +86,7 @@ def test_the_collector_is_on_again_after_a_run_that_could_not_start(
 
 def test_the_early_listing_starts_before_the_heavy_imports() -> None:
     # its kinds come from the kind table (kubesched.cluster.kinds), which must stay as
-    # light: the listing runs while pydantic and numpy are imported, not after (main
-    # imports aiohttp just before it starts: early.import_aiohttp)
+    # light: the listing runs while pydantic and numpy are imported, not after
     probe = (
         "import sys, kubesched.cli.early\n"
         "print(sorted(m for m in ('pydantic', 'aiohttp', 'numpy') if m in sys.modules))"
@@ -100,45 +95,3 @@ def test_the_early_listing_starts_before_the_heavy_imports() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
-
-
-IMPORT_PROBE = """
-import json, os, ssl
-from kubesched.cli import early
-early.import_aiohttp()
-import aiohttp.connector
-defaults = getattr(aiohttp.connector, "_SSL_CONTEXT_VERIFIED", None)
-print(json.dumps({
-    "set": "SSL_CERT_FILE" in os.environ,
-    "bundle": os.environ.get("SSL_CERT_FILE"),
-    "aiohttp_defaults": None if defaults is None else len(defaults.get_ca_certs()),
-    "later": [dict(x[0] for x in c["subject"]) for c in ssl.create_default_context().get_ca_certs()],
-}))
-"""
-
-
-@pytest.mark.parametrize("bundle_set", [True, False])
-def test_aiohttp_is_imported_without_reading_the_ca_bundle_and_the_bundle_is_kept(
-    tmp_path: Path, bundle_set: bool
-) -> None:
-    bundle = tmp_path / "ca.pem"
-    bundle.write_bytes(self_signed_ca("kubesched-test-ca"))
-    env = {k: v for k, v in os.environ.items() if k != "SSL_CERT_FILE"}
-    env["SSL_CERT_DIR"] = str(tmp_path / "no-such-dir")  # the bundle alone
-    if bundle_set:
-        env["SSL_CERT_FILE"] = str(bundle)
-    done = subprocess.run(
-        [sys.executable, "-c", IMPORT_PROBE], env=env, capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr
-    got = json.loads(done.stdout)
-
-    # aiohttp's two default TLS contexts, which kubesched run never uses, read no bundle
-    assert got["aiohttp_defaults"] == 0, "aiohttp changed how it makes its default contexts"
-    # and every context made after that import reads the bundle as it would have
-    assert got["set"] is bundle_set
-    if bundle_set:
-        assert got["bundle"] == str(bundle)
-        assert got["later"] == [{"commonName": "kubesched-test-ca"}]
-    else:
-        assert {"commonName": "kubesched-test-ca"} not in got["later"]
