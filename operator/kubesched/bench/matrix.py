@@ -179,7 +179,7 @@ def _latency(side: Mapping[str, Any]) -> str:
 def _throughput(side: Mapping[str, Any], other: Mapping[str, Any]) -> str:
     """The figure the ratio compares: the average of one-second samples, or overall
     throughput marked with * when either run has too few samples or samples that miss
-    most of its binds."""
+    the binds an even rate would put in them (:func:`samples_compared`)."""
     tp = side.get("throughput") or {}
     if samples_compared(side, other):
         return _num(tp.get("average"))
