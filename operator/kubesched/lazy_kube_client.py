@@ -243,11 +243,23 @@ def defer(names: tuple[str, ...] = DEFERRED) -> list[str]:
         spec = importlib.util.find_spec(name)
         if spec is None or spec.loader is None:
             continue
-        module = importlib.util.module_from_spec(spec)
-        module.__getattr__ = _Deferred(module, spec)  # type: ignore[method-assign]
-        sys.modules[name] = module
+        _register(name, spec)
         deferred.append(name)
     return deferred
+
+
+def _register(
+    name: str, spec: importlib.machinery.ModuleSpec, called_later: tuple[str, ...] = ()
+) -> None:
+    """Put ``name`` in ``sys.modules`` as a module of ``spec`` whose code runs at the first
+    use of an attribute (:class:`_Deferred`), each of ``called_later`` bound already to a
+    stand-in that runs it and calls the real one."""
+    module = importlib.util.module_from_spec(spec)
+    deferred = _Deferred(module, spec)
+    module.__getattr__ = deferred  # type: ignore[method-assign]
+    for attr in called_later:
+        module.__dict__[attr] = _called_later(deferred, attr)
+    sys.modules[name] = module
 
 
 class _Deferred:
@@ -307,12 +319,7 @@ def defer_calls(modules: Mapping[str, tuple[str, ...]] = CALLED_LATER) -> list[s
         spec = importlib.machinery.PathFinder.find_spec(name, where)
         if spec is None or spec.loader is None:
             continue
-        module = importlib.util.module_from_spec(spec)
-        deferred = _Deferred(module, spec)
-        module.__getattr__ = deferred  # type: ignore[method-assign]
-        for attr in callables:
-            module.__dict__[attr] = _called_later(deferred, attr)
-        sys.modules[name] = module
+        _register(name, spec, callables)
         done.append(name)
     return done
 

@@ -26,7 +26,7 @@ The protocol, as client-go's reflector:
   before is DELETED, the informer counts as synced, and it lists again every
   ``absent_poll`` seconds, so a CRD installed later is watched without a restart.
 
-Objects are trimmed (:func:`kubesched.cluster.kube.trim`: no ``managedFields``) before they
+Objects are trimmed (:func:`kubesched.cluster.managed_fields.trim`: no ``managedFields``) before they
 are delivered. The requests go through :meth:`KubeCluster.open
 <kubesched.cluster.kube_http.KubeHTTP.open>` (our sessions, with the configuration's auth).
 The informer only reads: nothing is ever written to the watched objects.
@@ -43,8 +43,8 @@ import orjson
 
 from kubesched.cluster import aio
 from kubesched.cluster.kinds import LIST_PATHS, OPTIONAL_KINDS, REQUIRED_KINDS
-from kubesched.cluster.kube import KubeCluster, trim
-from kubesched.cluster.managed_fields import STRUCT_ORDER_KINDS, without_managed_fields
+from kubesched.cluster.kube import KubeCluster
+from kubesched.cluster.managed_fields import STRUCT_ORDER_KINDS, trim, without_managed_fields
 from kubesched.cluster.prefetch import Page
 from kubesched.framework.cluster_port import ClusterError, NotFound
 
@@ -219,13 +219,9 @@ class Informer:
             query["resourceVersion"] = self.resource_version
         self.watches += 1
         delivered = 0
-        await aio.imported()
-        import aiohttp
-
-        timeout = aiohttp.ClientTimeout(
-            total=self.client_timeout, sock_connect=self.connect_timeout
-        )
-        async with self.cluster.open("GET", self.path, query=query, client_timeout=timeout) as resp:
+        async with self.cluster.open(
+            "GET", self.path, query=query, total=self.client_timeout, connect=self.connect_timeout
+        ) as resp:
             if resp.status == 410:
                 raise WatchGone()
             if resp.status == 404 and self.optional:

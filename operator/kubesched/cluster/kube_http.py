@@ -152,9 +152,6 @@ class KubeHTTP:
         self._writes = RateLimiter(qps, burst)
         self.event_writers = max(1, event_writers)
         """KubeCluster's Event writers: the :data:`EVENTS` pool has a connection each."""
-        self._timeout: aiohttp.ClientTimeout | None = None
-        """aiohttp's for ``request_timeout``, made at the first request through aiohttp."""
-        self._timeout_for = request_timeout
         self._host: str | None = None
         self._extra: dict[str, Any] = {}
         self._sessions: dict[str, aiohttp.ClientSession] = {}
@@ -258,12 +255,14 @@ class KubeHTTP:
         *,
         content_type: str = "application/json",
         query: Mapping[str, str] | None = None,
-        client_timeout: aiohttp.ClientTimeout | None = None,
+        total: float | None = None,
+        connect: float | None = None,
         pool: str | None = None,
     ) -> AsyncIterator[aiohttp.ClientResponse]:
         """A request with the configuration's auth, TLS and proxy, its response open
         (streamed: watches), through the session of ``pool`` (default: :func:`pool_for`
-        the method); no rate limit, no error mapping."""
+        the method); no rate limit, no error mapping. It must be over within ``total``
+        seconds (default ``request_timeout``), its connection made within ``connect``."""
         headers = {"Content-Type": content_type, "Accept": "application/json"}
         auth = await self.cfg.get_api_key_with_prefix("BearerToken")
         if auth:
@@ -275,9 +274,6 @@ class KubeHTTP:
             raise aiohttp.ClientConnectionError(
                 "the API connections are closed: kubesched is stopping"
             )
-        if self._timeout is None or self._timeout_for != self.request_timeout:
-            self._timeout = aiohttp.ClientTimeout(total=self.request_timeout)
-            self._timeout_for = self.request_timeout
         session = self._sessions.get(pool or pool_for(method))
         if session is None:
             session = self._session(pool or pool_for(method))
@@ -287,7 +283,9 @@ class KubeHTTP:
             params=query,
             data=body,
             headers=headers,
-            timeout=client_timeout or self._timeout,
+            timeout=aiohttp.ClientTimeout(
+                total=self.request_timeout if total is None else total, sock_connect=connect
+            ),
             **self._extra,
         ) as resp:
             yield resp

@@ -2,7 +2,7 @@
 
 Server-side apply's field ownership is most of what decoding a pod costs: a nested dict
 per manager and field (``{"f:spec": {"f:containers": {"k:{\\"name\\":\\"pause\\"}":
-{".": {}, ...}}}}``), thrown away as soon as it is decoded (:func:`kubesched.cluster.kube.trim`;
+{".": {}, ...}}}}``), thrown away as soon as it is decoded (:func:`trim`;
 kube-scheduler's informers drop it too). 5000 pods decode in about 0.10 s with it and
 0.03 s without, so the first LIST of a large cluster and every watch event are cheaper
 if the bytes never become objects.
@@ -12,8 +12,7 @@ JSON: the fields of a Go struct in declaration order, so ``managedFields``, the 
 of ObjectMeta, is followed by the end of ``metadata`` and the object's ``spec``
 (``...]},"spec":``). Neither end of the cut can fall inside a string: a ``"`` in a JSON
 string is always escaped, and both markers hold a bare ``,"``. A body that does not look
-like that is returned whole (it decodes as before, and :func:`~kubesched.cluster.kube.trim`
-drops the field): a cut that would hold any key but a managedFields entry's and its
+like that is returned whole (it decodes as before, and :func:`trim` drops the field): a cut that would hold any key but a managedFields entry's and its
 field paths' is not made. Inside managedFields nothing is a list but managedFields itself
 (``fieldsV1`` is objects all the way down), so the first ``]`` the end marker holds is
 the one closing it.
@@ -22,8 +21,11 @@ the one closing it.
 from __future__ import annotations
 
 import re
+from typing import Any
 
-__all__ = ["STRUCT_ORDER_KINDS", "without_managed_fields"]
+import orjson
+
+__all__ = ["STRUCT_ORDER_KINDS", "decode_list", "trim", "without_managed_fields"]
 
 STRUCT_ORDER_KINDS = frozenset({"Pod", "Node"})
 """The kinds whose bodies are cut: built-in, so written in struct order (a custom
@@ -60,3 +62,26 @@ def without_managed_fields(body: bytes) -> bytes:
         start = body.find(_START, end)
     parts.append(body[pos:])
     return b"".join(parts)
+
+
+def trim(obj: dict[str, Any]) -> dict[str, Any]:
+    """Drop what no scheduling decision reads before an object is kept: ``managedFields``
+    (server-side apply's field ownership), often the largest part of a pod or node (a
+    nested dict per manager and field: 42% of the decoded pods and nodes of a 1000-node,
+    3000-pod cluster, 22 MiB). kube-scheduler's informers strip it too. In place;
+    returns ``obj``."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    return obj
+
+
+def decode_list(body: bytes | memoryview) -> tuple[list[dict[str, Any]], str, str]:
+    """One LIST answer's items (each :func:`trim`-med), resourceVersion and continue
+    token (empty on the last page)."""
+    page = orjson.loads(body)
+    meta = page.get("metadata") or {}
+    items: list[dict[str, Any]] = page.get("items") or []
+    for item in items:
+        trim(item)
+    return items, str(meta.get("resourceVersion") or ""), str(meta.get("continue") or "")

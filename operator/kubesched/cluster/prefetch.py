@@ -53,7 +53,11 @@ import orjson
 
 from kubesched.cluster import plain_login
 from kubesched.cluster.kinds import WATCHED
-from kubesched.cluster.managed_fields import STRUCT_ORDER_KINDS, without_managed_fields
+from kubesched.cluster.managed_fields import (
+    STRUCT_ORDER_KINDS,
+    decode_list,
+    without_managed_fields,
+)
 
 __all__ = ["Page", "Prefetch"]
 
@@ -92,14 +96,8 @@ def _meta(body: bytes) -> dict[str, Any]:
 
 def _page(body: bytes | memoryview) -> Page:
     """The items (without ``managedFields``) and resourceVersion of one LIST body."""
-    page = orjson.loads(body)
-    meta = page.get("metadata") or {}
-    items: list[dict[str, Any]] = page.get("items") or []
-    for item in items:
-        item_meta = item.get("metadata")
-        if isinstance(item_meta, dict):
-            item_meta.pop("managedFields", None)  # kubesched.cluster.kube.trim
-    return items, str(meta.get("resourceVersion") or "")
+    items, version, _ = decode_list(body)
+    return items, version
 
 
 def can_fork() -> bool:
@@ -130,10 +128,9 @@ class Prefetch:
         self.page_size = page_size
         self.timeout = timeout
         self.process = process
-        self._pages: dict[str, list[Page] | None] = {}
-        """Thread: kind -> its decoded pages."""
-        self._spans: dict[str, list[tuple[int, int]]] = {}
-        """Child process: kind -> where its pages' bodies are in :attr:`_data`."""
+        self._bodies: dict[str, list[bytes] | list[tuple[int, int]]] = {}
+        """Kind -> its pages' bodies as listed, decoded when taken: the bytes (thread), or
+        where they are in :attr:`_data` (child process: offset, length)."""
         self._data = -1
         """Child process: the memory file it writes the bodies into (-1: none, closed)."""
         self._pid = 0
@@ -152,7 +149,7 @@ class Prefetch:
         if not forked:
             self._thread = threading.Thread(
                 target=self._run,
-                args=(self._keep_decoded, self._ended),
+                args=(self._keep, self._ended),
                 name="kubesched-prefetch",
                 daemon=True,
             )
@@ -168,17 +165,19 @@ class Prefetch:
             import asyncio  # loaded by then; not before the listing starts (~20 ms)
 
             await asyncio.to_thread(done.wait, self.timeout)
-        spans = self._spans.pop(kind, None)
-        if spans is None or self._data < 0:
-            return self._pages.pop(kind, None)
-        # decoded here, in the taker's thread: the child only read them
-        return [_page(os.pread(self._data, n, at)) for at, n in spans]
+        bodies = self._bodies.pop(kind, None)
+        if bodies is None:
+            return None
+        # decoded here, in the taker's thread: the listing only read them
+        return [
+            _page(body if isinstance(body, bytes) else os.pread(self._data, body[1], body[0]))
+            for body in bodies
+        ]
 
     def close(self) -> None:
         """Drop what was not taken; a child still listing is stopped (and reaped by the
         thread reading its frames)."""
-        self._pages.clear()
-        self._spans.clear()
+        self._bodies.clear()
         if self._data >= 0:
             os.close(self._data)
             self._data = -1
@@ -210,12 +209,12 @@ class Prefetch:
                 conn.close()
             ended(why)
 
-    def _keep_decoded(self, kind: str, bodies: list[bytes] | str) -> None:
+    def _keep(self, kind: str, bodies: list[bytes] | str) -> None:
         if isinstance(bodies, str):
             log.debug("not prefetching %s: %s", kind, bodies)
         else:
-            self._pages[kind] = pages = [_page(b) for b in bodies]
-            log.debug("prefetched %d %s objects", sum(len(p[0]) for p in pages), kind)
+            self._bodies[kind] = bodies
+            log.debug("prefetched %s: %d pages", kind, len(bodies))
         self._done[kind].set()
 
     def _ended(self, why: str) -> None:
@@ -290,7 +289,7 @@ class Prefetch:
                     kind = frame.get("kind")
                     if kind in self._done:
                         if "spans" in frame:
-                            self._spans[kind] = [(int(a), int(n)) for a, n in frame["spans"]]
+                            self._bodies[kind] = [(int(a), int(n)) for a, n in frame["spans"]]
                             log.debug("prefetched %s: %d pages", kind, len(frame["spans"]))
                         else:
                             log.debug("not prefetching %s: %s", kind, frame.get("refused"))

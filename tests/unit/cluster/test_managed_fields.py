@@ -82,7 +82,7 @@ def comma_ended(value: Any) -> bool:
 
 def decoded_without(body: bytes) -> Any:
     """What the informers keep: the decode, managedFields dropped (by
-    :func:`kubesched.cluster.kube.trim` where the body was left whole)."""
+    :func:`kubesched.cluster.managed_fields.trim` where the body was left whole)."""
     doc = orjson.loads(body)
     objects = doc["items"] if "items" in doc else [doc.get("object", doc)]
     for obj in objects:
