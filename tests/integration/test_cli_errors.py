@@ -20,6 +20,28 @@ from kubesched.operator import settings
 
 GARBLED = "apiVersion: v1\nclusters: [\n  - {name: x\n"
 NO_CONTEXT = "apiVersion: v1\nkind: Config\n"
+_CONTEXT_AND_USER = (
+    "contexts: [{name: x, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {}}]\n"
+)
+MISSHAPEN_KUBECONFIGS = {
+    # kubernetes_asyncio's loader raised AssertionError / AttributeError on these (a
+    # traceback), or said "'str' object does not support item assignment"
+    "server-a-number.yaml": "current-context: x\nclusters: [{name: c, cluster: {server: 3}}]\n"
+    + _CONTEXT_AND_USER,
+    "context-a-number.yaml": "current-context: x\n"
+    "clusters: [{name: c, cluster: {server: 'https://a'}}]\n"
+    "contexts: [{name: x, context: 5}]\nusers: [{name: u, user: {}}]\n",
+    "a-string.yaml": "kubeconfig\n",
+    "blank.yaml": "",
+    "password-a-number.yaml": "current-context: x\nclusters: [{name: c, cluster: {server: 3}}]\n"
+    "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+    "users: [{name: u, user: {password: 271828}}]\n",
+    "exec-missing.yaml": "current-context: x\n"
+    "clusters: [{name: c, cluster: {server: 'https://a'}}]\n"
+    "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+    "users: [{name: u, user: {exec: {command: /nonexistent/get-token,"
+    " apiVersion: client.authentication.k8s.io/v1}}}]\n",
+}
 POD_WITHOUT_NODES = """\
 apiVersion: v1
 kind: Pod
@@ -52,6 +74,8 @@ def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, closed_port: int) -> 
     (tmp_path / "no-context.yaml").write_text(NO_CONTEXT)
     (tmp_path / "empty.yaml").write_text("# to do\n")
     (tmp_path / "no-nodes.yaml").write_text(POD_WITHOUT_NODES)
+    for name, text in MISSHAPEN_KUBECONFIGS.items():
+        (tmp_path / name).write_text(text)
     (tmp_path / "unreachable.yaml").write_text(
         "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
         f"clusters: [{{name: c, cluster: {{server: 'http://127.0.0.1:{closed_port}'}}}}]\n"
@@ -100,6 +124,48 @@ BAD_INPUTS = [
         id="explain-kubeconfig-is-a-directory",
     ),
     pytest.param(
+        ["explain", "ns/pod", "--kubeconfig", "{tmp}/server-a-number.yaml"],
+        {},
+        "kubeconfig {tmp}/server-a-number.yaml (--kubeconfig): "
+        "clusters[0] (c).cluster.server: expected a string, got a number",
+        id="explain-kubeconfig-server-a-number",
+    ),
+    pytest.param(
+        ["explain", "ns/pod", "--kubeconfig", "{tmp}/context-a-number.yaml"],
+        {},
+        "kubeconfig {tmp}/context-a-number.yaml (--kubeconfig): "
+        "contexts[0] (x).context: expected a mapping, got a number",
+        id="explain-kubeconfig-context-a-number",
+    ),
+    pytest.param(
+        ["explain", "ns/pod"],
+        {"KUBECONFIG": "{tmp}/unreachable.yaml:{tmp}/a-string.yaml"},
+        "kubeconfig {tmp}/unreachable.yaml:{tmp}/a-string.yaml (KUBECONFIG): "
+        "{tmp}/a-string.yaml: not a kubeconfig: expected a mapping with clusters, contexts "
+        "and users, got a string",
+        id="explain-KUBECONFIG-one-file-a-string",
+    ),
+    pytest.param(
+        ["explain", "ns/pod", "--kubeconfig", "{tmp}/blank.yaml"],
+        {},
+        "kubeconfig {tmp}/blank.yaml (--kubeconfig): the file is empty",
+        id="explain-kubeconfig-empty",
+    ),
+    pytest.param(
+        ["explain", "ns/pod", "--kubeconfig", "{tmp}/password-a-number.yaml"],
+        {},
+        # the first problem, and never a value (it may be a secret)
+        "(--kubeconfig): clusters[0] (c).cluster.server: expected a string, got a number",
+        id="explain-kubeconfig-says-no-value",
+    ),
+    pytest.param(
+        ["explain", "ns/pod", "--kubeconfig", "{tmp}/exec-missing.yaml"],
+        {},
+        "kubeconfig {tmp}/exec-missing.yaml (--kubeconfig): its exec plugin's command "
+        "/nonexistent/get-token: No such file or directory",
+        id="explain-kubeconfig-exec-command-missing",
+    ),
+    pytest.param(
         ["explain", "ns/pod", "--kubeconfig", "{tmp}/unreachable.yaml"],
         {},
         "cannot reach the API server at http://127.0.0.1:{closed}: ",
@@ -140,6 +206,12 @@ BAD_INPUTS = [
         {},
         "--profile-selector: label selector 'a=b=c': cannot parse at 'a=b=c'",
         id="explain-bad-profile-selector",
+    ),
+    pytest.param(
+        ["run", "--kubeconfig", "{tmp}/a-string.yaml"],
+        {},
+        "kubeconfig {tmp}/a-string.yaml (--kubeconfig): not a kubeconfig: expected a mapping",
+        id="run-kubeconfig-a-string",
     ),
     pytest.param(
         ["run", "--kubeconfig", "/nonexistent"],
@@ -250,7 +322,7 @@ def test_a_mistake_is_one_line_and_exit_2(
         return text.replace("{tmp}", str(files)).replace("{closed}", str(closed_port))
 
     for k, v in env.items():
-        monkeypatch.setenv(k, v)
+        monkeypatch.setenv(k, fill(v))
     code = main([fill(a) for a in argv])
     out, err = capsys.readouterr()
     assert code == 2, err
@@ -340,7 +412,8 @@ def test_a_run_mistake_is_one_line_in_a_process_of_its_own(
     assert "Traceback" not in done.stderr
     lines = done.stderr.splitlines()
     assert len(lines) == 1, done.stderr
-    assert lines[0].startswith("kubesched: error: ") and message in lines[0], done.stderr
+    assert lines[0].startswith("kubesched: error: "), done.stderr
+    assert message.replace("{tmp}", str(files)) in lines[0], done.stderr
 
 
 @pytest.fixture

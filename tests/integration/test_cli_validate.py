@@ -5,6 +5,8 @@ and a KubeSchedulerConfiguration imported (``--convert``)."""
 from __future__ import annotations
 
 import io
+import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -118,6 +120,29 @@ def test_directories_and_stdin(
         "warning: no spec: kube-scheduler's default plugins, serving schedulerName 'kubesched'"
     )
     assert lines[-1] == '<stdin>: document 0 (SchedulingProfile "legacy"): Ready=True Compiled'
+
+
+def test_a_pipe_is_read_as_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``kubesched validate <(helm template ...)``: the shell passes /dev/fd/N, a pipe, not
+    a regular file (it used to be refused as 'no such file or directory')."""
+    fifo = tmp_path / "profiles"
+    os.mkfifo(fifo)
+
+    def feed() -> None:
+        with open(fifo, "w") as f:
+            f.write(PROFILES.split("---\n")[2])
+
+    writer = threading.Thread(target=feed, daemon=True)  # blocks until the fifo is read
+    writer.start()
+    try:
+        code, lines, _ = run(capsys, str(fifo))
+    finally:
+        writer.join(10)
+    assert code == 0
+    assert lines[-1] == f'{fifo}: document 0 (SchedulingProfile "legacy"): Ready=True Compiled'
+    assert run(capsys, "/dev/null")[:2] == (1, ["/dev/null: no documents in the file"])
+    missing = run(capsys, str(tmp_path / "nope.yaml"))
+    assert missing[0] == 2 and "nope.yaml: no such file or directory" in missing[2]
 
 
 def test_schedulername_conflicts_across_files(

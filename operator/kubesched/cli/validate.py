@@ -51,11 +51,11 @@ class Finding:
 def _files(paths: list[str]) -> list[str]:
     out: list[str] = []
     for path in paths:
-        if path == "-" or os.path.isfile(path):
+        if not os.path.exists(path) and path != "-":
+            raise BadInput(f"{path}: no such file or directory")
+        if path == "-" or not os.path.isdir(path):  # a file, a pipe (<(helm template ...))
             out.append(path)
             continue
-        if not os.path.isdir(path):
-            raise BadInput(f"{path}: no such file or directory")
         found = sorted(
             os.path.join(root, name)
             for root, _, names in os.walk(path)

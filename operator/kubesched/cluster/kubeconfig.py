@@ -10,16 +10,34 @@ for the command line to print as one line.
 
 from __future__ import annotations
 
+import logging
 import os
 import urllib.parse
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import yaml
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
 __all__ = ["KubeconfigError", "load_client_configuration"]
+
+# kubernetes_asyncio logs an exec plugin's failure before raising it: the error says it
+# (below), and a command without logging set up would print it twice (logging's last
+# resort handler); ``kubesched run``'s own logging still gets the record
+logging.getLogger("kubernetes_asyncio").addHandler(logging.NullHandler())
+
+_LOADER_ERRORS = (
+    k8s_config.ConfigException,
+    ValueError,
+    TypeError,
+    KeyError,
+    AttributeError,
+    AssertionError,
+)
+"""What kubernetes_asyncio's loader raises on a file it cannot use: its own errors, and
+Python's where a field has another type than it expects (``server: 3``, ``context: 5``)."""
 
 
 class KubeconfigError(ValueError):
@@ -71,11 +89,9 @@ async def load_client_configuration(kubeconfig: str | None = None) -> k8s_client
         except yaml.YAMLError as e:
             raise KubeconfigError(f"kubeconfig {path} ({origin}): {_yaml_problem(e)}") from None
         except OSError as e:
-            raise KubeconfigError(
-                f"kubeconfig {path} ({origin}): cannot read: {e.strerror or e}"
-            ) from None
-        except (k8s_config.ConfigException, ValueError, TypeError, KeyError) as e:
-            message = str(e).replace(f" in {path}", "").rstrip(".")
+            raise KubeconfigError(f"kubeconfig {path} ({origin}): {_os_problem(path, e)}") from None
+        except _LOADER_ERRORS as e:
+            message = _shape_problem(path) or _loader_message(e, path)
             raise KubeconfigError(f"kubeconfig {path} ({origin}): {message}") from None
     else:
         try:
@@ -93,3 +109,135 @@ async def load_client_configuration(kubeconfig: str | None = None) -> k8s_client
         if proxies.get("https") and not urllib.request.proxy_bypass(host):
             cfg.proxy = proxies["https"]
     return cfg
+
+
+# -- saying what is wrong with a file the loader refused ------------------------------------
+_STRINGS = {
+    "cluster": (
+        "server",
+        "certificate-authority",
+        "certificate-authority-data",
+        "tls-server-name",
+        "proxy-url",
+    ),
+    "context": ("cluster", "user", "namespace"),
+    "user": (
+        "token",
+        "tokenFile",
+        "client-certificate",
+        "client-certificate-data",
+        "client-key",
+        "client-key-data",
+        "username",
+        "password",
+    ),
+}
+"""The fields kubectl reads as strings, per entry kind."""
+
+
+def _files_of(path: str) -> list[tuple[str, Any]]:
+    """Each file of ``path`` (``:``-joined) with its document; those that cannot be read
+    or parsed are left out (the loader's own error says so)."""
+    out: list[tuple[str, Any]] = []
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    for name in (p for p in path.split(os.pathsep) if p):
+        try:
+            with open(name, encoding="utf-8") as f:
+                out.append((name, yaml.load(f, Loader=loader)))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue
+    return out
+
+
+def _kind(value: object) -> str:
+    """What ``value`` is, never what it says (a misplaced token, password or key)."""
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "a list" if isinstance(value, list) else "a mapping"
+
+
+def _shape_problem(path: str) -> str | None:
+    """Where a file of ``path`` is not shaped as a kubeconfig (an empty file, a list, a
+    ``clusters`` that is not a list, a ``cluster`` or ``server`` of another type), or
+    None if every file is: the loader's own message then says what it missed."""
+    files = _files_of(path)
+    for name, doc in files:
+        where = f"{name}: " if len(files) > 1 else ""
+        problem = _doc_problem(doc)
+        if problem:
+            return where + problem
+    return None
+
+
+def _doc_problem(doc: Any) -> str | None:
+    if doc is None:
+        return "the file is empty"
+    if not isinstance(doc, dict):
+        return f"not a kubeconfig: expected a mapping with clusters, contexts and users, got {_kind(doc)}"
+    current = doc.get("current-context")
+    if current is not None and not isinstance(current, str):
+        return f"current-context: expected a context's name, got {_kind(current)}"
+    for key, entry in (("clusters", "cluster"), ("contexts", "context"), ("users", "user")):
+        items = doc.get(key)
+        if items is None:
+            continue
+        if not isinstance(items, list):
+            return f"{key}: expected a list, got {_kind(items)}"
+        for i, item in enumerate(items):
+            at = f"{key}[{i}]"
+            if not isinstance(item, dict):
+                return f"{at}: expected a mapping with name and {entry}, got {_kind(item)}"
+            name = item.get("name")
+            if name is not None and not isinstance(name, str):
+                return f"{at}.name: expected a string, got {_kind(name)}"
+            if isinstance(name, str):
+                at = f"{at} ({name})"
+            body = item.get(entry)
+            if body is None:
+                continue
+            if not isinstance(body, dict):
+                return f"{at}.{entry}: expected a mapping, got {_kind(body)}"
+            for field in _STRINGS[entry]:
+                value = body.get(field)
+                if value is not None and not isinstance(value, str):
+                    return f"{at}.{entry}.{field}: expected a string, got {_kind(value)}"
+            run = body.get("exec") if entry == "user" else None
+            if run is not None and not (
+                isinstance(run, dict) and isinstance(run.get("command"), str)
+            ):
+                return f"{at}.user.exec: expected a mapping with a command, got {_kind(run)}"
+    return None
+
+
+def _loader_message(e: BaseException, path: str) -> str:
+    """The loader's message, without the file's name (the line names it) and the objects
+    it prints as ``<... ConfigNode object at 0x...>``."""
+    text = str(e).replace(f" in {path}", "").rstrip(".")
+    if "object at 0x" in text or not text:
+        return f"not a usable kubeconfig ({type(e).__name__}{': ' + text if text else ''})"
+    return text
+
+
+def _os_problem(path: str, e: OSError) -> str:
+    """An OSError while loading: the kubeconfig file itself unreadable, or a file or
+    command it names (an exec plugin's command not found or not executable)."""
+    named = e.filename if isinstance(e.filename, str) else None
+    if named is None or named in path.split(os.pathsep):
+        return f"cannot read: {e.strerror or e}"
+    commands = {
+        str(body["exec"].get("command"))
+        for _, doc in _files_of(path)
+        if isinstance(doc, dict) and isinstance(doc.get("users"), list)
+        for item in doc["users"]
+        if isinstance(item, dict)
+        and isinstance(body := item.get("user"), dict)
+        and isinstance(body.get("exec"), dict)
+    }
+    what = "its exec plugin's command" if named in commands else "a file it names"
+    return f"{what} {named}: {e.strerror or e}"
