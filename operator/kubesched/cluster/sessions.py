@@ -176,6 +176,13 @@ class ResumingContext(ssl.SSLContext):
     connection to the same server name that holds a ticket (a ticket comes after the
     handshake, with the first answer), else the last one seen."""
 
+    def __init__(self, protocol: int = ssl.PROTOCOL_TLS_CLIENT) -> None:
+        super().__init__()  # the protocol went to SSLContext.__new__
+        self._made: list[tuple[str | None, weakref.ref[ssl.SSLObject]]] = []
+        """The last :data:`_RECENT` client connections: (server name, its SSLObject)."""
+        self._sessions: dict[str | None, ssl.SSLSession] = {}
+        """Server name -> the last session with a ticket seen for it."""
+
     def wrap_bio(
         self,
         incoming: ssl.MemoryBIO,
@@ -190,23 +197,12 @@ class ResumingContext(ssl.SSLContext):
         if session is None:
             session = self._session_for(name)
         made = super().wrap_bio(incoming, outgoing, server_side, server_hostname, session)
-        recent = self._recent()
-        recent.append((name, weakref.ref(made)))
-        del recent[:-_RECENT]
+        self._made.append((name, weakref.ref(made)))
+        del self._made[:-_RECENT]
         return made
 
-    def _recent(self) -> list[tuple[str | None, weakref.ref[ssl.SSLObject]]]:
-        found: list[tuple[str | None, weakref.ref[ssl.SSLObject]]] | None
-        found = self.__dict__.get("_kubesched_recent")
-        if found is None:
-            found = self.__dict__["_kubesched_recent"] = []
-        return found
-
     def _session_for(self, name: str | None) -> ssl.SSLSession | None:
-        sessions: dict[str | None, ssl.SSLSession] = self.__dict__.setdefault(
-            "_kubesched_sessions", {}
-        )
-        for seen, ref in reversed(self._recent()):
+        for seen, ref in reversed(self._made):
             earlier = ref() if seen == name else None
             if earlier is None:
                 continue
@@ -215,9 +211,9 @@ class ResumingContext(ssl.SSLContext):
             except ValueError:  # its handshake is not through: no session to copy yet
                 continue
             if held is not None and held.has_ticket:
-                sessions[name] = held
+                self._sessions[name] = held
                 break
-        return sessions.get(name)
+        return self._sessions.get(name)
 
 
 _RECENT = 8
