@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -215,13 +216,16 @@ def _doc_problem(doc: Any) -> str | None:
     return None
 
 
+_OBJECT = re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>")
+"""How the loader prints a node of the file it could not read as a name."""
+
+
 def _loader_message(e: BaseException, path: str) -> str:
     """The loader's message, without the file's name (the line names it) and the objects
-    it prints as ``<... ConfigNode object at 0x...>``."""
-    text = str(e).replace(f" in {path}", "").rstrip(".")
-    if "object at 0x" in text or not text:
-        return f"not a usable kubeconfig ({type(e).__name__}{': ' + text if text else ''})"
-    return text
+    it prints as ``<... ConfigNode object at 0x...>``; Python's error's name where it
+    has no words (an ``assert`` of the loader)."""
+    text = _OBJECT.sub("(something that is not a name)", str(e).replace(f" in {path}", ""))
+    return text.rstrip(".") or f"not a usable kubeconfig ({type(e).__name__})"
 
 
 def _os_problem(path: str, e: OSError) -> str:
