@@ -85,7 +85,7 @@ def test_an_error_is_told_apart_from_a_pod_that_fits_nowhere(
 ) -> None:
     # a Kubernetes PodGroup whose members disagree on priority fails with an error (kube's
     # reason SchedulerError), not for want of room
-    path = Path(__file__).parent.parent / "scenarios" / "gang" / "upstream-pods-disagree.yaml"
+    path = Path(__file__).parents[2] / "scenarios" / "gang" / "upstream-pods-disagree.yaml"
     code, out, _ = run(capsys, "simulate", "--scenario", str(path), "--seed", "0")
     assert code == 0
     lines = out.splitlines()
