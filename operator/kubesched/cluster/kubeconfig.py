@@ -15,6 +15,7 @@ import os
 import re
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -176,6 +177,36 @@ def _shape_problem(path: str) -> str | None:
     return None
 
 
+class _Misshapen(Exception):
+    """Where a kubeconfig document is not shaped as one, and how."""
+
+
+def _bodies(doc: dict[str, Any], key: str, entry: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each item of the list ``doc[key]`` (clusters, contexts, users) as where it is and
+    its ``entry`` mapping (cluster, context, user); items without one are passed over.
+    Raises :class:`_Misshapen` at the first list, item, name or entry of another type."""
+    items = doc.get(key)
+    if items is None:
+        return
+    if not isinstance(items, list):
+        raise _Misshapen(f"{key}: expected a list, got {_kind(items)}")
+    for i, item in enumerate(items):
+        at = f"{key}[{i}]"
+        if not isinstance(item, dict):
+            raise _Misshapen(f"{at}: expected a mapping with name and {entry}, got {_kind(item)}")
+        name = item.get("name")
+        if name is not None and not isinstance(name, str):
+            raise _Misshapen(f"{at}.name: expected a string, got {_kind(name)}")
+        if isinstance(name, str):
+            at = f"{at} ({name})"
+        body = item.get(entry)
+        if body is None:
+            continue
+        if not isinstance(body, dict):
+            raise _Misshapen(f"{at}.{entry}: expected a mapping, got {_kind(body)}")
+        yield f"{at}.{entry}", body
+
+
 def _doc_problem(doc: Any) -> str | None:
     if doc is None:
         return "the file is empty"
@@ -184,35 +215,20 @@ def _doc_problem(doc: Any) -> str | None:
     current = doc.get("current-context")
     if current is not None and not isinstance(current, str):
         return f"current-context: expected a context's name, got {_kind(current)}"
-    for key, entry in (("clusters", "cluster"), ("contexts", "context"), ("users", "user")):
-        items = doc.get(key)
-        if items is None:
-            continue
-        if not isinstance(items, list):
-            return f"{key}: expected a list, got {_kind(items)}"
-        for i, item in enumerate(items):
-            at = f"{key}[{i}]"
-            if not isinstance(item, dict):
-                return f"{at}: expected a mapping with name and {entry}, got {_kind(item)}"
-            name = item.get("name")
-            if name is not None and not isinstance(name, str):
-                return f"{at}.name: expected a string, got {_kind(name)}"
-            if isinstance(name, str):
-                at = f"{at} ({name})"
-            body = item.get(entry)
-            if body is None:
-                continue
-            if not isinstance(body, dict):
-                return f"{at}.{entry}: expected a mapping, got {_kind(body)}"
-            for field in _STRINGS[entry]:
-                value = body.get(field)
-                if value is not None and not isinstance(value, str):
-                    return f"{at}.{entry}.{field}: expected a string, got {_kind(value)}"
-            run = body.get("exec") if entry == "user" else None
-            if run is not None and not (
-                isinstance(run, dict) and isinstance(run.get("command"), str)
-            ):
-                return f"{at}.user.exec: expected a mapping with a command, got {_kind(run)}"
+    try:
+        for key, entry in (("clusters", "cluster"), ("contexts", "context"), ("users", "user")):
+            for at, body in _bodies(doc, key, entry):
+                for field in _STRINGS[entry]:
+                    value = body.get(field)
+                    if value is not None and not isinstance(value, str):
+                        return f"{at}.{field}: expected a string, got {_kind(value)}"
+                run = body.get("exec") if entry == "user" else None
+                if run is not None and not (
+                    isinstance(run, dict) and isinstance(run.get("command"), str)
+                ):
+                    return f"{at}.exec: expected a mapping with a command, got {_kind(run)}"
+    except _Misshapen as e:
+        return str(e)
     return None
 
 
@@ -234,14 +250,13 @@ def _os_problem(path: str, e: OSError) -> str:
     named = e.filename if isinstance(e.filename, str) else None
     if named is None or named in path.split(os.pathsep):
         return f"cannot read: {e.strerror or e}"
-    commands = {
-        str(body["exec"].get("command"))
-        for _, doc in _files_of(path)
-        if isinstance(doc, dict) and isinstance(doc.get("users"), list)
-        for item in doc["users"]
-        if isinstance(item, dict)
-        and isinstance(body := item.get("user"), dict)
-        and isinstance(body.get("exec"), dict)
-    }
+    commands = set()
+    for _, doc in _files_of(path):
+        try:
+            for _, user in _bodies(doc, "users", "user") if isinstance(doc, dict) else ():
+                if isinstance(user.get("exec"), dict):
+                    commands.add(str(user["exec"].get("command")))
+        except _Misshapen:
+            continue
     what = "its exec plugin's command" if named in commands else "a file it names"
     return f"{what} {named}: {e.strerror or e}"

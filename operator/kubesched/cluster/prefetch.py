@@ -94,12 +94,6 @@ def _meta(body: bytes) -> dict[str, Any]:
     return meta if isinstance(meta, dict) else {}
 
 
-def _page(body: bytes | memoryview) -> Page:
-    """The items (without ``managedFields``) and resourceVersion of one LIST body."""
-    items, version, _ = decode_list(body)
-    return items, version
-
-
 def can_fork() -> bool:
     """Whether the listing can run in a child process here: Linux's ``memfd_create`` and
     ``fork``, and no other thread yet (a thread holding a lock at the fork would leave it
@@ -169,10 +163,11 @@ class Prefetch:
         if bodies is None:
             return None
         # decoded here, in the taker's thread: the listing only read them
-        return [
-            _page(body if isinstance(body, bytes) else os.pread(self._data, body[1], body[0]))
+        pages = (
+            decode_list(body if isinstance(body, bytes) else os.pread(self._data, body[1], body[0]))
             for body in bodies
-        ]
+        )
+        return [(items, version) for items, version, _ in pages]
 
     def close(self) -> None:
         """Drop what was not taken; a child still listing is stopped (and reaped by the
