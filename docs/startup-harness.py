@@ -8,7 +8,11 @@ alternated on one control plane of their own (docs/benchmarks.md, "Start-up").
 Before each start every pod of the namespace is deleted and ``--pods`` pending pods are
 created for a scheduler name of the run's own, and the API server and etcd are let
 settle (:func:`settle`); a watch opened before the start sees the first pod bound. The figure is the time from starting the process to that event, and
-the process's CPU (both its threads, from /proc) at that moment. Each checkout's
+the process's CPU (both its threads, from /proc) at that moment. kube-scheduler serves
+HTTPS: with no certificate, its start makes a self-signed one (two RSA keys, about 0.2 s
+of CPU); ``--kube-scheduler-certs kept`` (the default) lets the first start make it and
+the others reuse it, ``fresh`` makes every start pay for it, as kube-scheduler's default
+(no ``--cert-dir``, in memory) does. Each checkout's
 kubesched runs with ``PYTHONPATH=<tree>/operator`` and its modules compiled first (an
 installed package has its bytecode). Not a test: numbers on a shared machine drift, so
 read the medians of alternated runs, with the load printed beside each.
@@ -100,7 +104,9 @@ async def backlog(rest: Rest, pods: int, scheduler: str) -> str:
     return str(listed["metadata"]["resourceVersion"])
 
 
-def argv_of(which: str, cp: ControlPlane, scheduler: str, workdir: Path) -> list[str]:
+def argv_of(
+    which: str, cp: ControlPlane, scheduler: str, workdir: Path, cert_dir: Path
+) -> list[str]:
     port = str(free_port())
     if which != "kube-scheduler":
         return [
@@ -118,7 +124,7 @@ def argv_of(which: str, cp: ControlPlane, scheduler: str, workdir: Path) -> list
     (workdir / "config.yaml").write_text(yaml.safe_dump(config))
     return [
         str(cp.binaries / "kube-scheduler"), f"--config={workdir / 'config.yaml'}",
-        "--bind-address=127.0.0.1", f"--secure-port={port}", f"--cert-dir={workdir}",
+        "--bind-address=127.0.0.1", f"--secure-port={port}", f"--cert-dir={cert_dir}",
         f"--authentication-kubeconfig={cp.kubeconfig}",
         f"--authorization-kubeconfig={cp.kubeconfig}", "--authentication-skip-lookup=true",
     ]  # fmt: skip
@@ -142,7 +148,7 @@ async def settle(cp: ControlPlane, *, idle: float = 0.1, within: float = 20.0) -
 
 
 async def one_start(
-    cp: ControlPlane, rest: Rest, which: str, scheduler: str, pods: int
+    cp: ControlPlane, rest: Rest, which: str, scheduler: str, pods: int, kept_certs: bool
 ) -> tuple[float, float | None]:
     version = await backlog(rest, pods, scheduler)
     await asyncio.sleep(2)  # the API server done with the creates
@@ -164,7 +170,7 @@ async def one_start(
         env["PYTHONPATH"] = str(Path(which) / "operator")
     started = time.monotonic()
     proc = subprocess.Popen(
-        argv_of(which, cp, scheduler, workdir),
+        argv_of(which, cp, scheduler, workdir, cp.dir / "certs" if kept_certs else workdir),
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=(workdir / "log").open("w"),
@@ -179,12 +185,42 @@ async def one_start(
     return first - started, cpu
 
 
+def make_certificate(cp: ControlPlane) -> None:
+    """kube-scheduler's serving certificate in ``cp.dir / "certs"``, made by a start of
+    its own before any timed one (it writes it there and stops being needed)."""
+    certs = cp.dir / "certs"
+    certs.mkdir(exist_ok=True)
+    proc = subprocess.Popen(
+        argv_of("kube-scheduler", cp, "warm-up", certs, certs),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not (certs / "kube-scheduler.key").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)  # written: the certificate, then the key
+    finally:
+        proc.kill()
+        proc.wait()
+    if not (certs / "kube-scheduler.crt").exists():
+        raise SystemExit(f"kube-scheduler made no certificate in {certs}")
+
+
 async def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tree", action="append", default=[], help="a kubesched checkout (repeatable)")
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--nodes", type=int, default=1000)
     p.add_argument("--pods", type=int, default=5000)
+    p.add_argument(
+        "--kube-scheduler-certs",
+        choices=("fresh", "kept"),
+        default="kept",
+        help="kept: kube-scheduler's serving certificate is made by its first start and "
+        "reused (as the bench's restarts do); fresh: each start makes its own (two RSA "
+        "keys), as kube-scheduler's default, with no --cert-dir, does",
+    )
     args = p.parse_args()
     contenders = [str(Path(t).resolve()) for t in args.tree or ["."]] + ["kube-scheduler"]
     for tree in contenders[:-1]:
@@ -196,9 +232,18 @@ async def main() -> None:
             await create_all(
                 rest, [node(i) for i in range(args.nodes)], "/api/v1/nodes", nodes=True
             )
+            if args.kube_scheduler_certs == "kept":
+                make_certificate(cp)
             for run in range(args.runs):
                 for k, which in enumerate(contenders):
-                    took, cpu = await one_start(cp, rest, which, f"s{run}-{k}", args.pods)
+                    took, cpu = await one_start(
+                        cp,
+                        rest,
+                        which,
+                        f"s{run}-{k}",
+                        args.pods,
+                        args.kube_scheduler_certs == "kept",
+                    )
                     times[which].append(took)
                     load = os.getloadavg()[0]
                     print(
