@@ -52,14 +52,39 @@ class LostConnection(ConnectionError):
     """The connection failed or closed before a whole answer came."""
 
 
-class _Conn(asyncio.Protocol):
-    """One keep-alive connection: a request written, its answer parsed as it comes."""
+_EMPTY, _LENGTH, _CHUNKED, _UNTIL_CLOSE = range(4)
+"""How an answer's body is framed: none (204, 304), ``Content-Length``, chunks, or the
+connection's end."""
 
-    __slots__ = ("_buf", "_waiter", "closed", "idle_since", "transport")
+
+class _Head:
+    """An answer's status line and headers, read once (the body may come in many reads)."""
+
+    __slots__ = ("framing", "keep", "length", "retry_after", "status")
+
+    def __init__(
+        self, status: int, framing: int, length: int, keep: bool, retry_after: str | None
+    ) -> None:
+        self.status = status
+        self.framing = framing
+        self.length = length
+        self.keep = keep
+        self.retry_after = retry_after
+
+
+class _Conn(asyncio.Protocol):
+    """One keep-alive connection: a request written, its answer parsed as it comes. What
+    was read is kept only until it is parsed: the head once, each whole chunk once (a
+    LIST page of megabytes comes in hundreds of reads)."""
+
+    __slots__ = ("_buf", "_head", "_parts", "_waiter", "closed", "idle_since", "transport")
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self._buf = bytearray()
+        self._head: _Head | None = None
+        self._parts: list[bytes] = []
+        """The chunks of a chunked body read so far (consumed from ``_buf``)."""
         self._waiter: asyncio.Future[tuple[Response, bool]] | None = None
         self.closed = False
         self.idle_since = 0.0
@@ -99,6 +124,7 @@ class _Conn(asyncio.Protocol):
             waiter.set_exception(LostConnection("the connection to the API server was closed"))
             return waiter
         self._buf.clear()
+        self._head, self._parts = None, []
         self._waiter = waiter
         self.transport.write(payload)
         return waiter
@@ -122,6 +148,50 @@ class _Conn(asyncio.Protocol):
         self.close()
 
     def _parse(self, eof: bool) -> None:
+        head = self._head
+        if head is None:
+            head = self._head = self._read_head(eof)
+            if head is None:
+                return  # more to come, or failed
+        buf = self._buf
+        body: bytes | None
+        if head.framing == _EMPTY:
+            body = b""
+        elif head.framing == _CHUNKED:
+            try:
+                body = self._chunks()
+            except ValueError as e:
+                self._fail(str(e))
+                return
+            if body is None and eof:
+                self._fail("ended inside its chunked body")
+                return
+        elif head.framing == _LENGTH:
+            if len(buf) >= head.length:
+                body = bytes(buf[: head.length])
+                del buf[: head.length]
+            else:
+                body = None
+                if eof:
+                    self._fail(f"ended {head.length - len(buf)} bytes short of its body")
+                    return
+        else:  # _UNTIL_CLOSE
+            body = None
+            if eof:
+                body = bytes(buf)
+                buf.clear()
+        if body is None:
+            return  # more to come
+        self._head, self._parts = None, []
+        waiter, self._waiter = self._waiter, None
+        assert waiter is not None
+        if not waiter.done():
+            answer = (head.status, body, head.retry_after)
+            waiter.set_result((answer, head.keep and not eof and not buf))
+
+    def _read_head(self, eof: bool) -> _Head | None:
+        """The answer's head, taken from the buffer (interim 1xx answers passed over);
+        None while incomplete, or once the exchange failed."""
         buf = self._buf
         while True:
             end = buf.find(b"\r\n\r\n")
@@ -130,26 +200,25 @@ class _Conn(asyncio.Protocol):
                     self._fail("ended before its headers did" if buf else "")
                 elif len(buf) > _MAX_HEAD:
                     self._fail(f"has more than {_MAX_HEAD} bytes of headers")
-                return
-            head = bytes(buf[:end]).decode("latin-1").split("\r\n")
-            status_line = head[0].split(" ", 2)
+                return None
+            lines = bytes(buf[:end]).decode("latin-1").split("\r\n")
+            del buf[: end + 4]
+            status_line = lines[0].split(" ", 2)
             if len(status_line) < 2 or not status_line[0].startswith("HTTP/1."):
-                self._fail(f"is not HTTP/1.x: {head[0][:80]!r}")
-                return
+                self._fail(f"is not HTTP/1.x: {lines[0][:80]!r}")
+                return None
             try:
                 status = int(status_line[1])
             except ValueError:
-                self._fail(f"has no status: {head[0][:80]!r}")
-                return
-            if 100 <= status < 200:  # an interim answer (100 Continue): the real one follows
-                del buf[: end + 4]
-                continue
-            break
-        length: int | None = None
+                self._fail(f"has no status: {lines[0][:80]!r}")
+                return None
+            if not 100 <= status < 200:  # an interim answer (100 Continue): the real one follows
+                break
+        length = -1
         chunked = False
         keep = status_line[0] != "HTTP/1.0"
         retry_after: str | None = None
-        for line in head[1:]:
+        for line in lines[1:]:
             name, _, value = line.partition(":")
             name = name.strip().lower()
             if name == "content-length":
@@ -159,7 +228,7 @@ class _Conn(asyncio.Protocol):
                     length = -1
                 if length < 0:
                     self._fail(f"has a bad Content-Length: {value.strip()[:40]!r}")
-                    return
+                    return None
             elif name == "transfer-encoding":
                 chunked = "chunked" in value.lower()
             elif name == "connection":
@@ -170,64 +239,47 @@ class _Conn(asyncio.Protocol):
                     keep = True
             elif name == "retry-after":
                 retry_after = value.strip()
-        start = end + 4
-        body: bytes | None
         if status in (204, 304):
-            body, done = b"", start
+            framing = _EMPTY
         elif chunked:
-            try:
-                body, done = _chunks(buf, start)
-            except ValueError as e:
-                self._fail(str(e))
-                return
-            if body is None and eof:
-                self._fail("ended inside its chunked body")
-                return
-        elif length is not None:
-            if len(buf) - start >= length:
-                body, done = bytes(buf[start : start + length]), start + length
-            else:
-                body, done = None, 0
-                if eof:
-                    self._fail(f"ended {length - (len(buf) - start)} bytes short of its body")
-                    return
+            framing = _CHUNKED
+        elif length >= 0:
+            framing = _LENGTH
         else:  # neither: the body is what comes until the connection ends
-            keep = False
-            body, done = (bytes(buf[start:]), len(buf)) if eof else (None, 0)
-        if body is None:
-            return  # more to come
-        del buf[:done]
-        waiter, self._waiter = self._waiter, None
-        assert waiter is not None
-        if not waiter.done():
-            waiter.set_result(((status, body, retry_after), keep and not eof and not buf))
+            framing, keep = _UNTIL_CLOSE, False
+        return _Head(status, framing, length, keep, retry_after)
 
-
-def _chunks(buf: bytearray, pos: int) -> tuple[bytes | None, int]:
-    """The body of a chunked answer starting at ``pos``, and where it ends (trailers
-    included); (None, 0) while it is incomplete."""
-    parts: list[bytes] = []
-    while True:
-        eol = buf.find(b"\r\n", pos)
-        if eol < 0:
-            return None, 0
-        size_text = bytes(buf[pos:eol]).split(b";", 1)[0].strip()
+    def _chunks(self) -> bytes | None:
+        """The chunked body once whole (its trailers read too); None while incomplete.
+        Each whole chunk is moved from the buffer to ``_parts`` as it comes."""
+        buf, parts = self._buf, self._parts
+        pos = 0
         try:
-            size = int(size_text, 16)
-        except ValueError:
-            size = -1
-        if size < 0:
-            raise ValueError(f"has a bad chunk size {size_text[:20]!r}")
-        if size == 0:
-            end = buf.find(b"\r\n\r\n", eol)  # the trailers (usually none) and the last CRLF
-            if end < 0:
-                return None, 0
-            return b"".join(parts), end + 4
-        data_start = eol + 2
-        if len(buf) < data_start + size + 2:
-            return None, 0
-        parts.append(bytes(buf[data_start : data_start + size]))
-        pos = data_start + size + 2
+            while True:
+                eol = buf.find(b"\r\n", pos)
+                if eol < 0:
+                    return None
+                size_text = bytes(buf[pos:eol]).split(b";", 1)[0].strip()
+                try:
+                    size = int(size_text, 16)
+                except ValueError:
+                    size = -1
+                if size < 0:
+                    raise ValueError(f"has a bad chunk size {size_text[:20]!r}")
+                if size == 0:
+                    # the trailers (usually none) and the last CRLF
+                    end = buf.find(b"\r\n\r\n", eol)
+                    if end < 0:
+                        return None
+                    pos = end + 4
+                    return b"".join(parts)
+                data_start = eol + 2
+                if len(buf) < data_start + size + 2:
+                    return None
+                parts.append(bytes(buf[data_start : data_start + size]))
+                pos = data_start + size + 2
+        finally:
+            del buf[:pos]  # what was parsed (a bytearray drops its front without copying)
 
 
 class LeanPool:

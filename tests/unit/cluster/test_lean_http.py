@@ -393,3 +393,82 @@ async def test_with_a_proxy_the_writes_go_through_it(tmp_path: Path) -> None:
         await cluster.close()
         await server.close()
     assert seen == [f"POST http://kube.invalid:6443{BINDING}"]
+
+
+class _Transport:
+    """What a :class:`lean_http._Conn` writes to, for feeding it reads by hand."""
+
+    def is_closing(self) -> bool:
+        return False
+
+    def write(self, data: bytes) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _read_in(pieces: list[bytes]) -> tuple[lean_http.Response, bool]:
+    """The answer a connection makes of ``pieces``, each one read of the socket."""
+
+    async def read() -> tuple[lean_http.Response, bool]:
+        conn = lean_http._Conn()
+        conn.connection_made(_Transport())  # type: ignore[arg-type]
+        answer = conn.send(b"GET / HTTP/1.1\r\n\r\n")
+        for piece in pieces:
+            assert not answer.done()
+            conn.data_received(piece)
+        return answer.result()
+
+    return asyncio.run(read())
+
+
+_ANSWERS = {
+    "chunked": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    b"5;ext=1\r\nhello\r\n7\r\n, world\r\nA\r\n0123456789\r\n0\r\nX-Trailer: t\r\n\r\n",
+    "interim then length": b"HTTP/1.1 100 Continue\r\n\r\n"
+    b'HTTP/1.1 201 Created\r\nContent-Length: 9\r\nRetry-After: 2\r\n\r\n{"a": 1}\n',
+    "no content": b"HTTP/1.1 204 No Content\r\nConnection: keep-alive\r\n\r\n",
+    "length, closing": b"HTTP/1.1 409 Conflict\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}",
+}
+
+
+@pytest.mark.parametrize("name", list(_ANSWERS))
+def test_an_answer_reads_the_same_however_the_socket_cuts_it(name: str) -> None:
+    wire = _ANSWERS[name]
+    whole = _read_in([wire])
+    assert whole[0][1] in (b"hello, world0123456789", b'{"a": 1}\n', b"", b"{}")
+    for cut in range(1, len(wire)):  # every cut into two reads
+        assert _read_in([wire[:cut], wire[cut:]]) == whole, cut
+    for size in (1, 2, 3, 7):  # and into many
+        assert _read_in([wire[i : i + size] for i in range(0, len(wire), size)]) == whole
+
+
+def test_a_list_page_of_megabytes_is_parsed_as_it_comes() -> None:
+    """A LIST page (4 MB in 8 KiB chunks, as the API server writes it) read 64 KiB at a
+    time: each read's whole chunks leave the buffer as they are parsed, so the buffer
+    never holds more than a read and a chunk (it held the whole page, and every read
+    parsed it again from its first byte: 86 ms for this page, 0.9 s for 16 MB)."""
+    item = b'{"metadata":{"name":"p"},"spec":{"containers":[]}},' * 40
+    body = item * (4 * 1024 * 1024 // len(item))
+    wire = [
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    ]
+    wire += [
+        b"%x\r\n%s\r\n" % (len(body[i : i + 8192]), body[i : i + 8192])
+        for i in range(0, len(body), 8192)
+    ]
+    wire.append(b"0\r\n\r\n")
+    data = b"".join(wire)
+
+    async def read() -> tuple[lean_http.Response, bool]:
+        conn = lean_http._Conn()
+        conn.connection_made(_Transport())  # type: ignore[arg-type]
+        answer = conn.send(b"GET /api/v1/pods?limit=500 HTTP/1.1\r\n\r\n")
+        for i in range(0, len(data), 65536):
+            conn.data_received(data[i : i + 65536])
+            assert len(conn._buf) <= 65536 + 8192 + 16
+        return answer.result()
+
+    (status, got, _), keep = asyncio.run(read())
+    assert (status, got == body, keep) == (200, True, True)
