@@ -1,6 +1,7 @@
 """A user's mistakes on the command line: one line ``kubesched: error: ...`` naming the
-problem, exit status 2, never a traceback (kubeconfig mistakes:
-test_kubeconfig_mistakes.py; Ctrl-C: test_ctrl_c.py)."""
+problem, exit status 2, nothing on stdout, never a traceback; in the test's process, and
+for ``run`` in a process of its own as a user meets it (the kubeconfig mistakes'
+table: kubeconfig_mistakes.py; Ctrl-C: test_ctrl_c.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from kubesched.cli import main
 from kubesched.cli.run import ENV_PREFIX, FLAGS, env_var
 from kubesched.operator import settings
-from tests.integration.cli.mistakes import fill, in_a_process, in_process
+from tests.integration.cli.kubeconfig_mistakes import KUBECONFIG_MISTAKES
 
 #: (argv, environment, what the one line must say)
 BAD_INPUTS = [
@@ -147,8 +148,24 @@ BAD_INPUTS = [
 ]
 
 
+MISTAKES = BAD_INPUTS + KUBECONFIG_MISTAKES
+
+
+def fill(text: str, files: Path, closed_port: int) -> str:
+    return text.replace("{tmp}", str(files)).replace("{closed}", str(closed_port))
+
+
+def the_one_line(code: int, out: str, err: str) -> str:
+    assert (code, out) == (2, ""), err
+    assert "Traceback" not in err
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("kubesched: error: "), err
+    return lines[0]
+
+
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize(("argv", "env", "message"), BAD_INPUTS)
+@pytest.mark.parametrize(("argv", "env", "message"), MISTAKES)
 def test_a_mistake_is_one_line_and_exit_2(
     files: Path,
     closed_port: int,
@@ -158,8 +175,11 @@ def test_a_mistake_is_one_line_and_exit_2(
     env: dict[str, str],
     message: str,
 ) -> None:
-    line = in_process(argv, env, files, closed_port, monkeypatch, capsys)
-    assert fill(message, files, closed_port) in line
+    for k, v in env.items():
+        monkeypatch.setenv(k, fill(v, files, closed_port))
+    code = main([fill(a, files, closed_port) for a in argv])
+    out, err = capsys.readouterr()
+    assert fill(message, files, closed_port) in the_one_line(code, out, err)
 
 
 @pytest.mark.timeout(60)
@@ -213,7 +233,7 @@ def test_the_kubectl_plugin_is_installed_as_a_console_script() -> None:
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize(
-    ("argv", "env", "message"), [p for p in BAD_INPUTS if str(p.id).startswith("run-")]
+    ("argv", "env", "message"), [p for p in MISTAKES if str(p.id).startswith("run-")]
 )
 def test_a_run_mistake_is_one_line_in_a_process_of_its_own(
     files: Path,
@@ -223,7 +243,19 @@ def test_a_run_mistake_is_one_line_in_a_process_of_its_own(
     env: dict[str, str],
     message: str,
 ) -> None:
-    line = in_a_process(argv, env, files, closed_port, monkeypatch)
+    """As ``kubesched run`` meets it: its early listing is importing in another thread
+    while the settings are refused, and nothing else is imported yet (in-process, the
+    test runner has imported everything)."""
+    for k, v in env.items():
+        monkeypatch.setenv(k, fill(v, files, closed_port))
+    done = subprocess.run(
+        [sys.executable, "-m", "kubesched", *(fill(a, files, closed_port) for a in argv)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    line = the_one_line(done.returncode, done.stdout, done.stderr)
     assert fill(message, files, closed_port) in line
 
 

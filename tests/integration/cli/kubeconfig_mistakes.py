@@ -1,14 +1,11 @@
 """Kubeconfig mistakes, as every command that reads one meets them: the file, the
 variable or the flag that named it, and what is wrong with it (never a value from it:
-it may be a secret), in one line with exit status 2."""
+it may be a secret). test_mistakes.py runs them with the other mistakes; the files they
+name are the ``files`` fixture's (conftest.py)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-
-from tests.integration.cli.mistakes import fill, in_a_process, in_process
 
 #: (argv, environment, what the one line must say)
 KUBECONFIG_MISTAKES = [
@@ -104,35 +101,3 @@ KUBECONFIG_MISTAKES = [
         id="run-kubeconfig-missing",
     ),
 ]
-
-
-@pytest.mark.timeout(60)
-@pytest.mark.parametrize(("argv", "env", "message"), KUBECONFIG_MISTAKES)
-def test_a_kubeconfig_mistake_is_one_line_and_exit_2(
-    files: Path,
-    closed_port: int,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-    argv: list[str],
-    env: dict[str, str],
-    message: str,
-) -> None:
-    line = in_process(argv, env, files, closed_port, monkeypatch, capsys)
-    assert fill(message, files, closed_port) in line
-
-
-@pytest.mark.timeout(120)
-@pytest.mark.parametrize(
-    ("argv", "env", "message"),
-    [p for p in KUBECONFIG_MISTAKES if str(p.id).startswith("run-")],
-)
-def test_a_kubeconfig_mistake_of_run_is_one_line_in_a_process_of_its_own(
-    files: Path,
-    closed_port: int,
-    monkeypatch: pytest.MonkeyPatch,
-    argv: list[str],
-    env: dict[str, str],
-    message: str,
-) -> None:
-    line = in_a_process(argv, env, files, closed_port, monkeypatch)
-    assert fill(message, files, closed_port) in line
