@@ -48,7 +48,7 @@ from kubesched.cluster.managed_fields import STRUCT_ORDER_KINDS, trim, without_m
 from kubesched.cluster.prefetch import Page
 from kubesched.framework.cluster_port import ClusterError, NotFound
 
-__all__ = ["Dispatch", "Informer", "WatchGone"]
+__all__ = ["Dispatch", "Informer", "Lines", "WatchGone"]
 
 log = logging.getLogger("kubesched.cluster.informer")
 
@@ -230,17 +230,12 @@ class Informer:
             if resp.status != 200:
                 body = await resp.read()
                 raise ClusterError(f"watch {self.path}: {resp.status} {body[:200]!r}")
-            buffer = b""
+            lines = Lines()
             cut = self.kind in STRUCT_ORDER_KINDS
             async for chunk in resp.content.iter_any():
-                if buffer:
-                    chunk = buffer + chunk
-                lines = chunk.split(b"\n")
-                buffer = lines.pop()
-                for line in lines:
-                    if line:
-                        self._event(orjson.loads(without_managed_fields(line) if cut else line))
-                        delivered += 1
+                for line in lines.feed(chunk):
+                    self._event(orjson.loads(without_managed_fields(line) if cut else line))
+                    delivered += 1
         return delivered
 
     def _event(self, event: dict[str, Any]) -> None:
@@ -268,6 +263,39 @@ class Informer:
         else:
             return
         self.dispatch(kind, event_type, obj)
+
+
+class Lines:
+    """A watch stream's events, one JSON document a line, out of the reads as they come.
+    The pieces of a line not yet ended are kept as read and joined once, when its end
+    arrives: an event longer than a read (a node listing many images, an object with
+    large annotations) costs one copy, not one per read."""
+
+    __slots__ = ("_pieces",)
+
+    def __init__(self) -> None:
+        self._pieces: list[bytes] = []
+        """The unfinished line, as read (none: the last read ended a line)."""
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The lines ``chunk`` ends (empty ones left out), without their newlines."""
+        if b"\n" not in chunk:
+            if chunk:
+                self._pieces.append(chunk)
+            return []
+        lines = chunk.split(b"\n")
+        if self._pieces:
+            self._pieces.append(lines[0])
+            lines[0] = b"".join(self._pieces)
+            self._pieces = []
+        rest = lines.pop()
+        if rest:
+            self._pieces.append(rest)
+        return [line for line in lines if line]
+
+    def pending(self) -> list[bytes]:
+        """The pieces of the unfinished line, as read."""
+        return list(self._pieces)
 
 
 def _uid(obj: dict[str, Any]) -> str:
