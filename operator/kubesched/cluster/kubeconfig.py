@@ -181,11 +181,12 @@ class _Misshapen(Exception):
     """Where a kubeconfig document is not shaped as one, and how."""
 
 
-def _bodies(doc: dict[str, Any], key: str, entry: str) -> Iterator[tuple[str, dict[str, Any]]]:
+def _bodies(doc: Any, key: str, entry: str) -> Iterator[tuple[str, dict[str, Any]]]:
     """Each item of the list ``doc[key]`` (clusters, contexts, users) as where it is and
-    its ``entry`` mapping (cluster, context, user); items without one are passed over.
-    Raises :class:`_Misshapen` at the first list, item, name or entry of another type."""
-    items = doc.get(key)
+    its ``entry`` mapping (cluster, context, user); items without one are passed over, and
+    a document that is not a mapping has none. Raises :class:`_Misshapen` at the first
+    list, item, name or entry of another type."""
+    items = doc.get(key) if isinstance(doc, dict) else None
     if items is None:
         return
     if not isinstance(items, list):
@@ -253,7 +254,7 @@ def _os_problem(path: str, e: OSError) -> str:
     commands = set()
     for _, doc in _files_of(path):
         try:
-            for _, user in _bodies(doc, "users", "user") if isinstance(doc, dict) else ():
+            for _, user in _bodies(doc, "users", "user"):
                 if isinstance(user.get("exec"), dict):
                     commands.add(str(user["exec"].get("command")))
         except _Misshapen:
