@@ -185,6 +185,18 @@ async def one_start(
     return first - started, cpu
 
 
+def written(certs: Path) -> bool:
+    """Whether kube-scheduler's certificate and key are in ``certs``, whole (it writes
+    the certificate, then the key; each ends with its PEM footer)."""
+    try:
+        pems = [
+            (certs / name).read_bytes() for name in ("kube-scheduler.crt", "kube-scheduler.key")
+        ]
+    except OSError:
+        return False
+    return all(b"-----END " in pem and pem.rstrip().endswith(b"-----") for pem in pems)
+
+
 def make_certificate(cp: ControlPlane) -> None:
     """kube-scheduler's serving certificate in ``cp.dir / "certs"``, made by a start of
     its own before any timed one (it writes it there and stops being needed)."""
@@ -197,9 +209,8 @@ def make_certificate(cp: ControlPlane) -> None:
     )
     try:
         deadline = time.monotonic() + 30
-        while not (certs / "kube-scheduler.key").exists() and time.monotonic() < deadline:
+        while not written(certs) and time.monotonic() < deadline:
             time.sleep(0.05)
-        time.sleep(0.2)  # written: the certificate, then the key
     finally:
         proc.kill()
         proc.wait()
