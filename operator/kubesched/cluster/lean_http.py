@@ -420,6 +420,14 @@ class LeanPool:
                     f"connecting to the API server at {self.host}:{self.port}: {e}"
                 ) from e
             raise
+        if self._closed:
+            # closed while this one was being made: no request goes out on it, and it is
+            # closed now (no TLS goodbye to wait for), not when a request would have ended
+            self._count -= 1
+            if conn.transport is not None:
+                conn.transport.abort()
+            conn.closed = True
+            raise LostConnection("the API connections are closed")
         self._open_conns.add(conn)
         return conn
 

@@ -295,6 +295,25 @@ async def test_requests_after_close_fail_and_waiters_are_told(
         await pool.request("GET", "/", None, {})
 
 
+async def test_a_connection_made_while_the_pool_closes_carries_no_request(
+    scripted: tuple[Scripted, str],
+) -> None:
+    server, url = scripted
+    pool = LeanPool(url, ssl_context=None)
+    server.answers = [ok()]
+    request = asyncio.create_task(pool.request("GET", "/", None, {}))
+    await asyncio.sleep(0)  # the request is connecting
+    await pool.close()
+    with pytest.raises(LostConnection, match="closed"):
+        await request
+    for _ in range(50):  # the server sees the connection end
+        if server.connections and not server.open_now:
+            break
+        await asyncio.sleep(0.01)
+    assert server.requests == []
+    assert server.open_now == 0
+
+
 async def test_binds_and_events_over_tls_on_kept_connections(tmp_path: Path) -> None:
     ca, cert, key = server_certificate()
     (tmp_path / "ca.crt").write_bytes(ca)
