@@ -52,6 +52,10 @@ class LostConnection(ConnectionError):
     """The connection failed or closed before a whole answer came."""
 
 
+_POOL_CLOSED = "the API connections are closed"
+"""Why a request fails once :meth:`LeanPool.close` has run."""
+
+
 _EMPTY, _LENGTH, _CHUNKED, _UNTIL_CLOSE = range(4)
 """How an answer's body is framed: none (204, 304), ``Content-Length``, chunks, or the
 connection's end."""
@@ -133,6 +137,12 @@ class _Conn(asyncio.Protocol):
         self.closed = True
         if self.transport is not None:
             self.transport.close()
+
+    def abort(self) -> None:
+        """Close at once: for a connection that carried nothing (no TLS goodbye)."""
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
 
     def _fail(self, why: str) -> None:
         """End the exchange with :class:`LostConnection`: the API server's answer ``why``
@@ -360,12 +370,12 @@ class LeanPool:
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():
-                waiter.set_exception(LostConnection("the API connections are closed"))
+                waiter.set_exception(LostConnection(_POOL_CLOSED))
 
     # -- the pool ---------------------------------------------------------------------------------
     async def _acquire(self) -> _Conn:
         if self._closed:
-            raise LostConnection("the API connections are closed")
+            raise LostConnection(_POOL_CLOSED)
         loop = asyncio.get_running_loop()
         now = loop.time()
         while self._idle:
@@ -422,12 +432,10 @@ class LeanPool:
             raise
         if self._closed:
             # closed while this one was being made: no request goes out on it, and it is
-            # closed now (no TLS goodbye to wait for), not when a request would have ended
+            # closed now, not when a request would have ended
             self._count -= 1
-            if conn.transport is not None:
-                conn.transport.abort()
-            conn.closed = True
-            raise LostConnection("the API connections are closed")
+            conn.abort()
+            raise LostConnection(_POOL_CLOSED)
         self._open_conns.add(conn)
         return conn
 
