@@ -144,6 +144,8 @@ class SchedulingQueue:
         self.pop_from_backoff = pop_from_backoff
 
         self._arrivals = 0  # QueuedPodInfo.seq
+        self._reserved: dict[str, tuple[float, int]] = {}
+        """uid -> the arrival (timestamp, seq) kept for a pod held back (:meth:`reserve`)."""
         self._active = PodHeap(None if sort_key is not None else less)
         self._backoff = BackoffQueue(sort_key=sort_key, less=less)
         self._unsched: dict[str, QueuedPodInfo] = {}
@@ -187,10 +189,29 @@ class SchedulingQueue:
         if (flight := self._in_flight.get(pod.uid)) is not None:
             self.update(flight.latest, pod)
             return
-        self._arrivals += 1
-        qpi = QueuedPodInfo(pod=pod, timestamp=self._clock(), seq=self._arrivals)
+        arrival = self._reserved.pop(pod.uid, None) if self._reserved else None
+        if arrival is None:
+            self._arrivals += 1
+            arrival = (self._clock(), self._arrivals)
+        qpi = QueuedPodInfo(pod=pod, timestamp=arrival[0], seq=arrival[1])
         if self._move_to_active(qpi, _POD_ADD):
             self._notify()
+
+    def reserve(self, uid: str) -> tuple[float, int]:
+        """The arrival (timestamp, seq) of a pod that is added later but must take its
+        place in the queue's order as if added now: :meth:`add` gives it this one. The
+        start holds back plain pending pods this way (``EventHandlers.hold``)."""
+        self._arrivals += 1
+        arrival = self._reserved[uid] = (self._clock(), self._arrivals)
+        return arrival
+
+    def drop_reservations(self) -> None:
+        """Forget arrivals reserved for pods that never came (malformed, deleted)."""
+        self._reserved.clear()
+
+    def is_active(self, uid: str) -> bool:
+        """Whether the pod waits in activeQ."""
+        return uid in self._active
 
     def update(self, old: Pod | None, new: Pod) -> None:
         uid = new.uid

@@ -404,6 +404,10 @@ def _start(
     def spawn(name: str, coro: Awaitable[Any]) -> None:
         tasks[name] = asyncio.ensure_future(coro)
 
+    # the plain pending pods of the first listing wait for the first cycle
+    # (kubesched.scheduler.held_pods; _initial_sync admits and releases them)
+    rt.router.hold_pending()
+
     spawn(
         "kopf",
         start_kopf(rt, stop_flag=kopf_stop, on_spawned=on_kopf_spawned, ready_flag=kopf_ready),
@@ -463,12 +467,14 @@ async def _initial_sync(
         if rt.tune_gc:  # the collector, off since the imports (tune_garbage_collector)
             gc.freeze()  # the synced cache: nodes, pods, and what start-up built
             gc.enable()
+    rt.router.admit_held_heads()
     rt.scheduler.queues.release_moves()
     # Scheduling needs the caches, not Kopf: what Kopf watches was listed above, and its
     # handlers (SchedulingProfile changes) take over from that listing.
     rt.cache_synced.set()
     if rt.scheduler.queues.pending_counts().get(ACTIVE):  # a first bind to wait for
         await until_set(rt.scheduler.bound_once, WATCHES_WITHIN)
+    rt.scheduler.release_held()  # if the first cycle has not (no lease yet, say)
     rt.watches_open.set()
     await kopf_ready.wait()
     # the sync's listing of Kopf's kinds (or the prefetch's) came before Kopf's own

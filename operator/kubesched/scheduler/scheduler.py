@@ -13,11 +13,12 @@ gang's whole-group cycle :mod:`kubesched.scheduler.gang_cycle`'s.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import random
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from kubesched.api.profile import ProfileSpec
@@ -48,6 +49,10 @@ from kubesched.scheduler.metrics import SchedulerMetrics, status_label
 __all__ = ["Scheduler"]
 
 log = logging.getLogger("kubesched.scheduler")
+
+FIRST_BIND_WITHIN = 1.0
+"""How long the start's held pods wait for a first bind past Permit before they are
+queued anyway (``kubesched.scheduler.held_pods``)."""
 
 
 def _arrival(qpi: QueuedPodInfo) -> tuple[float, int]:
@@ -83,6 +88,9 @@ class Scheduler(BindingCycles):
         """Binding cycles past Permit (PreBind, Bind, the Event): see
         :data:`~kubesched.scheduler.binding_cycle.MAX_BINDS_IN_FLIGHT`."""
         self._bind_room = asyncio.Event()
+        self.held: Callable[[], None] | None = None
+        """Queues the pods the start holds back (``kubesched.scheduler.held_pods``): run
+        once the first cycle is done, or before a profile changes; None when none are."""
         self.bound_once = asyncio.Event()
         """Set when the first binding cycle past Permit ends (bound or not): ``run``
         opens the watches that can wait once the first bind is out (operator/run.py)."""
@@ -144,6 +152,7 @@ class Scheduler(BindingCycles):
         (in their order, with their attempt counts), and pods that waited for a profile
         of this name join it. Pods in a binding cycle finish with the chain that started
         them (a pod waiting at Permit too); if that fails they are requeued here."""
+        self.release_held()
         fwk = profile.framework
         chain = fwk.chain
         spec = profile.spec
@@ -192,6 +201,7 @@ class Scheduler(BindingCycles):
         """Stop scheduling pods of schedulerName ``name``. Its pods stay pending,
         untouched (no event, no status change); a later profile of that name picks them
         up. Pods in a binding cycle (or waiting at Permit) finish it."""
+        self.release_held()
         old = self.queues.remove_queue(name)
         self.profiles.pop(name, None)
         if old is not None:
@@ -216,6 +226,12 @@ class Scheduler(BindingCycles):
 
     # -- the loop ----------------------------------------------------------------------------------
 
+    def release_held(self) -> None:
+        """Queue the pods the start holds back, if any (:attr:`held`)."""
+        release, self.held = self.held, None
+        if release is not None:
+            release()
+
     async def run(self) -> None:
         """Schedule until cancelled."""
         qtask = asyncio.create_task(self.queues.run())
@@ -225,6 +241,8 @@ class Scheduler(BindingCycles):
                 name, qpi = await self.queues.pop()
                 self.schedule_one(name, qpi)
                 await asyncio.sleep(0)
+                if self.held is not None:
+                    await self._release_after_first_cycle()
         finally:
             qtask.cancel()
             await asyncio.gather(qtask, return_exceptions=True)
@@ -232,6 +250,7 @@ class Scheduler(BindingCycles):
     async def run_until_idle(self) -> None:
         """Schedule until nothing is left to do: no pod active or backing off, no binding
         or write in flight, no pod waiting at Permit (the simulator's driver)."""
+        self.release_held()
         qtask = asyncio.create_task(self.queues.run())
         try:
             while True:
@@ -256,6 +275,16 @@ class Scheduler(BindingCycles):
         finally:
             qtask.cancel()
             await asyncio.gather(qtask, return_exceptions=True)
+
+    async def _release_after_first_cycle(self) -> None:
+        """The held pods join their queues before the second pop; a first bind past
+        Permit goes out first (its request is sent while the loop is free), so the
+        fill does not delay it."""
+        if self._binding:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(FIRST_BIND_WITHIN):
+                    await self.bound_once.wait()
+        self.release_held()
 
     def idle(self) -> bool:
         return not self._tasks and all(q.idle() for q in self.queues.queues().values())
