@@ -200,7 +200,7 @@ class SchedulingQueue:
     def reserve(self, uid: str) -> tuple[float, int]:
         """The arrival (timestamp, seq) of a pod that is added later but must take its
         place in the queue's order as if added now: :meth:`add` gives it this one. The
-        start holds back plain pending pods this way (``EventHandlers.hold``)."""
+        start holds back plain pending pods this way (``kubesched.scheduler.held_pods``)."""
         self._arrivals += 1
         arrival = self._reserved[uid] = (self._clock(), self._arrivals)
         return arrival

@@ -106,10 +106,7 @@ class HeldPods:
                 first = min(entries)
                 entries.remove(first)
                 uid = first[3]
-                raw = self._pods.pop(uid, None)
-                if raw is None:
-                    continue
-                self._deliver(raw)
+                self._deliver(self._pods.pop(uid))
                 if q.is_active(uid):
                     break
 
