@@ -18,6 +18,11 @@ DEFERRED = (
     "kubesched.operator.server",
     "kubesched.operator.delegated_auth",
     "kubesched.ui.web",
+    # kubernetes_asyncio's loaders with yaml (~24 ms): the prefetch's login is configured
+    # without them (kubesched.cluster.kubeconfig); its OIDC module is a stand-in there
+    "kubernetes_asyncio.config.kube_config",
+    "kubernetes_asyncio.config.incluster_config",
+    "yaml",
 )
 """Modules (with their submodules) ``kubesched run`` must not import before it schedules."""
 

@@ -6,22 +6,35 @@ service account) and turns every way this can fail (a missing or unreadable file
 invalid YAML, a file without a current context, no configuration at all outside a
 cluster) into a :class:`KubeconfigError` whose message names the file and the problem,
 for the command line to print as one line.
+
+Given the login the start-up prefetch already read (:mod:`kubesched.cluster.plain_login`:
+a service account, or a kubeconfig whose user has a token or a client certificate), it
+builds the same configuration from that instead, and kubernetes_asyncio's loader and
+yaml (about 24 ms of ``kubesched run``'s start) are imported only for the other logins.
 """
 
 from __future__ import annotations
 
+import atexit
+import base64
 import logging
 import os
 import re
+import shutil
+import tempfile
+import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
 from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio import config as k8s_config
+
+from kubesched.cluster import plain_login
+
+if TYPE_CHECKING:
+    import yaml
 
 __all__ = ["KubeconfigError", "load_client_configuration"]
 
@@ -30,16 +43,14 @@ __all__ = ["KubeconfigError", "load_client_configuration"]
 # resort handler); ``kubesched run``'s own logging still gets the record
 logging.getLogger("kubernetes_asyncio").addHandler(logging.NullHandler())
 
-_LOADER_ERRORS = (
-    k8s_config.ConfigException,
-    ValueError,
-    TypeError,
-    KeyError,
-    AttributeError,
-    AssertionError,
-)
-"""What kubernetes_asyncio's loader raises on a file it cannot use: its own errors, and
-Python's where a field has another type than it expects (``server: 3``, ``context: 5``)."""
+_LOADER_ERRORS = (ValueError, TypeError, KeyError, AttributeError, AssertionError)
+"""What kubernetes_asyncio's loader raises on a file it cannot use: its own errors
+(``ConfigException``, added where it is imported), and Python's where a field has another
+type than it expects (``server: 3``, ``context: 5``)."""
+
+TOKEN_REREAD = 60.0
+"""Seconds between two reads of the service account's token file (the kubelet rotates
+the token it holds; kubernetes_asyncio's in-cluster loader re-reads it every minute)."""
 
 
 class KubeconfigError(ValueError):
@@ -78,11 +89,34 @@ def _yaml_problem(e: yaml.YAMLError) -> str:
     return f"invalid YAML{at}: {problem}"
 
 
-async def load_client_configuration(kubeconfig: str | None = None) -> k8s_client.Configuration:
+async def load_client_configuration(
+    kubeconfig: str | None = None, plain: plain_login.Plain | None = None
+) -> k8s_client.Configuration:
     """The usual resolution: an explicit file, ``KUBECONFIG``, ``~/.kube/config``, then the
     in-cluster service account (kubectl's order; in a pod there is no ~/.kube/config).
+    ``plain``: the login :func:`~kubesched.cluster.plain_login.parse` read for the same
+    ``kubeconfig`` (the start-up prefetch's), configured as the real loader would.
     Raises :class:`KubeconfigError`."""
     cfg = k8s_client.Configuration()
+    if plain is not None:
+        _configure(cfg, plain)
+    else:
+        await _load(cfg, kubeconfig)
+    if not cfg.proxy:
+        # HTTPS_PROXY/NO_PROXY, resolved once here instead of on every request (see
+        # kubesched.cluster.sessions.session_for)
+        host = urllib.parse.urlsplit(str(cfg.host)).hostname or ""
+        proxies = urllib.request.getproxies()
+        if proxies.get("https") and not urllib.request.proxy_bypass(host):
+            cfg.proxy = proxies["https"]
+    return cfg
+
+
+async def _load(cfg: k8s_client.Configuration, kubeconfig: str | None) -> None:
+    """kubernetes_asyncio's loader, its failures worded for the user."""
+    import yaml
+    from kubernetes_asyncio import config as k8s_config
+
     path, origin = _source(kubeconfig)
     if path:
         _check_files(path, origin)
@@ -92,7 +126,7 @@ async def load_client_configuration(kubeconfig: str | None = None) -> k8s_client
             raise KubeconfigError(f"kubeconfig {path} ({origin}): {_yaml_problem(e)}") from None
         except OSError as e:
             raise KubeconfigError(f"kubeconfig {path} ({origin}): {_os_problem(path, e)}") from None
-        except _LOADER_ERRORS as e:
+        except (k8s_config.ConfigException, *_LOADER_ERRORS) as e:
             message = _shape_problem(path) or _loader_message(e, path)
             raise KubeconfigError(f"kubeconfig {path} ({origin}): {message}") from None
     else:
@@ -103,14 +137,70 @@ async def load_client_configuration(kubeconfig: str | None = None) -> k8s_client
                 "no kubeconfig (no --kubeconfig, KUBECONFIG unset, no ~/.kube/config) and "
                 f"not in a cluster ({str(e).rstrip('.')})"
             ) from None
-    if not cfg.proxy:
-        # HTTPS_PROXY/NO_PROXY, resolved once here instead of on every request (see
-        # kubesched.cluster.sessions.session_for)
-        host = urllib.parse.urlsplit(str(cfg.host)).hostname or ""
-        proxies = urllib.request.getproxies()
-        if proxies.get("https") and not urllib.request.proxy_bypass(host):
-            cfg.proxy = proxies["https"]
-    return cfg
+
+
+def _configure(cfg: k8s_client.Configuration, plain: plain_login.Plain) -> None:
+    """What the real loader sets for ``plain``'s login: the server, its CA, our
+    certificate or token; certificate data in files of this process (removed at its
+    exit, as the real loader's are); the service account's token re-read
+    every :data:`TOKEN_REREAD` seconds."""
+    cfg.host = plain.host
+    cfg.ssl_ca_cert = _file_of(plain.ca)
+    cfg.cert_file = _file_of(plain.cert)
+    cfg.key_file = _file_of(plain.key)
+    cfg.verify_ssl = plain.verify
+    if plain.token:
+        cfg.api_key["BearerToken"] = plain.token
+    if plain.service_account:
+        cfg.refresh_api_key_hook = _TokenFile(plain_login.SERVICE_ACCOUNT / "token", plain.token)
+
+
+class _TokenFile:
+    """A ``refresh_api_key_hook`` re-reading the service account's token file (kept
+    as it was when the file is gone or empty for a moment, while the kubelet swaps it)."""
+
+    clock = staticmethod(time.monotonic)
+
+    def __init__(self, path: Path, token: str) -> None:
+        self.path = path
+        self.token = token
+        self.read_at = self.clock()
+
+    def __call__(self, cfg: k8s_client.Configuration) -> None:
+        now = self.clock()
+        if now - self.read_at >= TOKEN_REREAD:
+            self.read_at = now
+            try:
+                text = self.path.read_text()
+            except OSError:
+                text = ""
+            if text:
+                self.token = f"Bearer {text}"
+        cfg.api_key["BearerToken"] = self.token
+
+
+_written: dict[str, str] = {}
+"""base64 data -> the file it was written to (each written once, into one directory
+removed at exit)."""
+
+
+def _file_of(where: plain_login.File | None) -> str | None:
+    if where is None:
+        return None
+    how, value = where
+    if how == "file":
+        return value
+    name = _written.get(value)
+    if name is None:
+        folder = os.path.dirname(next(iter(_written.values()), ""))
+        if not folder:
+            folder = tempfile.mkdtemp(prefix="kubesched-login-")
+            atexit.register(shutil.rmtree, folder, True)
+        handle, name = tempfile.mkstemp(dir=folder)
+        with os.fdopen(handle, "wb") as f:
+            f.write(base64.standard_b64decode(value))
+        _written[value] = name
+    return name
 
 
 # -- saying what is wrong with a file the loader refused ------------------------------------
@@ -140,6 +230,8 @@ _STRINGS = {
 def _files_of(path: str) -> list[tuple[str, Any]]:
     """Each file of ``path`` (``:``-joined) with its document; those that cannot be read
     or parsed are left out (the loader's own error says so)."""
+    import yaml
+
     out: list[tuple[str, Any]] = []
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     for name in (p for p in path.split(os.pathsep) if p):

@@ -33,6 +33,11 @@ with the next kind. Anything this client does not do as the real one does (a pro
 a failure of the connection itself, ends the prefetch quietly: :meth:`Prefetch.take`
 then returns None for what is left, and those kinds are listed as usual. Only the first
 LIST is taken; relists are the takers'.
+
+The login it read (:attr:`Prefetch.login`, :func:`~kubesched.cluster.plain_login.parse`:
+from the child, a line on the pipe before the first page) is ``run``'s too: its client
+configuration is built from it without kubernetes_asyncio's loader
+(:func:`~kubesched.cluster.kubeconfig.load_client_configuration`).
 """
 
 from __future__ import annotations
@@ -131,6 +136,9 @@ class Prefetch:
         self._prefix = ""
         self._done = {kind: threading.Event() for kind in self.kinds}
         self._thread: threading.Thread | None = None
+        self.login: plain_login.Plain | None = None
+        """The login the listing uses, once it has connected, where
+        :func:`~kubesched.cluster.plain_login.parse` read it (None: the real loader's)."""
 
     def start(self) -> Prefetch:
         forked = False
@@ -143,7 +151,7 @@ class Prefetch:
         if not forked:
             self._thread = threading.Thread(
                 target=self._run,
-                args=(self._keep, self._ended),
+                args=(self._keep, self._ended, self._logged_in),
                 name="kubesched-prefetch",
                 daemon=True,
             )
@@ -185,12 +193,13 @@ class Prefetch:
         self,
         deliver: Callable[[str, list[bytes] | str], None],
         ended: Callable[[str], None],
+        logged_in: Callable[[plain_login.Plain], None],
     ) -> None:
         """List every kind, handing each its bodies (or why the server refused it)."""
         conn: http.client.HTTPConnection | None = None
         why = ""
         try:
-            conn, headers = self._connect()
+            conn, headers = self._connect(logged_in)
             for kind in self.kinds:
                 try:
                     bodies: list[bytes] | str = self._list(conn, headers, kind)
@@ -211,6 +220,9 @@ class Prefetch:
             self._bodies[kind] = bodies
             log.debug("prefetched %s: %d pages", kind, len(bodies))
         self._done[kind].set()
+
+    def _logged_in(self, plain: plain_login.Plain) -> None:
+        self.login = plain
 
     def _ended(self, why: str) -> None:
         if why:
@@ -271,7 +283,11 @@ class Prefetch:
                     written += len(body)
                 send({"kind": kind, "spans": spans})
 
-            self._run(deliver, lambda why: send({"end": why}))
+            self._run(
+                deliver,
+                lambda why: send({"end": why}),
+                lambda plain: send({"login": plain.to_json()}),
+            )
             code = 0
         finally:
             os._exit(code)  # nothing of the parent's (atexit, buffers) runs here
@@ -289,6 +305,8 @@ class Prefetch:
                         else:
                             log.debug("not prefetching %s: %s", kind, frame.get("refused"))
                         self._done[kind].set()
+                    elif "login" in frame:
+                        self.login = plain_login.Plain.from_json(frame["login"])
                     elif frame.get("end"):
                         log.debug("prefetch ended: %s", frame["end"])
         except (OSError, ValueError) as e:
@@ -298,9 +316,14 @@ class Prefetch:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(self._pid, 0)
 
-    def _connect(self) -> tuple[http.client.HTTPConnection, dict[str, str]]:
+    def _connect(
+        self, logged_in: Callable[[plain_login.Plain], None]
+    ) -> tuple[http.client.HTTPConnection, dict[str, str]]:
         with tempfile.TemporaryDirectory(prefix="kubesched-prefetch-") as temp:
-            login = plain_login.read(self.kubeconfig, temp) or self._login()
+            plain = plain_login.parse(self.kubeconfig)
+            if plain is not None:
+                logged_in(plain)
+            login = plain_login.login(plain, temp) if plain is not None else self._login()
             url = urllib.parse.urlsplit(login.host)
             headers = {"Accept": "application/json"}
             if login.token:

@@ -350,7 +350,10 @@ async def _run(
     prefetch: Prefetch | None,
     listening: list[socket.socket],
 ) -> None:
-    cfg = await load_client_configuration(settings.kubeconfig)
+    # the login the early listing read for the same kubeconfig (early.take), if it did
+    cfg = await load_client_configuration(
+        settings.kubeconfig, prefetch.login if prefetch is not None else None
+    )
     cfg.connection_pool_maxsize = WRITE_CONNECTIONS
     rt = Runtime(settings, cfg, prefetch)
     rt.tune_gc = tune_gc

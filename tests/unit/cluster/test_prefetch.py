@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from kubesched.cluster import plain_login
 from kubesched.cluster.informer import Informer
 from kubesched.cluster.kube import KubeCluster
 from kubesched.cluster.prefetch import Prefetch
@@ -81,6 +82,9 @@ async def test_the_informer_delivers_the_prefetched_pages_and_watches_from_them(
     assert api.watch_queries()[0]["resourceVersion"] == "9"
     assert informer.lists == 1
     assert await prefetch.take("Pod") is None  # taken once; a relist is the informer's
+    # the login it read reaches kubesched run's process, for its client configuration
+    assert prefetch.login == plain_login.parse(prefetch.kubeconfig)
+    assert prefetch.login is not None and prefetch.login.token == "Bearer t0ken"
 
 
 @pytest.mark.parametrize("process", [False, True], ids=["thread", "child"])
