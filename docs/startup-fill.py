@@ -108,7 +108,7 @@ async def one(n_pods: int, n_nodes: int, settings: Settings) -> tuple[float, flo
         await informers["Node"].relist()
         t1 = time.perf_counter()
         await informers["Pod"].relist()
-        rt.router.admit_held_heads()  # the sync: the first cycle's pod queued
+        rt.scheduler.admit_held_heads()  # the sync: the first cycle's pod queued
         t2 = time.perf_counter()
         rt.scheduler.release_held()  # after the first cycle: the rest
         t3 = time.perf_counter()

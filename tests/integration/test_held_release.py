@@ -17,9 +17,17 @@ pytestmark = pytest.mark.looptime
 
 
 def releases(h: Harness, key: str) -> list[tuple[float, str | None]]:
-    """Each release: (loop time, the node ``key`` was bound to by then)."""
+    """Each release of a hold the scheduler owns: (loop time, the node ``key`` was bound
+    to by then)."""
     seen: list[tuple[float, str | None]] = []
-    h.sched.held = lambda: seen.append((asyncio.get_running_loop().time(), h.node_of(key)))
+    held = h.sched.hold_pending(lambda raw: None)
+    release = held.release
+
+    def recorded() -> None:
+        seen.append((asyncio.get_running_loop().time(), h.node_of(key)))
+        release()
+
+    held.release = recorded  # type: ignore[method-assign]
     return seen
 
 

@@ -31,7 +31,6 @@ from kubesched.cluster.kube import KubeCluster
 from kubesched.cluster.prefetch import Page
 from kubesched.framework.cluster_port import NotFound
 from kubesched.scheduler.eventhandlers import EventHandlers
-from kubesched.scheduler.held_pods import HeldPods
 
 if TYPE_CHECKING:  # Kopf is imported once the cache is synced (see operator/run.py)
     import kopf
@@ -75,36 +74,16 @@ class WatchRouter:
         """uid -> resourceVersion of the last malformed version reported."""
         self.listeners: list[Callable[[str, str, Obj, Obj | None], None]] = []
         """Called after EventHandlers with every delivered event (e.g. PodGroup status)."""
-        self.held: HeldPods | None = None
-        """The start's plain pending pods, held until the first cycle is done."""
 
     def attach(self, handlers: EventHandlers) -> None:
         self.handlers = handlers
 
     # -- the start's held pods (kubesched.scheduler.held_pods) ------------------------------------
     def hold_pending(self) -> None:
-        """Hold back the plain pending pods the listings deliver from now on, until
-        :meth:`admit_held_heads` ends the listing and :meth:`release_held` the hold."""
-        if self.handlers is None:
-            return
-        sched = self.handlers.sched
-        self.held = HeldPods(sched, self._deliver_added_pod)
-        sched.held = self.release_held
-
-    def admit_held_heads(self) -> None:
-        """The listing is in: each queue gets the held pod it would pop first."""
-        if self.held is not None:
-            self.held.admit_heads()
-            if not self.held:
-                self.release_held()
-
-    def release_held(self) -> None:
-        """Queue every pod still held (once; idempotent)."""
-        held, self.held = self.held, None
-        if held is not None:
-            if self.handlers is not None:
-                self.handlers.sched.held = None
-            held.release()
+        """Let the scheduler hold back the plain pending pods the listings deliver from
+        now on (``Scheduler.hold_pending``): this router offers it each one."""
+        if self.handlers is not None:
+            self.handlers.sched.hold_pending(self._deliver_added_pod)
 
     def _deliver_added_pod(self, obj: Obj) -> None:
         self._deliver("Pod", "ADDED", obj, None)
@@ -112,10 +91,13 @@ class WatchRouter:
     # -- events ---------------------------------------------------------------------------------
     def dispatch(self, kind: str, event_type: str | None, obj: dict[str, Any]) -> None:
         """``event_type``: ADDED, MODIFIED, DELETED, or None (Kopf's listing)."""
-        held = self.held
-        if held is not None and not held.holding:
-            self.release_held()  # news after the start's listing: the held pods first
-            held = None
+        held = None
+        if self.handlers is not None:
+            sched = self.handlers.sched
+            held = sched.held
+            if held is not None and not held.holding:
+                sched.release_held()  # news after the start's listing: the held pods first
+                held = None
         store = self.cluster
         if event_type == "DELETED":
             gone = store.remove(kind, obj)

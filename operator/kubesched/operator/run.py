@@ -470,7 +470,7 @@ async def _initial_sync(
         if rt.tune_gc:  # the collector, off since the imports (tune_garbage_collector)
             gc.freeze()  # the synced cache: nodes, pods, and what start-up built
             gc.enable()
-    rt.router.admit_held_heads()
+    rt.scheduler.admit_held_heads()
     rt.scheduler.queues.release_moves()
     # Scheduling needs the caches, not Kopf: what Kopf watches was listed above, and its
     # handlers (SchedulingProfile changes) take over from that listing.

@@ -21,16 +21,23 @@ is queued as the listing delivers it. The held pods are released whole when anyt
 else could need them first: the first cycle ended (after its bind, if it has one past
 Permit), any event delivered after the listing, a profile set or removed, or the
 initial sync's wait for the first bind ending (``WATCHES_WITHIN``).
+
+The :class:`~kubesched.scheduler.scheduler.Scheduler` owns the hold
+(``Scheduler.hold_pending``, ``admit_held_heads``, ``release_held``); the watch router
+offers it each pod of the listing (``WatchRouter.dispatch``) and releases it at the
+first event after the listing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubesched.api.gangs import pod_ref
 from kubesched.framework.types import DEFAULT_SCHEDULER_NAME
-from kubesched.scheduler.scheduler import Scheduler
+
+if TYPE_CHECKING:
+    from kubesched.scheduler.scheduler import Scheduler
 
 __all__ = ["HeldPods"]
 

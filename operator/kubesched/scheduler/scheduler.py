@@ -18,7 +18,7 @@ import functools
 import logging
 import random
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from kubesched.api.profile import ProfileSpec
@@ -44,6 +44,7 @@ from kubesched.scheduler.bindretry import (
     BindRetryPolicy,
 )
 from kubesched.scheduler.gang_cycle import GangCycle
+from kubesched.scheduler.held_pods import HeldPods
 from kubesched.scheduler.metrics import SchedulerMetrics, status_label
 
 __all__ = ["Scheduler"]
@@ -88,9 +89,9 @@ class Scheduler(BindingCycles):
         """Binding cycles past Permit (PreBind, Bind, the Event): see
         :data:`~kubesched.scheduler.binding_cycle.MAX_BINDS_IN_FLIGHT`."""
         self._bind_room = asyncio.Event()
-        self.held: Callable[[], None] | None = None
-        """Queues the pods the start holds back (``kubesched.scheduler.held_pods``): run
-        once the first cycle is done, or before a profile changes; None when none are."""
+        self.held: HeldPods | None = None
+        """The pods the start holds back (:meth:`hold_pending`), queued once the first
+        cycle is done, or before a profile changes; None when none are."""
         self.bound_once = asyncio.Event()
         """Set when the first binding cycle past Permit ends (bound or not): ``run``
         opens the watches that can wait once the first bind is out (operator/run.py)."""
@@ -226,11 +227,27 @@ class Scheduler(BindingCycles):
 
     # -- the loop ----------------------------------------------------------------------------------
 
+    def hold_pending(self, deliver: Callable[[Mapping[str, Any]], None]) -> HeldPods:
+        """Hold back the plain pending pods the start's listing delivers from now on
+        (``kubesched.scheduler.held_pods``; ``deliver`` queues one as the listing would
+        have), until :meth:`admit_held_heads` ends the listing and :meth:`release_held`
+        the hold."""
+        self.held = HeldPods(self, deliver)
+        return self.held
+
+    def admit_held_heads(self) -> None:
+        """The listing is in: each queue gets the held pod it would pop first."""
+        held = self.held
+        if held is not None:
+            held.admit_heads()
+            if not held:
+                self.release_held()
+
     def release_held(self) -> None:
-        """Queue the pods the start holds back, if any (:attr:`held`)."""
-        release, self.held = self.held, None
-        if release is not None:
-            release()
+        """Queue the pods the start holds back, if any (:attr:`held`; once)."""
+        held, self.held = self.held, None
+        if held is not None:
+            held.release()
 
     async def run(self) -> None:
         """Schedule until cancelled."""

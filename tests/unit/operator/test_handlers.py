@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
@@ -19,6 +20,7 @@ JSON = dict[str, Any]
 class Recorder:
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, str, str | None]] = []
+        self.sched = SimpleNamespace(held=None)  # a scheduler holding no pods back
 
     def on_event(self, kind: str, event_type: str, obj: JSON, old: JSON | None = None) -> None:
         old_rv = old["metadata"].get("resourceVersion") if old else None

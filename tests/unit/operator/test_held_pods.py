@@ -157,12 +157,12 @@ def test_held_pods_are_popped_as_if_queued_by_the_listing(pods: list[JSON]) -> N
     held = World()
     held.router.hold_pending()
     held.list_pods(pods)
-    held.router.admit_held_heads()
+    held.sched.admit_held_heads()
     assert held.first_cycle_view() == seen_by_the_first_cycle
     # before the release each queue pops what it would have popped with every pod in
     assert {n: held.pop(n) for n in NAMES} == firsts
     held.sched.release_held()
-    assert held.router.held is None and held.sched.held is None
+    assert held.sched.held is None
     assert {n: held.drain(n) for n in NAMES} == after
     assert held.rest() == eager.rest()
 
@@ -173,11 +173,11 @@ def test_plain_pods_wait_out_the_first_cycle_and_then_keep_their_place() -> None
     w.list_pods([make_pod(f"p{i}").uid(f"u{i}").obj() for i in range(50)])
     w.router.dispatch("Pod", None, make_pod("urgent").uid("u-urgent").priority(100).obj())
     w.router.dispatch("Pod", None, make_pod("gated").uid("u-gated").gate("g").obj())
-    w.router.admit_held_heads()
+    w.sched.admit_held_heads()
     q = w.queue("kubesched")
     assert q.pending_counts()["active"] == 1  # the one the first cycle needs
     assert q.pending_counts()["gated"] == 1  # the gated pod, queued as listed
-    assert w.router.held is not None and len(w.router.held) == 50
+    assert w.sched.held is not None and len(w.sched.held) == 50
     assert w.pop("kubesched") == "u-urgent"
     w.sched.release_held()
     assert w.drain("kubesched") == [f"u{i}" for i in range(50)]
@@ -187,12 +187,12 @@ def test_any_event_after_the_listing_queues_the_held_pods_first() -> None:
     w = World()
     w.router.hold_pending()
     w.list_pods([make_pod(f"p{i}").uid(f"u{i}").obj() for i in range(5)])
-    w.router.admit_held_heads()
+    w.sched.admit_held_heads()
     assert w.queue("kubesched").pending_counts()["active"] == 1
     changed = make_pod("p3").uid("u3").label("app", "web").obj()
     changed["metadata"]["resourceVersion"] = "2"
     w.router.dispatch("Pod", "MODIFIED", changed)
-    assert w.router.held is None and w.sched.held is None
+    assert w.sched.held is None
     qpi = w.queue("kubesched").get("u3")
     assert qpi is not None and qpi.pod.labels == {"app": "web"}  # added, then updated
     assert w.drain("kubesched") == [f"u{i}" for i in range(5)]
@@ -205,7 +205,7 @@ def test_a_profile_set_during_the_listing_queues_the_held_pods_and_holds_no_more
     w.sched.set_profile(
         compile_profile(default_profile_spec("kubesched"), w.sched.services(), None)
     )
-    assert w.router.held is None
+    assert w.sched.held is None
     assert w.queue("kubesched").pending_counts()["active"] == 3  # carried to the new queue
     w.router.dispatch("Pod", None, make_pod("late").uid("u-late").obj())
     assert w.queue("kubesched").pending_counts()["active"] == 4
@@ -218,7 +218,7 @@ def test_a_malformed_first_pod_is_reported_and_the_next_one_is_popped_first() ->
     bad = make_pod("bad").uid("u-bad").priority(10).obj()
     bad["spec"]["containers"] = [{"name": "c", "resources": {"requests": {"cpu": "lots"}}}]
     w.list_pods([make_pod("p0").uid("u0").obj(), bad, make_pod("p1").uid("u1").priority(5).obj()])
-    w.router.admit_held_heads()
+    w.sched.admit_held_heads()
     assert [ref["name"] for ref, _, _, _ in w.cluster.posted] == ["bad"]
     assert w.pop("kubesched") == "u1"
     w.sched.release_held()
