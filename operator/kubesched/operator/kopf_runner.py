@@ -3,7 +3,7 @@
 Kopf runs the SchedulingProfile handlers (and, with ``watch_engine: kopf``,
 watches every kind the direct informers would). ``run``
 starts it with :func:`run_kopf` once the cache is synced and stops it through its stop
-flag, after our own tasks are done (see ``run._shutdown``).
+flag, after our own tasks are done (see ``term.shutdown``).
 
 Kopf's own orchestration (``kopf.operator``, ``kopf.run_tasks``) ends by cancelling every
 task of the loop created after it started, whoever made it ("hung tasks"): our binding

@@ -8,13 +8,13 @@ warm before the first cycle, and schedules only while it leads (or always, with 
 election off). A follower keeps watching, so its cache is warm when it takes over.
 
 Losing the lease ends ``run`` with :class:`LeadershipLost` (kube-scheduler exits too:
-state built while leading, such as assumed pods, must not leak into a new term).
+state built while leading, such as assumed pods, must not leak into a new term). A
+term, its end and the stop are :mod:`kubesched.operator.term`'s.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import gc
 import importlib
@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any, cast
 from kubernetes_asyncio import client as k8s_client
 
 from kubesched.backend.queue import ACTIVE
-from kubesched.cluster import aio
 from kubesched.cluster.event_writer import EventWriterCollector
 from kubesched.cluster.informer import Informer
 from kubesched.cluster.kinds import WATCHED
@@ -42,7 +41,8 @@ from kubesched.operator.kopf_start import start_kopf
 from kubesched.operator.listen import listen
 from kubesched.operator.profile_handlers import ProfileController
 from kubesched.operator.settings import Settings
-from kubesched.operator.stopping import connections_closed, trap_signals, until_set
+from kubesched.operator.stopping import trap_signals, until_set
+from kubesched.operator.term import LeadershipLost, lead, schedule, shutdown
 from kubesched.profiles import default_profile_spec
 from kubesched.scheduler.eventhandlers import EventHandlers
 from kubesched.scheduler.scheduler import Scheduler
@@ -55,11 +55,6 @@ if TYPE_CHECKING:  # imported once the cache is synced: see operator/kopf_start.
 __all__ = ["LeadershipLost", "Runtime", "all_or_none", "run", "tune_garbage_collector"]
 
 log = logging.getLogger("kubesched.run")
-
-SHUTDOWN_GRACE = 5.0
-"""Seconds for binds in flight to finish when a leading term ends on a graceful stop
-(within the lease's remaining time; the process's own stop then has
-``shutdown_flush_seconds`` for them and the queued Events)."""
 
 WRITE_CONNECTIONS = 32
 """At most this many connections to the API server for writes (binds, status patches,
@@ -89,10 +84,6 @@ RECONCILE_DELAYS = (1.0, 60.0)
 twice: 1 s later and again a minute after that, when Kopf's own watchers have surely
 listed (their backoffs add up to 54 s): something deleted between the initial sync's
 listing and Kopf's, which reports no DELETED for it, is forgotten then."""
-
-
-class LeadershipLost(Exception):
-    """The lease could not be renewed: this replica stopped scheduling."""
 
 
 class Runtime:
@@ -384,7 +375,7 @@ async def _run(
             log.info("the Kopf operator stopped: shutting down")
     finally:
         try:
-            await _shutdown(rt, tasks, kopf_stop)
+            await shutdown(rt, tasks, kopf_stop)
         finally:
             loop = asyncio.get_running_loop()
             for sig in trapped:
@@ -401,7 +392,7 @@ def _start(
     kopf_ready: asyncio.Event,
     on_kopf_spawned: Callable[[], None],
 ) -> None:
-    """Start ``run``'s tasks into ``tasks``, by name (``_shutdown`` stops them)."""
+    """Start ``run``'s tasks into ``tasks``, by name (``term.shutdown`` stops them)."""
     settings = rt.settings
 
     def spawn(name: str, coro: Awaitable[Any]) -> None:
@@ -420,7 +411,7 @@ def _start(
         spawn(f"watch-{informer.kind}", informer.run())
     spawn("server", _serve(rt))
     spawn("sync", _initial_sync(rt, kopf_ready, ready))
-    spawn("schedule", _lead(rt) if settings.leader_elect else _schedule(rt))
+    spawn("schedule", lead(rt) if settings.leader_elect else schedule(rt))
     if settings.resync_seconds > 0:
         spawn("resync", _resync(rt))
     spawn("watch-gang-sources", rt.gang_sources.run())
@@ -509,61 +500,6 @@ async def all_or_none(*aws: Awaitable[Any]) -> None:
             raise cast(BaseException, t.exception())
 
 
-async def _schedule(rt: Runtime) -> None:
-    await rt.cache_synced.wait()
-    rt.leading = True
-    try:
-        await rt.scheduler.run()
-    finally:
-        rt.leading = False
-        await _end_term(rt)
-
-
-async def _end_term(rt: Runtime) -> None:
-    """Binding cycles in flight when scheduling stops. On a graceful stop they finish
-    first, so the lease is released only after their binds reached the API server (the
-    next leader's cache then holds them); the wait stays within the time the lease
-    remains ours unrenewed. After the lease is lost they are cancelled at once: another
-    replica may lead now, and nothing more may be written."""
-    try:
-        if rt.stopping:
-            s = rt.settings
-            grace = SHUTDOWN_GRACE
-            if s.leader_elect:
-                grace = max(0.0, min(grace, s.renew_deadline - s.retry_period))
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(grace):
-                    await rt.scheduler.drain()
-    finally:
-        await rt.scheduler.abort()
-
-
-async def _lead(rt: Runtime) -> None:
-    from kubesched.operator.leader import LeaderElector
-
-    s = rt.settings
-
-    def stopped() -> None:
-        rt.leading = False
-
-    # kubernetes_asyncio's client, for the Lease alone: made here, so that a scheduler
-    # without leader election never imports or builds it; its REST client imports aiohttp
-    # (kubesched.cluster.aio: in a worker thread, the loop going on meanwhile)
-    await aio.imported()
-    async with k8s_client.ApiClient(configuration=rt.cfg) as api:
-        elector = LeaderElector(
-            api,
-            namespace=s.namespace,
-            name=s.lease_name,
-            identity=s.identity,
-            lease_duration=s.lease_duration,
-            renew_deadline=s.renew_deadline,
-            retry_period=s.retry_period,
-        )
-        await elector.run(lambda: _schedule(rt), stopped)
-    raise LeadershipLost(f"lost the lease {s.namespace}/{s.lease_name}")
-
-
 async def _resync(rt: Runtime) -> None:
     while True:
         await asyncio.sleep(rt.settings.resync_seconds)
@@ -571,35 +507,3 @@ async def _resync(rt: Runtime) -> None:
             await rt.router.reconcile()
         except Exception as e:
             log.warning("periodic relist of pods and nodes failed: %s", e)
-
-
-async def _shutdown(
-    rt: Runtime, tasks: dict[str, asyncio.Task[Any]], kopf_stop: asyncio.Event
-) -> None:
-    rt.stopping = True
-    if rt.kopf_reconcile is not None:
-        rt.kopf_reconcile.cancel()
-        tasks["kopf-reconcile"] = rt.kopf_reconcile
-    for name in ("schedule", "resync", "sync", "stop", "server"):
-        t = tasks.get(name)
-        if t is not None:
-            t.cancel()
-    for name, t in tasks.items():
-        if name.startswith("watch-"):
-            t.cancel()
-    kopf_stop.set()
-    # Binds and status writes in flight first (their Events are queued as they end),
-    # then the queued Events, all within shutdown_flush_seconds.
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + rt.settings.shutdown_flush_seconds
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(max(0.0, deadline - loop.time())):
-            await rt.scheduler.drain()
-    await rt.podgroups.close()  # pending status writes: the next leader writes them
-    await rt.cluster.aclose(max(0.0, deadline - loop.time()))
-    try:
-        pending = list(tasks.values())
-        await asyncio.gather(*pending, return_exceptions=True)
-    finally:
-        await rt.cluster.close()  # the aiohttp sessions, even when the wait is cancelled
-    await connections_closed()

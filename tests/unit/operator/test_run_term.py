@@ -15,6 +15,7 @@ import pytest
 from kubesched.cluster.memory import MemoryCluster
 from kubesched.framework.types import Pod
 from kubesched.operator import run as run_mod
+from kubesched.operator import term
 from kubesched.operator.settings import Settings
 from kubesched.operator.stopping import trap_signals, until_set
 from kubesched.scheduler.eventhandlers import EventHandlers
@@ -53,7 +54,7 @@ def runtime(bind_seconds: float) -> tuple[Any, MemoryCluster]:
 
 async def lead_then_stop(rt: Any, *, graceful: bool) -> float:
     """Lead until the bind is in flight, then end the term; returns how long that took."""
-    task = asyncio.create_task(run_mod._schedule(cast(run_mod.Runtime, rt)))
+    task = asyncio.create_task(term.schedule(cast(run_mod.Runtime, rt)))
     loop = asyncio.get_running_loop()
     await rt.binding.wait()
     assert rt.leading
@@ -78,7 +79,7 @@ async def test_graceful_stop_waits_no_longer_than_the_lease_is_safe() -> None:
     rt, cluster = runtime(bind_seconds=60.0)
     took = await lead_then_stop(rt, graceful=True)
     # renew deadline 10 s - retry period 2 s = 8 s, capped at SHUTDOWN_GRACE (5 s)
-    assert took == pytest.approx(run_mod.SHUTDOWN_GRACE, abs=0.05)
+    assert took == pytest.approx(term.SHUTDOWN_GRACE, abs=0.05)
     await asyncio.sleep(120)
     assert cluster.bindings == []
 
