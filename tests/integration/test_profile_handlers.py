@@ -179,6 +179,39 @@ async def test_the_start_up_list_asks_for_the_selected_profiles_only() -> None:
     assert [e[0] for e in api.events] == ["a"]
 
 
+async def test_the_start_takes_the_profiles_listed_before_its_imports() -> None:
+    # kubesched run's early listing (kubesched.cluster.prefetch) listed every profile:
+    # the load applies this replica's selected ones from it, asking the API server nothing
+    h = Harness()
+    api = two_teams()
+    ctl = controller(h, api, f"{RELEASE}=team-a")
+    listed = list(api.objs.values())
+    taken: list[str] = []
+
+    async def take(kind: str) -> list[tuple[list[JSON], str]] | None:
+        taken.append(kind)
+        return [(copy.deepcopy(listed[:2]), "7"), (copy.deepcopy(listed[2:]), "7")]
+
+    assert await ctl.load(take) == 1
+    assert taken == ["SchedulingProfile"] and api.selectors == []  # no LIST of its own
+    assert "team-a-batch" in h.sched.profiles
+    assert not {"team-b-batch", "other"} & set(h.sched.profiles)
+    assert api.patched == ["a"]
+
+
+async def test_a_crd_the_early_listing_found_absent_is_not_asked_for_again() -> None:
+    h = Harness()
+    api = two_teams()
+    ctl = controller(h, api)
+
+    async def absent(kind: str) -> None:
+        raise NotFound(f"{kind}: 404 (the start's listing)")
+
+    assert await ctl.load(absent) == 0
+    assert ctl.served is False and api.selectors == []
+    assert not {"team-a-batch", "team-b-batch", "other"} & set(h.sched.profiles)
+
+
 async def test_handlers_skip_profiles_the_selector_does_not_match() -> None:
     h = Harness()
     api = two_teams()

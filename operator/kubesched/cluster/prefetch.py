@@ -25,11 +25,14 @@ are one consistent LIST, as the taker's own would be (the same path, no selector
 (Kopf, which watches the other kinds once the cache is synced, lists them itself, as
 before).
 
-Only a 200 is taken. A kind the server answers otherwise (404: a CRD not installed, an
-API not served; 403: RBAC; 429, 5xx) is left to its taker, which lists as it always did
-and so meets the same answer and does what it did with it (an optional kind is listed as
-none, a forbidden one fails the start with the API server's words); the prefetch goes on
-with the next kind. Anything this client does not do as the real one does (a proxy), and
+Only a 200 is taken, and a 404 for an optional kind (a CRD not installed, an API not
+served): :meth:`Prefetch.take` raises :class:`~kubesched.framework.cluster_port.NotFound`
+for it, as the taker's own LIST would, and the taker lists it as none without asking
+again (a round trip on the way to the first bind otherwise, with the TLS handshake of a
+new connection). A kind the server answers otherwise (403: RBAC; 429, 5xx; a 404 for a
+required kind) is left to its taker, which lists as it always did and so meets the same
+answer and does what it did with it (a forbidden one fails the start with the API
+server's words); the prefetch goes on with the next kind. Anything this client does not do as the real one does (a proxy), and
 a failure of the connection itself, ends the prefetch quietly: :meth:`Prefetch.take`
 then returns None for what is left, and those kinds are listed as usual. Only the first
 LIST is taken; relists are the takers'.
@@ -57,7 +60,7 @@ from typing import Any, NoReturn, cast
 import orjson
 
 from kubesched.cluster import plain_login
-from kubesched.cluster.kinds import WATCHED
+from kubesched.cluster.kinds import OPTIONAL_KINDS, PROFILE, WATCHED
 from kubesched.cluster.managed_fields import (
     STRUCT_ORDER_KINDS,
     decode_list,
@@ -71,8 +74,12 @@ log = logging.getLogger("kubesched.cluster.prefetch")
 Page = tuple[list[dict[str, Any]], str]
 """(items, resourceVersion), items trimmed of ``managedFields``."""
 
-PATHS: dict[str, str] = {k.kind: f"{k.prefix}/{k.plural}" for k in WATCHED}
-"""Kind -> the path a LIST of it GETs (as :data:`~kubesched.cluster.kinds.LIST_PATHS`)."""
+PATHS: dict[str, str] = {k.kind: f"{k.prefix}/{k.plural}" for k in (*WATCHED, PROFILE)}
+"""Kind -> the path a LIST of it GETs (as :data:`~kubesched.cluster.kinds.LIST_PATHS`):
+the watched kinds, and the SchedulingProfiles the initial sync applies."""
+
+ABSENT_OK = OPTIONAL_KINDS | {PROFILE.kind}
+"""The kinds a 404 means none of (a CRD not installed, an API group off)."""
 
 FIRST = ("Pod", "Node")
 """Listed before the rest: the large listings, wanted first (the informers')."""
@@ -80,6 +87,10 @@ FIRST = ("Pod", "Node")
 
 class _Refused(Exception):
     """The server answered a LIST with an error status (the connection stays usable)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def _meta(body: bytes) -> dict[str, Any]:
@@ -136,6 +147,8 @@ class Prefetch:
         self._prefix = ""
         self._done = {kind: threading.Event() for kind in self.kinds}
         self._thread: threading.Thread | None = None
+        self._absent: set[str] = set()
+        """Optional kinds the server answered 404 (not served): :meth:`take` says so."""
         self.login: plain_login.Plain | None = None
         """The login the listing uses, once it has connected, where
         :func:`~kubesched.cluster.plain_login.parse` read it (None: the real loader's)."""
@@ -159,7 +172,9 @@ class Prefetch:
         return self
 
     async def take(self, kind: str) -> list[Page] | None:
-        """The pages of ``kind`` once listed, or None (not prefetched, failed, taken)."""
+        """The pages of ``kind`` once listed, or None (not prefetched, failed, taken).
+        Raises :class:`~kubesched.framework.cluster_port.NotFound` (once) for an optional
+        kind the server does not serve, as a LIST of it would."""
         done = self._done.get(kind)
         if done is None:
             return None
@@ -167,6 +182,12 @@ class Prefetch:
             import asyncio  # loaded by then; not before the listing starts (~20 ms)
 
             await asyncio.to_thread(done.wait, self.timeout)
+        if kind in self._absent:
+            from kubesched.framework.cluster_port import NotFound  # imported by then
+
+            self._absent.discard(kind)
+            self._done.pop(kind, None)
+            raise NotFound(f"GET {PATHS[kind]}: 404 (the start's listing)")
         bodies = self._bodies.pop(kind, None)
         if bodies is None:
             return None
@@ -191,7 +212,7 @@ class Prefetch:
     # -- the listing (in the thread, or in the child) -------------------------------------
     def _run(
         self,
-        deliver: Callable[[str, list[bytes] | str], None],
+        deliver: Callable[[str, list[bytes] | _Refused], None],
         ended: Callable[[str], None],
         logged_in: Callable[[plain_login.Plain], None],
     ) -> None:
@@ -202,9 +223,9 @@ class Prefetch:
             conn, headers = self._connect(logged_in)
             for kind in self.kinds:
                 try:
-                    bodies: list[bytes] | str = self._list(conn, headers, kind)
-                except _Refused as e:  # its taker lists it, and meets the same answer
-                    bodies = str(e)
+                    bodies: list[bytes] | _Refused = self._list(conn, headers, kind)
+                except _Refused as e:  # see the module doc: taken as absent, or listed again
+                    bodies = e
                 deliver(kind, bodies)
         except Exception as e:  # the connection failed: the takers list for themselves
             why = str(e) or type(e).__name__
@@ -213,13 +234,18 @@ class Prefetch:
                 conn.close()
             ended(why)
 
-    def _keep(self, kind: str, bodies: list[bytes] | str) -> None:
-        if isinstance(bodies, str):
-            log.debug("not prefetching %s: %s", kind, bodies)
+    def _keep(self, kind: str, bodies: list[bytes] | _Refused) -> None:
+        if isinstance(bodies, _Refused):
+            self._refused(kind, str(bodies), bodies.status)
         else:
             self._bodies[kind] = bodies
             log.debug("prefetched %s: %d pages", kind, len(bodies))
         self._done[kind].set()
+
+    def _refused(self, kind: str, why: str, status: object) -> None:
+        log.debug("not prefetching %s: %s", kind, why)
+        if status == 404 and kind in ABSENT_OK:
+            self._absent.add(kind)
 
     def _logged_in(self, plain: plain_login.Plain) -> None:
         self.login = plain
@@ -269,10 +295,10 @@ class Prefetch:
             def send(frame: dict[str, Any]) -> None:
                 os.write(frames, orjson.dumps(frame) + b"\n")
 
-            def deliver(kind: str, bodies: list[bytes] | str) -> None:
+            def deliver(kind: str, bodies: list[bytes] | _Refused) -> None:
                 nonlocal written
-                if isinstance(bodies, str):
-                    send({"kind": kind, "refused": bodies})
+                if isinstance(bodies, _Refused):
+                    send({"kind": kind, "refused": str(bodies), "status": bodies.status})
                     return
                 spans = []
                 for body in bodies:
@@ -303,7 +329,7 @@ class Prefetch:
                             self._bodies[kind] = [(int(a), int(n)) for a, n in frame["spans"]]
                             log.debug("prefetched %s: %d pages", kind, len(frame["spans"]))
                         else:
-                            log.debug("not prefetching %s: %s", kind, frame.get("refused"))
+                            self._refused(kind, str(frame.get("refused")), frame.get("status"))
                         self._done[kind].set()
                     elif "login" in frame:
                         self.login = plain_login.Plain.from_json(frame["login"])
@@ -391,7 +417,7 @@ class Prefetch:
             resp = conn.getresponse()
             body = resp.read()  # all of it, even refused: the connection serves the next
             if resp.status != 200:
-                raise _Refused(f"GET {path}: {resp.status}")
+                raise _Refused(f"GET {path}: {resp.status}", resp.status)
             bodies.append(without_managed_fields(body) if cut else body)
             token = str(_meta(body).get("continue") or "")
             if not token:

@@ -192,12 +192,12 @@ class WatchRouter:
         caller, the store holds none of the kind yet)."""
         deleted = 0
         for kind in kinds:
-            pages = await prefetched(kind) if prefetched is not None else None
-            store = self.cluster.objects.get(kind, {}) if pages is None else {}
-            before = {key: _uid(o) for key, o in store.items()}
-            listed: set[tuple[str, str]] = set()
-            source = self.cluster.list_pages(kind) if pages is None else _replay(pages)
-            try:
+            try:  # the prefetch raises NotFound as the LIST would (an optional kind)
+                pages = await prefetched(kind) if prefetched is not None else None
+                store = self.cluster.objects.get(kind, {}) if pages is None else {}
+                before = {key: _uid(o) for key, o in store.items()}
+                listed: set[tuple[str, str]] = set()
+                source = self.cluster.list_pages(kind) if pages is None else _replay(pages)
                 # page by page: one page of decoded JSON at a time, not thousands of pods
                 async for items, _ in source:
                     for item in items:

@@ -45,13 +45,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kubesched.api.profile import ProfileSpec
 from kubesched.cluster.kinds import PROFILE
 from kubesched.cluster.kube import KubeCluster
 from kubesched.cluster.kube_http import JSON_PATCH
+from kubesched.cluster.prefetch import Page
 from kubesched.framework.cluster_port import ClusterError, NotFound
 from kubesched.framework.labels import parse_label_selector
 from kubesched.framework.registry import Registry
@@ -63,6 +64,10 @@ if TYPE_CHECKING:  # Kopf is imported once the cache is synced (see operator/run
     import kopf
 
 __all__ = ["GROUP", "PLURAL", "VERSION", "ProfileController", "register"]
+
+
+Prefetched = Callable[[str], Awaitable[list[Page] | None]]
+"""``Prefetch.take``: a kind's listing made at the start, or None."""
 
 log = logging.getLogger("kubesched.operator.profiles")
 
@@ -152,14 +157,20 @@ class ProfileController:
         after a delete uses (no read, so no ``get`` permission is needed)."""
 
     # -- start ----------------------------------------------------------------------------------
-    async def load(self) -> int:
+    async def load(self, prefetched: Prefetched | None = None) -> int:
         """Apply every SchedulingProfile, oldest first; returns how many. Without the CRD
-        there are none (the built-in default profile serves)."""
+        there are none (the built-in default profile serves). ``prefetched``: the start's
+        listing of them (:meth:`kubesched.cluster.prefetch.Prefetch.take`; every profile,
+        this replica's selected here), taken instead of the first LIST."""
         items: list[Obj] = []
         for attempt in range(LOAD_ATTEMPTS):
             try:
-                query = {"labelSelector": self.selector} if self.selector else None
-                listed = await self.cluster.request("GET", PATH, query=query)
+                pages = await prefetched(PROFILE.kind) if prefetched and not attempt else None
+                if pages is not None:
+                    listed = {"items": [o for page, _ in pages for o in page]}
+                else:
+                    query = {"labelSelector": self.selector} if self.selector else None
+                    listed = await self.cluster.request("GET", PATH, query=query)
                 items = [o for o in listed.get("items") or () if self.selects(o)]
                 self.served = True
                 break

@@ -449,7 +449,7 @@ async def _initial_sync(
         await all_or_none(
             *(rt.router.reconcile((kind,), prefetched=prefetched) for kind in rt.kopf_kinds),
             rt.gang_sources.start(),
-            rt.profiles.load(),
+            rt.profiles.load(prefetched),
             *(informer.synced.wait() for informer in rt.informers),
         )
     except BaseException:

@@ -180,3 +180,23 @@ def test_kubesched_run_lists_in_a_child_while_it_has_one_thread() -> None:
         [sys.executable, "-c", FORK_PROBE], capture_output=True, text=True, check=True
     ).stdout.split()
     assert out == ["True", "False"]
+
+
+@pytest.mark.parametrize("process", [False, True], ids=["thread", "child"])
+async def test_an_optional_kind_not_served_is_listed_as_none_without_asking_again(
+    fake: tuple[FakeAPI, KubeCluster], tmp_path: Path, process: bool
+) -> None:
+    # the PodGroup CRD is not installed: the prefetch's 404 is the informer's answer, so
+    # the start makes no second round trip for it (a required kind's 404 is not taken)
+    api, cluster = fake
+    api.lists.append(404)
+    prefetch = Prefetch(kubeconfig(tmp_path, cluster), kinds=("PodGroup",), process=process)
+    prefetch.start()
+    informer = Informer(
+        cluster, "PodGroup", lambda *_: None,
+        prefetched=lambda: prefetch.take("PodGroup"),
+    )  # fmt: skip
+    assert await asyncio.wait_for(informer.relist(), 10) is False
+    assert informer.served is False and informer.synced.is_set()
+    assert [q for q in api.queries if "watch" not in q] == [{"limit": "500"}]  # one LIST
+    assert await prefetch.take("PodGroup") is None  # said once; a relist asks the server
