@@ -60,7 +60,7 @@ from typing import Any, NoReturn, cast
 import orjson
 
 from kubesched.cluster import plain_login
-from kubesched.cluster.kinds import OPTIONAL_KINDS, PROFILE, WATCHED
+from kubesched.cluster.kinds import KINDS, OPTIONAL_KINDS, PROFILE, WATCHED, Reader
 from kubesched.cluster.managed_fields import (
     STRUCT_ORDER_KINDS,
     decode_list,
@@ -80,6 +80,12 @@ the watched kinds, and the SchedulingProfiles the initial sync applies."""
 
 ABSENT_OK = OPTIONAL_KINDS | {PROFILE.kind}
 """The kinds a 404 means none of (a CRD not installed, an API group off)."""
+
+DOCUMENTS: tuple[str, ...] = tuple(
+    dict.fromkeys(k.prefix for k in KINDS if k.reader is Reader.GANG_SOURCE)
+)
+"""The discovery documents the initial sync reads (the foreign gang APIs' group
+versions: ``kubesched.operator.gang_sources``), fetched after the listings."""
 
 FIRST = ("Pod", "Node")
 """Listed before the rest: the large listings, wanted first (the informers')."""
@@ -128,6 +134,7 @@ class Prefetch:
         kubeconfig: str | None,
         kinds: Iterable[str] = tuple(PATHS),
         *,
+        documents: Iterable[str] = DOCUMENTS,
         page_size: int = 500,
         timeout: float = 30.0,
         process: bool | None = None,
@@ -135,6 +142,8 @@ class Prefetch:
         self.kubeconfig = kubeconfig
         wanted = [k for k in kinds if k in PATHS]
         self.kinds = [k for k in FIRST if k in wanted] + [k for k in wanted if k not in FIRST]
+        self.kinds += [path for path in documents if path.startswith("/")]
+        """The kinds listed, then the documents (by path) read, in this order."""
         self.page_size = page_size
         self.timeout = timeout
         self.process = process
@@ -175,18 +184,12 @@ class Prefetch:
         """The pages of ``kind`` once listed, or None (not prefetched, failed, taken).
         Raises :class:`~kubesched.framework.cluster_port.NotFound` (once) for an optional
         kind the server does not serve, as a LIST of it would."""
-        done = self._done.get(kind)
-        if done is None:
+        if kind not in self._done or kind.startswith("/"):
             return None
-        if not done.is_set():
-            import asyncio  # loaded by then; not before the listing starts (~20 ms)
-
-            await asyncio.to_thread(done.wait, self.timeout)
-        if kind in self._absent:
+        await self._wait(kind)
+        if self._gone(kind):
             from kubesched.framework.cluster_port import NotFound  # imported by then
 
-            self._absent.discard(kind)
-            self._done.pop(kind, None)
             raise NotFound(f"GET {PATHS[kind]}: 404 (the start's listing)")
         bodies = self._bodies.pop(kind, None)
         if bodies is None:
@@ -197,6 +200,41 @@ class Prefetch:
             for body in bodies
         )
         return [(items, version) for items, version, _ in pages]
+
+    async def take_document(self, path: str) -> dict[str, Any] | None:
+        """The document at ``path`` (:data:`DOCUMENTS`) once read, or None (not read,
+        failed, taken). Raises :class:`~kubesched.framework.cluster_port.NotFound`
+        (once) where the server answered 404, as a GET of it would."""
+        if path not in self._done:
+            return None
+        await self._wait(path)
+        if self._gone(path):
+            from kubesched.framework.cluster_port import NotFound  # imported by then
+
+            raise NotFound(f"GET {path}: 404 (the start's listing)")
+        bodies = self._bodies.pop(path, None)
+        if not bodies:
+            return None
+        body = bodies[0]
+        doc = orjson.loads(
+            body if isinstance(body, bytes) else os.pread(self._data, body[1], body[0])
+        )
+        return doc if isinstance(doc, dict) else None
+
+    async def _wait(self, key: str) -> None:
+        done = self._done[key]
+        if not done.is_set():
+            import asyncio  # loaded by then; not before the listing starts (~20 ms)
+
+            await asyncio.to_thread(done.wait, self.timeout)
+
+    def _gone(self, key: str) -> bool:
+        """Whether the server answered ``key`` 404 (said once: the next ask is the taker's)."""
+        if key not in self._absent:
+            return False
+        self._absent.discard(key)
+        self._done.pop(key, None)
+        return True
 
     def close(self) -> None:
         """Drop what was not taken; a child still listing is stopped (and reaped by the
@@ -223,7 +261,11 @@ class Prefetch:
             conn, headers = self._connect(logged_in)
             for kind in self.kinds:
                 try:
-                    bodies: list[bytes] | _Refused = self._list(conn, headers, kind)
+                    bodies: list[bytes] | _Refused = (
+                        self._read(conn, headers, kind)
+                        if kind.startswith("/")
+                        else self._list(conn, headers, kind)
+                    )
                 except _Refused as e:  # see the module doc: taken as absent, or listed again
                     bodies = e
                 deliver(kind, bodies)
@@ -244,7 +286,7 @@ class Prefetch:
 
     def _refused(self, kind: str, why: str, status: object) -> None:
         log.debug("not prefetching %s: %s", kind, why)
-        if status == 404 and kind in ABSENT_OK:
+        if status == 404 and (kind in ABSENT_OK or kind.startswith("/")):
             self._absent.add(kind)
 
     def _logged_in(self, plain: plain_login.Plain) -> None:
@@ -395,6 +437,17 @@ class Prefetch:
             token=auth,
             verify=bool(cfg.verify_ssl),
         )
+
+    def _read(
+        self, conn: http.client.HTTPConnection, headers: dict[str, str], path: str
+    ) -> list[bytes]:
+        """A document's body (one); :class:`_Refused` for a status but 200."""
+        conn.request("GET", f"{self._prefix}{path}", headers=headers)
+        resp = conn.getresponse()
+        body = resp.read()
+        if resp.status != 200:
+            raise _Refused(f"GET {path}: {resp.status}", resp.status)
+        return [body]
 
     def _list(
         self, conn: http.client.HTTPConnection, headers: dict[str, str], kind: str

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +38,9 @@ from kubesched.framework.cluster_port import ClusterError, NotFound
 __all__ = ["DISCOVERY_INTERVAL", "SOURCES", "GangAPIForbidden", "GangSources", "Source"]
 
 log = logging.getLogger("kubesched.operator.gang_sources")
+
+Documents = Callable[[str], Awaitable[dict[str, Any] | None]]
+"""``Prefetch.take_document``: a discovery document read at the start, or None."""
 
 DISCOVERY_INTERVAL = 30.0
 """Seconds between discovery polls: how long a CRD installed later waits to be watched."""
@@ -89,15 +92,20 @@ class GangSources:
         self.served: frozenset[str] | None = None
         """Store kinds served at the last poll (None before the first)."""
 
-    async def discover(self) -> frozenset[str]:
-        """The store kinds of :data:`SOURCES` the API server serves now."""
+    async def discover(self, prefetched: Documents | None = None) -> frozenset[str]:
+        """The store kinds of :data:`SOURCES` the API server serves now. ``prefetched``:
+        the start's reads of the discovery documents (``Prefetch.take_document``), taken
+        instead of reading them again."""
         served: set[str] = set()
         resources: dict[str, set[str]] = {}
         for source in SOURCES:
             gv = source.group_version
             if gv not in resources:
+                path = f"/apis/{gv}"
                 try:
-                    doc = await self.cluster.request("GET", f"/apis/{gv}")
+                    doc = await prefetched(path) if prefetched is not None else None
+                    if doc is None:
+                        doc = await self.cluster.request("GET", path)
                 except NotFound:
                     doc = None
                 resources[gv] = {
@@ -109,10 +117,10 @@ class GangSources:
                 served.add(source.kind)
         return frozenset(served)
 
-    async def poll(self) -> None:
+    async def poll(self, prefetched: Documents | None = None) -> None:
         """One discovery pass: start and stop informers to match, log what changed. The
         first pass waits until the new informers listed (the initial sync)."""
-        served = await self.discover()
+        served = await self.discover(prefetched)
         if served != self.served:
             on = [s.label for s in SOURCES if s.kind in served]
             off = [s.label for s in SOURCES if s.kind not in served]
@@ -171,12 +179,12 @@ class GangSources:
                 "(the Helm chart's ClusterRole has them)"
             ) from e
 
-    async def start(self) -> None:
+    async def start(self, prefetched: Documents | None = None) -> None:
         """The first poll (before the first cycle). A served kind we may not list fails
         it (:class:`GangAPIForbidden`, the API server's 403); any other failed discovery
         is logged and retried by :meth:`run`, never fatal: the foreign APIs are optional."""
         try:
-            await self.poll()
+            await self.poll(prefetched)
         except GangAPIForbidden:
             raise
         except (ClusterError, OSError, TimeoutError) as e:

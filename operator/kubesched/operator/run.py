@@ -448,7 +448,7 @@ async def _initial_sync(
     try:
         await all_or_none(
             *(rt.router.reconcile((kind,), prefetched=prefetched) for kind in rt.kopf_kinds),
-            rt.gang_sources.start(),
+            rt.gang_sources.start(rt.prefetch.take_document if rt.prefetch else None),
             rt.profiles.load(prefetched),
             *(informer.synced.wait() for informer in rt.informers),
         )

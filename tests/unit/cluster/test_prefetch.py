@@ -11,13 +11,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 import yaml
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+from kubernetes_asyncio import client as k8s_client
 
+from kubesched.api.gang_apis import STORE_KINDS, GangAPI
 from kubesched.cluster import plain_login
 from kubesched.cluster.informer import Informer
 from kubesched.cluster.kube import KubeCluster
-from kubesched.cluster.prefetch import Prefetch
+from kubesched.cluster.prefetch import DOCUMENTS, Prefetch
+from kubesched.operator.gang_sources import GangSources
 from tests.unit.cluster.test_informer import FakeAPI, bookmark, fake, pod
 
 __all__ = ["fake"]  # the fixture, shared with test_informer
@@ -200,3 +206,45 @@ async def test_an_optional_kind_not_served_is_listed_as_none_without_asking_agai
     assert informer.served is False and informer.synced.is_set()
     assert [q for q in api.queries if "watch" not in q] == [{"limit": "500"}]  # one LIST
     assert await prefetch.take("PodGroup") is None  # said once; a relist asks the server
+
+
+@pytest.mark.parametrize("process", [False, True], ids=["thread", "child"])
+async def test_the_gang_apis_discovery_is_read_once_at_the_start(
+    tmp_path: Path, process: bool
+) -> None:
+    # the initial sync's discovery of the foreign gang APIs takes the early listing's
+    # reads: served (the upstream PodGroup) or not (404), without asking again
+    gets: list[str] = []
+    plugins = f"/apis/{GangAPI.SCHEDULER_PLUGINS.value}"
+
+    async def document(request: web.Request) -> web.Response:
+        gets.append(request.path)
+        if request.path == plugins:
+            return web.Response(status=404, body=b'{"kind":"Status","code":404}')
+        doc = {"kind": "APIResourceList", "resources": [{"name": "podgroups"}]}
+        return web.Response(body=orjson.dumps(doc), content_type="application/json")
+
+    app = web.Application()
+    for path in DOCUMENTS:
+        app.router.add_route("GET", path, document)
+    server = TestServer(app)
+    await server.start_server()
+    cfg = k8s_client.Configuration(host=str(server.make_url("")).rstrip("/"))
+    cfg.api_key = {"BearerToken": "Bearer t0ken"}
+    cluster = KubeCluster(cfg, reporting_instance_suffix="h", qps=0, request_timeout=5)
+    try:
+        prefetch = Prefetch(kubeconfig(tmp_path, cluster), kinds=(), process=process).start()
+        sources = GangSources(cluster, lambda *_: None)
+        for _ in range(1000):  # the early listing read both
+            if len(gets) == len(DOCUMENTS):
+                break
+            await asyncio.sleep(0.01)
+        served = await asyncio.wait_for(sources.discover(prefetch.take_document), 10)
+        assert served == {STORE_KINDS[GangAPI.UPSTREAM]}  # its PodGroups; not its Workloads
+        assert sorted(gets) == sorted(DOCUMENTS)  # each read once, by the early listing
+        assert await sources.discover(prefetch.take_document) == served  # then its own
+        assert sorted(gets) == sorted(DOCUMENTS * 2)
+    finally:
+        await cluster.aclose()
+        await cluster.close()
+        await server.close()
