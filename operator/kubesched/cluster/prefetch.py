@@ -438,16 +438,22 @@ class Prefetch:
             verify=bool(cfg.verify_ssl),
         )
 
+    def _get(
+        self, conn: http.client.HTTPConnection, headers: dict[str, str], path: str, query: str = ""
+    ) -> bytes:
+        """The body of a GET of ``path``; :class:`_Refused` for a status but 200."""
+        conn.request("GET", f"{self._prefix}{path}{query}", headers=headers)
+        resp = conn.getresponse()
+        body = resp.read()  # all of it, even refused: the connection serves the next
+        if resp.status != 200:
+            raise _Refused(f"GET {path}: {resp.status}", resp.status)
+        return body
+
     def _read(
         self, conn: http.client.HTTPConnection, headers: dict[str, str], path: str
     ) -> list[bytes]:
-        """A document's body (one); :class:`_Refused` for a status but 200."""
-        conn.request("GET", f"{self._prefix}{path}", headers=headers)
-        resp = conn.getresponse()
-        body = resp.read()
-        if resp.status != 200:
-            raise _Refused(f"GET {path}: {resp.status}", resp.status)
-        return [body]
+        """A document's body (one)."""
+        return [self._get(conn, headers, path)]
 
     def _list(
         self, conn: http.client.HTTPConnection, headers: dict[str, str], kind: str
@@ -462,15 +468,7 @@ class Prefetch:
             query = {"limit": str(self.page_size)}
             if token:
                 query["continue"] = token
-            conn.request(
-                "GET",
-                f"{self._prefix}{path}?{urllib.parse.urlencode(query)}",
-                headers=headers,
-            )
-            resp = conn.getresponse()
-            body = resp.read()  # all of it, even refused: the connection serves the next
-            if resp.status != 200:
-                raise _Refused(f"GET {path}: {resp.status}", resp.status)
+            body = self._get(conn, headers, path, f"?{urllib.parse.urlencode(query)}")
             bodies.append(without_managed_fields(body) if cut else body)
             token = str(_meta(body).get("continue") or "")
             if not token:
