@@ -16,7 +16,6 @@ yaml (about 24 ms of ``kubesched run``'s start) are imported only for the other 
 from __future__ import annotations
 
 import atexit
-import base64
 import logging
 import os
 import re
@@ -144,13 +143,15 @@ def _configure(cfg: k8s_client.Configuration, plain: plain_login.Plain) -> None:
     certificate or token; certificate data in files of this process (removed at its
     exit, as the real loader's are); the service account's token re-read
     every :data:`TOKEN_REREAD` seconds."""
-    cfg.host = plain.host
-    cfg.ssl_ca_cert = _file_of(plain.ca)
-    cfg.cert_file = _file_of(plain.cert)
-    cfg.key_file = _file_of(plain.key)
-    cfg.verify_ssl = plain.verify
-    if plain.token:
-        cfg.api_key["BearerToken"] = plain.token
+    data = any(w is not None and w[0] == "data" for w in (plain.ca, plain.cert, plain.key))
+    login = plain_login.login(plain, _login_dir() if data else None)
+    cfg.host = login.host
+    cfg.ssl_ca_cert = login.ca_file
+    cfg.cert_file = login.cert_file
+    cfg.key_file = login.key_file
+    cfg.verify_ssl = login.verify
+    if login.token:
+        cfg.api_key["BearerToken"] = login.token
     if plain.service_account:
         cfg.refresh_api_key_hook = _TokenFile(plain_login.SERVICE_ACCOUNT / "token", plain.token)
 
@@ -179,28 +180,15 @@ class _TokenFile:
         cfg.api_key["BearerToken"] = self.token
 
 
-_written: dict[str, str] = {}
-"""base64 data -> the file it was written to (each written once, into one directory
-removed at exit)."""
+_dirs: list[str] = []
 
 
-def _file_of(where: plain_login.File | None) -> str | None:
-    if where is None:
-        return None
-    how, value = where
-    if how == "file":
-        return value
-    name = _written.get(value)
-    if name is None:
-        folder = os.path.dirname(next(iter(_written.values()), ""))
-        if not folder:
-            folder = tempfile.mkdtemp(prefix="kubesched-login-")
-            atexit.register(shutil.rmtree, folder, True)
-        handle, name = tempfile.mkstemp(dir=folder)
-        with os.fdopen(handle, "wb") as f:
-            f.write(base64.standard_b64decode(value))
-        _written[value] = name
-    return name
+def _login_dir() -> str:
+    """The directory of this process's certificate data files, removed at its exit."""
+    if not _dirs:
+        _dirs.append(tempfile.mkdtemp(prefix="kubesched-login-"))
+        atexit.register(shutil.rmtree, _dirs[0], True)
+    return _dirs[0]
 
 
 # -- saying what is wrong with a file the loader refused ------------------------------------

@@ -25,17 +25,20 @@ are one consistent LIST, as the taker's own would be (the same path, no selector
 (Kopf, which watches the other kinds once the cache is synced, lists them itself, as
 before).
 
-Only a 200 is taken, and a 404 for an optional kind (a CRD not installed, an API not
-served): :meth:`Prefetch.take` raises :class:`~kubesched.framework.cluster_port.NotFound`
-for it, as the taker's own LIST would, and the taker lists it as none without asking
-again (a round trip on the way to the first bind otherwise, with the TLS handshake of a
-new connection). A kind the server answers otherwise (403: RBAC; 429, 5xx; a 404 for a
-required kind) is left to its taker, which lists as it always did and so meets the same
-answer and does what it did with it (a forbidden one fails the start with the API
-server's words); the prefetch goes on with the next kind. Anything this client does not do as the real one does (a proxy), and
-a failure of the connection itself, ends the prefetch quietly: :meth:`Prefetch.take`
-then returns None for what is left, and those kinds are listed as usual. Only the first
-LIST is taken; relists are the takers'.
+After the watched kinds it lists the SchedulingProfiles and reads the foreign gang APIs'
+discovery documents (:data:`DOCUMENTS`), the initial sync's other requests.
+
+Only a 200 is taken, and a 404 for an optional kind, the profiles or a document (a CRD
+not installed, an API not served): :meth:`Prefetch.take` (or :meth:`take_document`)
+raises :class:`~kubesched.framework.cluster_port.NotFound` for it, as the taker's own
+request would, and the taker reads it as none without asking again. A kind the server
+answers otherwise (403: RBAC; 429, 5xx; a 404 for a required kind) is left to its taker,
+which lists as it always did and so meets the same answer and does what it did with it
+(a forbidden one fails the start with the API server's words); the prefetch goes on with
+the next kind. Anything this client does not do as the real one does (a proxy), and a
+failure of the connection itself, ends the prefetch quietly: :meth:`Prefetch.take` then
+returns None for what is left, and those kinds are listed as usual. Only the first LIST
+is taken; relists are the takers'.
 
 The login it read (:attr:`Prefetch.login`, :func:`~kubesched.cluster.plain_login.parse`:
 from the child, a line on the pipe before the first page) is ``run``'s too: its client
@@ -157,7 +160,8 @@ class Prefetch:
         self._done = {kind: threading.Event() for kind in self.kinds}
         self._thread: threading.Thread | None = None
         self._absent: set[str] = set()
-        """Optional kinds the server answered 404 (not served): :meth:`take` says so."""
+        """The kinds (optional ones, the profiles) and documents the server answered 404
+        (not served): :meth:`take` and :meth:`take_document` say so, once."""
         self.login: plain_login.Plain | None = None
         """The login the listing uses, once it has connected, where
         :func:`~kubesched.cluster.plain_login.parse` read it (None: the real loader's)."""
@@ -186,11 +190,7 @@ class Prefetch:
         kind the server does not serve, as a LIST of it would."""
         if kind not in self._done or kind.startswith("/"):
             return None
-        await self._wait(kind)
-        if self._gone(kind):
-            from kubesched.framework.cluster_port import NotFound  # imported by then
-
-            raise NotFound(f"GET {PATHS[kind]}: 404 (the start's listing)")
+        await self._wait(kind, PATHS[kind])
         bodies = self._bodies.pop(kind, None)
         if bodies is None:
             return None
@@ -207,11 +207,7 @@ class Prefetch:
         (once) where the server answered 404, as a GET of it would."""
         if path not in self._done:
             return None
-        await self._wait(path)
-        if self._gone(path):
-            from kubesched.framework.cluster_port import NotFound  # imported by then
-
-            raise NotFound(f"GET {path}: 404 (the start's listing)")
+        await self._wait(path, path)
         bodies = self._bodies.pop(path, None)
         if not bodies:
             return None
@@ -221,20 +217,20 @@ class Prefetch:
         )
         return doc if isinstance(doc, dict) else None
 
-    async def _wait(self, key: str) -> None:
+    async def _wait(self, key: str, path: str) -> None:
+        """Until ``key`` is listed or read; NotFound where the server answered ``path``
+        404 (said once: the next ask is the taker's own request)."""
         done = self._done[key]
         if not done.is_set():
             import asyncio  # loaded by then; not before the listing starts (~20 ms)
 
             await asyncio.to_thread(done.wait, self.timeout)
+        if key in self._absent:
+            from kubesched.framework.cluster_port import NotFound  # imported by then
 
-    def _gone(self, key: str) -> bool:
-        """Whether the server answered ``key`` 404 (said once: the next ask is the taker's)."""
-        if key not in self._absent:
-            return False
-        self._absent.discard(key)
-        self._done.pop(key, None)
-        return True
+            self._absent.discard(key)
+            self._done.pop(key, None)
+            raise NotFound(f"GET {path}: 404 (the start's listing)")
 
     def close(self) -> None:
         """Drop what was not taken; a child still listing is stopped (and reaped by the
