@@ -95,6 +95,13 @@ class FakeAPI:
         return [q for q in self.queries if "watch" in q]
 
 
+def cluster_of(server: TestServer) -> KubeCluster:
+    """Our client of ``server``, logged in with the token the fakes expect."""
+    cfg = k8s_client.Configuration(host=str(server.make_url("")).rstrip("/"))
+    cfg.api_key = {"BearerToken": "Bearer t0ken"}
+    return KubeCluster(cfg, reporting_instance_suffix="h", qps=0, request_timeout=5)
+
+
 @pytest.fixture
 async def fake() -> AsyncIterator[tuple[FakeAPI, KubeCluster]]:
     api = FakeAPI()
@@ -103,9 +110,7 @@ async def fake() -> AsyncIterator[tuple[FakeAPI, KubeCluster]]:
     app.router.add_route("GET", "/apis/kubesched.dev/v1alpha1/podgroups", api.handle)
     server = TestServer(app)
     await server.start_server()
-    cfg = k8s_client.Configuration(host=str(server.make_url("")).rstrip("/"))
-    cfg.api_key = {"BearerToken": "Bearer t0ken"}
-    cluster = KubeCluster(cfg, reporting_instance_suffix="h", qps=0, request_timeout=5)
+    cluster = cluster_of(server)
     try:
         yield api, cluster
     finally:

@@ -61,16 +61,21 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
 }
 
 
-@pytest.mark.parametrize("case", list(CASES))
-async def test_the_login_is_the_real_loaders(
-    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def case_file(case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The kubeconfig of ``CASES[case]``, with the files it names, and no proxy."""
     monkeypatch.delenv("HTTPS_PROXY", raising=False)
     monkeypatch.delenv("https_proxy", raising=False)
     for name in ("ca.crt", "me.crt", "me.key"):
         (tmp_path / name).write_text(name.upper())
     cluster, user = CASES[case]
-    path = write(tmp_path, cluster, user)
+    return write(tmp_path, cluster, user)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+async def test_the_login_is_the_real_loaders(
+    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = case_file(case, tmp_path, monkeypatch)
     temp = tmp_path / "temp"
     temp.mkdir()
     login = plain_login.read(path, str(temp))
@@ -178,12 +183,7 @@ async def test_run_configures_the_prefetchs_login_as_the_real_loader_would(
 ) -> None:
     # kubesched run builds its client from the login the early listing read, without
     # kubernetes_asyncio's loader: the same server, CA, certificate, key and token
-    monkeypatch.delenv("HTTPS_PROXY", raising=False)
-    monkeypatch.delenv("https_proxy", raising=False)
-    for name in ("ca.crt", "me.crt", "me.key"):
-        (tmp_path / name).write_text(name.upper())
-    cluster, user = CASES[case]
-    path = write(tmp_path, cluster, user)
+    path = case_file(case, tmp_path, monkeypatch)
     plain = plain_login.parse(path)
     assert plain is not None
     assert plain_login.Plain.from_json(orjson.loads(orjson.dumps(plain.to_json()))) == plain

@@ -16,7 +16,6 @@ import pytest
 import yaml
 from aiohttp import web
 from aiohttp.test_utils import TestServer
-from kubernetes_asyncio import client as k8s_client
 
 from kubesched.api.gang_apis import STORE_KINDS, GangAPI
 from kubesched.cluster import plain_login
@@ -24,7 +23,7 @@ from kubesched.cluster.informer import Informer
 from kubesched.cluster.kube import KubeCluster
 from kubesched.cluster.prefetch import DOCUMENTS, Prefetch
 from kubesched.operator.gang_sources import GangSources
-from tests.unit.cluster.test_informer import FakeAPI, bookmark, fake, pod
+from tests.unit.cluster.test_informer import FakeAPI, bookmark, cluster_of, fake, pod
 
 __all__ = ["fake"]  # the fixture, shared with test_informer
 
@@ -229,9 +228,7 @@ async def test_the_gang_apis_discovery_is_read_once_at_the_start(
         app.router.add_route("GET", path, document)
     server = TestServer(app)
     await server.start_server()
-    cfg = k8s_client.Configuration(host=str(server.make_url("")).rstrip("/"))
-    cfg.api_key = {"BearerToken": "Bearer t0ken"}
-    cluster = KubeCluster(cfg, reporting_instance_suffix="h", qps=0, request_timeout=5)
+    cluster = cluster_of(server)
     try:
         prefetch = Prefetch(kubeconfig(tmp_path, cluster), kinds=(), process=process).start()
         sources = GangSources(cluster, lambda *_: None)
