@@ -57,7 +57,7 @@ import ssl
 import tempfile
 import threading
 import urllib.parse
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, NoReturn, cast
 
 import orjson
@@ -70,12 +70,16 @@ from kubesched.cluster.managed_fields import (
     without_managed_fields,
 )
 
-__all__ = ["Page", "Prefetch"]
+__all__ = ["Page", "Prefetch", "Prefetched"]
 
 log = logging.getLogger("kubesched.cluster.prefetch")
 
 Page = tuple[list[dict[str, Any]], str]
 """(items, resourceVersion), items trimmed of ``managedFields``."""
+
+Prefetched = Callable[[str], Awaitable[list[Page] | None]]
+""":meth:`Prefetch.take`: kind -> its first listing, made ahead, or None (taken by
+``WatchRouter.reconcile`` and ``ProfileController.load``)."""
 
 PATHS: dict[str, str] = {k.kind: f"{k.prefix}/{k.plural}" for k in (*WATCHED, PROFILE)}
 """Kind -> the path a LIST of it GETs (as :data:`~kubesched.cluster.kinds.LIST_PATHS`):
@@ -145,8 +149,9 @@ class Prefetch:
         self.kubeconfig = kubeconfig
         wanted = [k for k in kinds if k in PATHS]
         self.kinds = [k for k in FIRST if k in wanted] + [k for k in wanted if k not in FIRST]
-        self.kinds += [path for path in documents if path.startswith("/")]
-        """The kinds listed, then the documents (by path) read, in this order."""
+        """The kinds listed, in this order."""
+        self.documents = [path for path in documents if path.startswith("/")]
+        """The documents (by path) read after the kinds, in this order."""
         self.page_size = page_size
         self.timeout = timeout
         self.process = process
@@ -157,7 +162,7 @@ class Prefetch:
         """Child process: the memory file it writes the bodies into (-1: none, closed)."""
         self._pid = 0
         self._prefix = ""
-        self._done = {kind: threading.Event() for kind in self.kinds}
+        self._done = {key: threading.Event() for key in (*self.kinds, *self.documents)}
         self._thread: threading.Thread | None = None
         self._absent: set[str] = set()
         """The kinds (optional ones, the profiles) and documents the server answered 404
@@ -188,7 +193,7 @@ class Prefetch:
         """The pages of ``kind`` once listed, or None (not prefetched, failed, taken).
         Raises :class:`~kubesched.framework.cluster_port.NotFound` (once) for an optional
         kind the server does not serve, as a LIST of it would."""
-        if kind not in self._done or kind.startswith("/"):
+        if kind not in self._done or kind not in PATHS:
             return None
         await self._wait(kind, PATHS[kind])
         bodies = self._bodies.pop(kind, None)
@@ -205,7 +210,7 @@ class Prefetch:
         """The document at ``path`` (:data:`DOCUMENTS`) once read, or None (not read,
         failed, taken). Raises :class:`~kubesched.framework.cluster_port.NotFound`
         (once) where the server answered 404, as a GET of it would."""
-        if path not in self._done:
+        if path not in self._done or path in PATHS:
             return None
         await self._wait(path, path)
         bodies = self._bodies.pop(path, None)
@@ -256,15 +261,18 @@ class Prefetch:
         try:
             conn, headers = self._connect(logged_in)
             for kind in self.kinds:
+                bodies: list[bytes] | _Refused
                 try:
-                    bodies: list[bytes] | _Refused = (
-                        self._read(conn, headers, kind)
-                        if kind.startswith("/")
-                        else self._list(conn, headers, kind)
-                    )
+                    bodies = self._list(conn, headers, kind)
                 except _Refused as e:  # see the module doc: taken as absent, or listed again
                     bodies = e
                 deliver(kind, bodies)
+            for path in self.documents:
+                try:
+                    bodies = self._read(conn, headers, path)
+                except _Refused as e:  # 404: not served; else the taker reads it again
+                    bodies = e
+                deliver(path, bodies)
         except Exception as e:  # the connection failed: the takers list for themselves
             why = str(e) or type(e).__name__
         finally:
@@ -282,7 +290,7 @@ class Prefetch:
 
     def _refused(self, kind: str, why: str, status: object) -> None:
         log.debug("not prefetching %s: %s", kind, why)
-        if status == 404 and (kind in ABSENT_OK or kind.startswith("/")):
+        if status == 404 and (kind in ABSENT_OK or kind in self.documents):
             self._absent.add(kind)
 
     def _logged_in(self, plain: plain_login.Plain) -> None:

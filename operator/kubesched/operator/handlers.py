@@ -23,12 +23,12 @@ and for Kopf's kinds after Kopf's own first listing.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kubesched.cluster.kinds import OPTIONAL_KINDS, WATCHED, Kind
 from kubesched.cluster.kube import KubeCluster
-from kubesched.cluster.prefetch import Page
+from kubesched.cluster.prefetch import Page, Prefetched
 from kubesched.framework.cluster_port import NotFound
 from kubesched.scheduler.eventhandlers import EventHandlers
 
@@ -40,9 +40,6 @@ __all__ = ["DIRECT_KINDS", "WatchRouter", "build_registry"]
 log = logging.getLogger("kubesched.operator.handlers")
 
 Obj = Mapping[str, Any]
-
-Prefetched = Callable[[str], Awaitable[list[Page] | None]]
-"""kind -> its first listing, made ahead, or None (:meth:`WatchRouter.reconcile`)."""
 
 
 def _rv(obj: Obj) -> int | None:

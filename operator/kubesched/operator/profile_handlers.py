@@ -45,14 +45,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kubesched.api.profile import ProfileSpec
 from kubesched.cluster.kinds import PROFILE
 from kubesched.cluster.kube import KubeCluster
 from kubesched.cluster.kube_http import JSON_PATCH
-from kubesched.cluster.prefetch import Page
+from kubesched.cluster.prefetch import Prefetched
 from kubesched.framework.cluster_port import ClusterError, NotFound
 from kubesched.framework.labels import parse_label_selector
 from kubesched.framework.registry import Registry
@@ -65,9 +65,6 @@ if TYPE_CHECKING:  # Kopf is imported once the cache is synced (see operator/run
 
 __all__ = ["GROUP", "PLURAL", "VERSION", "ProfileController", "register"]
 
-
-Prefetched = Callable[[str], Awaitable[list[Page] | None]]
-"""``Prefetch.take``: a kind's listing made at the start, or None."""
 
 log = logging.getLogger("kubesched.operator.profiles")
 
