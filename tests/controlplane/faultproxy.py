@@ -239,23 +239,28 @@ class FaultProxy:
             headers=headers,
             data=body or None,
         ) as upstream:
-            out_headers = {
-                k: v for k, v in upstream.headers.items() if k.lower() not in _SKIP_RESPONSE
-            }
-            if not stream:
-                data = await upstream.read()
-                return web.Response(status=upstream.status, body=data, headers=out_headers)
-            resp = web.StreamResponse(status=upstream.status, headers=out_headers)
-            await resp.prepare(request)
-            if await self._pause(self._copy(upstream, resp)) and upstream.connection is not None:
-                # the proxy closes: end the stream now (a TLS close would wait for the
-                # API server's reply, beyond the test's event loop)
-                transport = upstream.connection.transport
-                if transport is not None:
-                    transport.abort()
-            with contextlib.suppress(ConnectionResetError):
-                await resp.write_eof()
-            return resp
+            try:
+                out_headers = {
+                    k: v for k, v in upstream.headers.items() if k.lower() not in _SKIP_RESPONSE
+                }
+                if not stream:
+                    data = await upstream.read()
+                    return web.Response(status=upstream.status, body=data, headers=out_headers)
+                resp = web.StreamResponse(status=upstream.status, headers=out_headers)
+                await resp.prepare(request)
+                await self._pause(self._copy(upstream, resp))
+                with contextlib.suppress(ConnectionResetError):
+                    await resp.write_eof()
+                return resp
+            finally:
+                # An answer read to its end has released its connection. One that was not
+                # (the proxy closes, the client went away, the handler was cancelled) ends
+                # now: closed the usual way, its TLS goodbye would wait for the API
+                # server's reply, and the event loop may be gone by then (an unclosed
+                # socket, reported in whatever test collects it).
+                held = upstream.connection
+                if held is not None and held.transport is not None:
+                    held.transport.abort()
 
     @staticmethod
     async def _copy(upstream: aiohttp.ClientResponse, resp: web.StreamResponse) -> None:

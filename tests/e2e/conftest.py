@@ -18,6 +18,7 @@ Fixtures:
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import uuid
@@ -49,6 +50,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if _is_e2e(item):
             item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _collected_at_the_module_end() -> Iterator[None]:
+    """What a module's tests left unclosed (a connection, a socket) is collected at the
+    module's end, so that its ResourceWarning (an error) fails the module's last test:
+    not the next test that happens to run the collector (``KubeschedThread`` does), in
+    another module, as an unclosed socket of a closed event loop did."""
+    yield
+    gc.collect()
 
 
 def _find_binaries() -> Binaries | str:

@@ -209,10 +209,14 @@ class GangSources:
                 except (ClusterError, OSError, TimeoutError) as e:
                     log.warning("gang API discovery failed (%s): retrying later", e)
         finally:
-            for kind in list(self.running):
-                _, task = self.running.pop(kind)
+            # the informers end with it, before the stop closes the connections under
+            # them: one still unwinding then would start closing its watch's connection
+            # after the stop's wait for the connections being closed
+            stopped = [task for _, task in self.running.values()]
+            self.running.clear()
+            for task in stopped:
                 task.cancel()
-            await asyncio.sleep(0)
+            await asyncio.gather(*stopped, return_exceptions=True)
 
     def tasks(self) -> list[asyncio.Task[Any]]:
         return [t for _, t in self.running.values()]
