@@ -193,7 +193,7 @@ class Prefetch:
         """The pages of ``kind`` once listed, or None (not prefetched, failed, taken).
         Raises :class:`~kubesched.framework.cluster_port.NotFound` (once) for an optional
         kind the server does not serve, as a LIST of it would."""
-        if kind not in self._done or kind not in PATHS:
+        if kind not in self._done or kind not in self.kinds:
             return None
         await self._wait(kind, PATHS[kind])
         bodies = self._bodies.pop(kind, None)
@@ -210,7 +210,7 @@ class Prefetch:
         """The document at ``path`` (:data:`DOCUMENTS`) once read, or None (not read,
         failed, taken). Raises :class:`~kubesched.framework.cluster_port.NotFound`
         (once) where the server answered 404, as a GET of it would."""
-        if path not in self._done or path in PATHS:
+        if path not in self._done or path not in self.documents:
             return None
         await self._wait(path, path)
         bodies = self._bodies.pop(path, None)
