@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -47,7 +48,26 @@ RANGES: list[JSON] = [
 def ranged(controlplane: ControlPlane, namespace: str) -> Iterator[tuple[ControlPlane, str]]:
     for lr in RANGES:
         controlplane.api.create(lr, namespace)
+    # The API server's LimitRanger reads the ranges from its informer: until both are in,
+    # a pod only the second refuses is let through. Wait until each one refuses its probe.
+    for case in ("over-max-limit", "pod-sum-over-max"):
+        deadline = time.monotonic() + 20
+        while not _refused(controlplane, namespace, REFUSED[case]):
+            assert time.monotonic() < deadline, f"LimitRanger does not enforce {case} yet"
+            time.sleep(0.05)
     yield controlplane, namespace
+
+
+def _refused(cp: ControlPlane, namespace: str, containers: tuple[JSON, ...]) -> bool:
+    """Whether the API server refuses a pod of ``containers`` (a dry run: nothing stored)."""
+    path = cp.api.path("v1", "Pod", namespace=namespace)
+    try:
+        cp.api.request(
+            "POST", path, _pod("probe", namespace, *containers), params={"dryRun": "All"}
+        )
+    except ApiError as e:
+        return e.status == 403
+    return False
 
 
 def _ours(namespace: str) -> dict[str, list[JSON]]:
