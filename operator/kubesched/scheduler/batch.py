@@ -124,6 +124,8 @@ class _Cached:
     labels_version: int
     rows: npt.NDArray[np.intp]
     """The candidates: rows that passed Filter, in the order they were scored."""
+    pos: npt.NDArray[np.intp]
+    """Row -> its position in ``rows`` (-1: not a candidate), for every node row."""
     raw: dict[str, npt.NDArray[np.int64]]
     """Each Score plugin's raw scores of ``rows``."""
     gens: npt.NDArray[np.int64]
@@ -290,41 +292,39 @@ class OpportunisticBatch:
                 self._flush(CLUSTER_CHANGED)
                 return False
             c.nodes[r] = node
-        n = len(infos)
-        pos = np.full(n, -1, dtype=np.intp)
-        pos[c.rows] = np.arange(len(c.rows))
-        keep = np.ones(len(c.rows), dtype=bool)
         fits: list[int] = []
         added: list[int] = []
-        for r in changed.tolist():
+        dropped: list[int] = []
+        for r, p in zip(changed.tolist(), c.pos[changed].tolist(), strict=True):
             st = fwk.run_filter(state, pod, infos[r])
             if st is not None and not st.is_rejected():
                 self._flush(FILTER_ERROR)
                 return False
-            p = int(pos[r])
             if st is None:
                 fits.append(r)
                 if p < 0:
                     added.append(r)
             elif p >= 0:
-                keep[p] = False
-        rows, raw = c.rows, c.raw
-        if added or not keep.all():
+                dropped.append(p)
+        rows, raw, pos = c.rows, c.raw, c.pos
+        if added or dropped:
+            keep = np.ones(len(rows), dtype=bool)
+            keep[dropped] = False
             extra = np.array(added, dtype=np.intp)
             rows = np.concatenate((rows[keep], extra))
             raw = {
                 k: np.concatenate((v[keep], np.zeros(len(extra), dtype=np.int64)))
                 for k, v in raw.items()
             }
+            pos = _positions(len(infos), rows)
         if len(rows) == 0:
             self._flush(EMPTY_LIST)
             return False
         if fits and len(rows) > 1:
-            pos[:] = -1
-            pos[rows] = np.arange(len(rows))
             refresh = pos[np.array(fits, dtype=np.intp)]
             if not self._rescore(fwk, state, pod, snap, c, rows, raw, refresh):
                 return False
+        c.pos = pos
         c.rows, c.raw, c.gens = rows, raw, snap.node_generation.copy()
         return True
 
@@ -379,6 +379,7 @@ class OpportunisticBatch:
                 fwk=fwk,
                 labels_version=snap.labels_version,
                 rows=rows,
+                pos=_positions(len(snap.node_infos), rows),
                 raw=raw,
                 gens=snap.node_generation.copy(),
                 skip_score=frozenset(state.skip_score_plugins),
@@ -402,3 +403,10 @@ class OpportunisticBatch:
         if self.cached is not None:
             self.metrics.flushed.labels(self.profile, reason).inc()
             self.cached = None
+
+
+def _positions(n: int, rows: npt.NDArray[np.intp]) -> npt.NDArray[np.intp]:
+    """Row -> its position in ``rows``, -1 for the ``n`` rows not in it."""
+    pos = np.full(n, -1, dtype=np.intp)
+    pos[rows] = np.arange(len(rows))
+    return pos

@@ -42,10 +42,25 @@ def heap_winner(total: npt.NDArray[np.int64] | npt.NDArray[np.float64]) -> int:
     ties = np.flatnonzero(total == best)
     if len(ties) == 1 or ties[0] == 0:
         return int(ties[0])
+    return int(ties[np.argmin(_preorder_keys(n)[ties])])
+
+
+_KEYS: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+
+
+def _preorder_keys(n: int) -> npt.NDArray[np.int64]:
+    """Heap position -> a key that orders positions as a pre-order walk meets them, for
+    at least ``n`` positions (made once per power of two and kept: a relative order that
+    does not depend on the heap's size)."""
+    global _KEYS
+    if len(_KEYS) >= n:
+        return _KEYS
+    size = max(1024, 1 << (n - 1).bit_length())
     # heap position p has path bits = (p + 1) without its leading 1, at depth d
-    v = ties + 1
-    depth = np.frexp(v.astype(np.float64))[1] - 1  # exact: positions are far below 2**53
-    deepest = int(depth.max())
+    v = np.arange(1, size + 1, dtype=np.int64)
+    depth = np.frexp(v.astype(np.float64))[1].astype(np.int64) - 1  # exact below 2**53
+    deepest = int(depth[-1])
     path = (v - (np.int64(1) << depth)) << (deepest - depth)  # left-aligned path bits
     # smallest path first; a prefix (same left-aligned bits, shallower) before its extensions
-    return int(ties[np.argmin(path * (deepest + 1) + depth)])
+    _KEYS = path * (deepest + 1) + depth
+    return _KEYS

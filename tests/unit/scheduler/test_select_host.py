@@ -57,3 +57,38 @@ def test_ties_follow_heap_positions(scores: list[int], winner: int) -> None:
 def test_no_scores_is_an_error() -> None:
     with pytest.raises(ValueError, match="no scored nodes"):
         heap_winner(np.array([], dtype=np.int64))
+
+
+def _go_heap_root(scores: list[int]) -> int:
+    """The position Go's ``heap.Init`` leaves at the root of a max-heap over ``scores``
+    (sift down from the last parent; swap only with a strictly greater child, the left
+    one when both children are equal): what the recorded lines above pin, for sizes the
+    recording did not reach."""
+    h = list(range(len(scores)))
+    n = len(h)
+    for i in range(n // 2 - 1, -1, -1):
+        j = i
+        while True:
+            c = 2 * j + 1
+            if c >= n:
+                break
+            if c + 1 < n and scores[h[c + 1]] > scores[h[c]]:
+                c += 1
+            if not scores[h[c]] > scores[h[j]]:
+                break
+            h[j], h[c] = h[c], h[j]
+            j = c
+    return h[0]
+
+
+@pytest.mark.parametrize("size", [61, 1023, 1024, 1025, 5000, 70_000])
+def test_large_lists_with_ties_far_apart(size: int) -> None:
+    """Lists longer than any recorded, best scores deep in the heap: the winner is still
+    the one Go's heap would pop, whatever size was seen before (smaller and larger)."""
+    rng = np.random.default_rng(size)
+    for _ in range(20):
+        scores = rng.integers(0, 40, size)
+        scores[0] = 0
+        assert heap_winner(scores.astype(np.int64)) == _go_heap_root(scores.tolist())
+        small = rng.integers(0, 3, 50)
+        assert heap_winner(small.astype(np.int64)) == _go_heap_root(small.tolist())

@@ -358,6 +358,14 @@ class InterPodAffinity(
             terms = self._terms.get(pod)
         except ObjectError as e:
             return None, Status.unresolvable(f"parsing pod: {e}", plugin=NAME)
+        if (
+            not terms.required_affinity
+            and not terms.required_anti
+            and not snap.have_pods_with_required_anti_affinity()
+        ):
+            # no term on either side (the index, which counts only the snapshot's pods,
+            # would hold none either): no catching up its counts for this pod
+            return None, Status.skip()
         index = self._index(snap)
         with_anti = index.has_required_anti()
         if not terms.required_affinity and not terms.required_anti and not with_anti:
@@ -483,6 +491,8 @@ class InterPodAffinity(
         if self.args.ignore_preferred_terms_of_existing_pods and not has_pref:
             return Status.skip()
         snap = self._handle.snapshot
+        if not has_pref and not snap.have_pods_with_affinity():
+            return Status.skip()  # as below, without catching the index up first
         index = self._index(snap)
         if not has_pref and not index.has_terms():
             return Status.skip()

@@ -85,6 +85,10 @@ class PodTopologySpread(
         self.handle = handle
         self.default_constraints, self.system_defaulted = args.constraints()
         self.rows = Rows()
+        self._defaults: dict[str, list[Constraint]] = {}
+        """whenUnsatisfiable -> the default constraints parsed, when they do not depend on
+        the pod (no matchLabelKeys): parsed once, not for every pod."""
+        self._defaults_fixed = not any(c.get("matchLabelKeys") for c in self.default_constraints)
 
     # -- constraints ----------------------------------------------------------------------------
     def constraints(self, pod: Pod, action: str) -> list[Constraint]:
@@ -93,9 +97,15 @@ class PodTopologySpread(
         raw = pod.spec.get("topologySpreadConstraints")
         if raw:
             return parse_constraints(raw, pod.labels, action, _FIELD)
-        cs = parse_constraints(self.default_constraints, pod.labels, action, "defaultConstraints")
+        cs = self._defaults.get(action) if self._defaults_fixed else None
+        if cs is None:
+            cs = parse_constraints(
+                self.default_constraints, pod.labels, action, "defaultConstraints"
+            )
+            if self._defaults_fixed:
+                self._defaults[action] = cs
         if not cs:
-            return cs
+            return []
         sel = default_selector(pod, _store(self.handle))
         if sel is None:
             return []
