@@ -22,16 +22,17 @@ seen meanwhile (:mod:`kubesched.backend.queue_inflight`), and a pod that fails g
 backoffQ only if one of those events could have helped it; without hints, any move
 request since its cycle began does.
 
-All methods are synchronous and run on the event loop thread; :meth:`run` is the only
-coroutine. Time comes from ``clock`` (the running loop's clock by default), so tests
-run in virtual time.
+The moves on cluster events, activations, finished backoffs and long waits are
+:class:`~kubesched.backend.queue_moves.QueueMoves`'s, mixed in. All methods are
+synchronous and run on the event loop thread; :meth:`run` is the only coroutine. Time
+comes from ``clock`` (the running loop's clock by default), so tests run in virtual time.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -44,21 +45,17 @@ from kubesched.backend.queue_backoff import (
     errored,
 )
 from kubesched.backend.queue_events import (
-    EVENT_UNSCHEDULABLE_TIMEOUT,
     QueueingHints,
     Strategy,
-    event_label,
     is_pod_updated,
     pod_update_event,
 )
 from kubesched.backend.queue_gates import PreEnqueueGate
 from kubesched.backend.queue_heap import PodHeap
 from kubesched.backend.queue_inflight import InFlightPods
+from kubesched.backend.queue_moves import QueueMoves
 from kubesched.framework.interface import (
-    ActionType,
-    ClusterEvent,
     ClusterEventWithHint,
-    EventResource,
     PreEnqueuePlugin,
 )
 from kubesched.framework.nodeinfo import QueuedPodInfo
@@ -96,7 +93,7 @@ def _loop_time() -> float:
     return asyncio.get_running_loop().time()
 
 
-class SchedulingQueue:
+class SchedulingQueue(QueueMoves):
     """kube-scheduler's PriorityQueue for one profile (see the module docstring).
 
     ``sort_key`` (smaller first) is used when given, else ``less``; with neither, pods
@@ -360,104 +357,6 @@ class SchedulingQueue:
         if self._poppable(self._requeue(qpi, strategy, "ScheduleAttemptFailure", now=now)):
             self._notify()
 
-    # -- moving on cluster events ------------------------------------------------------
-    def move_all_to_active_or_backoff(
-        self,
-        event: ClusterEvent,
-        old: object = None,
-        new: object = None,
-        *,
-        pre_check: Callable[[Pod], bool] | None = None,
-    ) -> None:
-        """Move the parked pods this event may help (``pre_check`` narrows them first)."""
-        if not self._hints.interested(event):
-            return
-        pods = list(self._unsched.values())
-        if self._gated:
-            # Gated pods only for an event their gating plugin registered for: with
-            # thousands of gated pods, every bind would otherwise walk all of them.
-            gaters = self._hints.gaters_for(event)
-            if event.resource is EventResource.WILDCARD:
-                pods += self._gated.values()
-            elif gaters:
-                pods += [q for q in self._gated.values() if q.gating_plugin in gaters]
-        if pre_check is not None:
-            pods = [q for q in pods if pre_check(q.pod)]
-        self._move_pods(pods, event, old, new)
-
-    def recheck_parked(self, event: ClusterEvent) -> None:
-        """Every gated pod runs PreEnqueue again and every unschedulable one moves on
-        (``event``: a wildcard), as if each event since was delivered: for events a
-        :class:`~kubesched.backend.queue_set.QueueSet` held while no cycle ran."""
-        activated = False
-        for uid, qpi in list(self._gated.items()):
-            del self._gated[uid]
-            activated |= self._move_to_active(qpi, event_label(event), parked=True)
-        if activated:
-            self._notify()
-        if self._unsched:
-            self._move_pods(list(self._unsched.values()), event, None, None)
-
-    def assigned_pod_added(self, pod: Pod) -> None:
-        self.move_all_to_active_or_backoff(
-            ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ADD), None, pod
-        )
-
-    def assigned_pod_updated(self, old: Pod, new: Pod) -> None:
-        self.move_all_to_active_or_backoff(pod_update_event(old, new), old, new)
-
-    def activate(self, pods: Iterable[Pod]) -> None:
-        """Move these pods to activeQ now, backoff or not (gated ones re-run PreEnqueue).
-        A pod in flight is requeued with backoff instead of parked, if it fails."""
-        activated = False
-        for pod in pods:
-            uid = pod.uid
-            qpi = self._unsched.pop(uid, None) or self._gated.pop(uid, None)
-            if qpi is not None:
-                activated |= self._move_to_active(qpi, "ForceActivate", parked=True)
-                continue
-            if (qpi := self._backoff.remove(uid)) is not None:
-                activated |= self._move_to_active(qpi, "ForceActivate", from_backoff=True)
-                continue
-            flight = self._in_flight.get(uid)
-            if flight is not None:
-                flight.requeue = True
-                self._move_request_cycle = self._cycle
-        if activated:
-            self._notify()
-
-    def flush_backoff_completed(self) -> None:
-        """Move the pods whose backoff is over to activeQ: with ``pop_from_backoff``,
-        those whose expiry's window is past (kube-scheduler flushes at each whole
-        second), else those whose expiry is now or past."""
-        now = self._clock()
-        if self.pop_from_backoff:
-            window = align(now)
-            expired = self._backoff.pop_expired(lambda expiry: expiry < window)
-        else:
-            expired = self._backoff.pop_expired(lambda expiry: expiry <= now)
-        activated = False
-        for qpi in expired:
-            activated |= self._move_to_active(qpi, "BackoffComplete", from_backoff=True)
-        if activated:
-            self._notify()
-
-    def flush_unschedulable_left_over(self) -> None:
-        """kube-scheduler's flushUnschedulableEntitiesLeftover: the parked pods, gated ones
-        included, queued or last flushed longer than ``max_unschedulable_duration`` ago
-        move on as on a wildcard event (a gated one runs PreEnqueue again)."""
-        now, limit = self._clock(), self.max_unschedulable_duration
-        stale = [
-            q
-            for pool in (self._unsched, self._gated)
-            for q in pool.values()
-            if now - max(q.timestamp, q.flushed_at) > limit
-        ]
-        for q in stale:
-            q.flushed_at, q.flushed = now, True
-        if stale:
-            self._move_pods(stale, EVENT_UNSCHEDULABLE_TIMEOUT, None, None)
-
     def next_wakeup(self) -> float | None:
         """When :meth:`flush_backoff_completed` will next move a pod; None if backoffQ
         is empty. With ``pop_from_backoff``, at the window after the earliest expiry's."""
@@ -611,12 +510,6 @@ class SchedulingQueue:
         if self.on_incoming is not None:
             self.on_incoming(queue, event)
 
-    def _mover(self, qpi: QueuedPodInfo, event: ClusterEvent, old: object, new: object) -> str:
-        """The label of the event that moves this pod (asked only if counted)."""
-        if self.on_incoming is None:
-            return ""
-        return self._hints.mover(qpi, event, old, new)
-
     def _target_update(self, qpi: QueuedPodInfo, old: Pod | None, new: Pod) -> str:
         """The label of the pod's own update that moves it (kube's TargetPod events)."""
         if self.on_incoming is None:
@@ -628,29 +521,3 @@ class SchedulingQueue:
     def _poppable(self, where: str) -> bool:
         """A pod just placed ``where`` can be popped (listeners are to be told)."""
         return where == ACTIVE or (where == BACKOFF and self.pop_from_backoff)
-
-    def _move_pods(
-        self, pods: list[QueuedPodInfo], event: ClusterEvent, old: object, new: object
-    ) -> None:
-        activated = False
-        now = self._clock()
-        for qpi in pods:
-            uid = qpi.pod.uid
-            if qpi.gated:
-                if self._hints.ungates(qpi, event, old, new):
-                    del self._gated[uid]
-                    mover = self._mover(qpi, event, old, new)
-                    activated |= self._move_to_active(qpi, mover, parked=True)
-                continue
-            strategy = self._hints.worth(qpi, event, old, new)
-            if strategy is not Strategy.SKIP:
-                del self._unsched[uid]
-                mover = self._mover(qpi, event, old, new)
-                activated |= self._poppable(
-                    self._requeue(qpi, strategy, mover, now=now, parked=True)
-                )
-        self._move_request_cycle = self._cycle
-        if self._use_hints:
-            self._in_flight.record(event, old, new)
-        if activated:
-            self._notify()
