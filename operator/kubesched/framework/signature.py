@@ -163,6 +163,14 @@ class PodSigner:
                 self.signers.append((p.name, signer))
             else:
                 self.unsupported.append(p.name)
+        shared: set[int] = set()  # by identity: a plugin's bound method need not hash
+        self._calls: list[tuple[str, Signer]] = []
+        """:attr:`signers` with a signer several plugins share (the same function, the
+        same fragments) called once."""
+        for name, signer in self.signers:
+            if id(signer) not in shared:
+                shared.add(id(signer))
+                self._calls.append((name, signer))
         if self.unsupported:
             log.info(
                 "opportunistic batching off for this profile: plugins %s cannot sign pods",
@@ -178,7 +186,7 @@ class PodSigner:
         if self.unsupported or pod.spec.get("resourceClaims"):
             return None
         frags: dict[str, object] = {SCHEDULER_NAME: pod.scheduler_name}
-        for name, signer in self.signers:
+        for name, signer in self._calls:
             try:
                 fragments, status = signer(pod)
             except Exception:

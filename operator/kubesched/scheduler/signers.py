@@ -103,10 +103,14 @@ def _resources_fit(plugin: Any, pod: Pod) -> Signed:
     return _ok(resources_fragment(pod))
 
 
+def _tolerations(plugin: Any, pod: Pod) -> Signed:
+    return _ok(tolerations_fragment(pod))
+
+
 IN_TREE_SIGNERS: dict[str, Signer] = {
     "NodeName": lambda p, pod: _ok((NODE_NAME, pod.node_name)),
-    "NodeUnschedulable": lambda p, pod: _ok(tolerations_fragment(pod)),
-    "TaintToleration": lambda p, pod: _ok(tolerations_fragment(pod)),
+    "NodeUnschedulable": _tolerations,
+    "TaintToleration": _tolerations,
     "NodeAffinity": lambda p, pod: _ok(*node_affinity_fragments(pod)),
     "NodePorts": lambda p, pod: _ok(host_ports_fragment(pod)),
     "NodeResourcesFit": _resources_fit,
@@ -125,6 +129,18 @@ IN_TREE_SIGNERS: dict[str, Signer] = {
 ``spec.resourceClaims`` are unbatchable, as in kube-scheduler)."""
 
 
+def _of_pod(entry: Signer) -> Callable[[Pod], Signed]:
+    return lambda pod: entry(None, pod)
+
+
+_POD_ONLY: dict[Signer, Callable[[Pod], Signed]] = {
+    entry: _of_pod(entry) for entry in (_tolerations, _volumes)
+}
+"""The table's signers that read the pod alone, each as one function whatever plugin it
+signs for: a signer made of several plugins sharing one calls it once
+(:class:`~kubesched.framework.signature.PodSigner`)."""
+
+
 def plugin_signer(plugin: Any) -> Callable[[Pod], Signed] | None:
     """How to sign pods for ``plugin``: its own ``sign_pod``, else the table's entry."""
     own = getattr(plugin, "sign_pod", None)
@@ -133,4 +149,7 @@ def plugin_signer(plugin: Any) -> Callable[[Pod], Signed] | None:
     entry = IN_TREE_SIGNERS.get(plugin.name)
     if entry is None:
         return None
+    shared = _POD_ONLY.get(entry)
+    if shared is not None:
+        return shared
     return lambda pod: entry(plugin, pod)
