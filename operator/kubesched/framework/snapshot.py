@@ -73,6 +73,8 @@ class Snapshot:
         self._affinity_flags: dict[int, tuple[bool, bool]] = {}
         """Row -> (has pods with affinity, has pods with required anti-affinity): the
         lists above are rebuilt only when a row's membership changes."""
+        self._affinity_rows = [0, 0]
+        """How many rows hold each of the two flags (whether any does, without the lists)."""
         self.labels_version = next(_LABELS_VERSIONS)
         """Changes whenever the rows' nodes (names, order, labels) may have changed:
         on :meth:`rebuild` and when :meth:`refresh_row` sees another node object with
@@ -96,6 +98,7 @@ class Snapshot:
     def rebuild(self, node_infos: Sequence[NodeInfo]) -> None:
         self._affinity_cache = None
         self._affinity_flags = {}
+        self._affinity_rows = [0, 0]
         n = len(node_infos)
         self.node_infos = list(node_infos)
         self.by_name = {ni.name: ni for ni in self.node_infos}
@@ -164,9 +167,13 @@ class Snapshot:
         self.soft_taints[i] = soft
         self.has_images[i] = bool(ni.image_states)
         flags = (bool(ni.pods_with_affinity), bool(ni.pods_with_required_anti_affinity))
-        if self._affinity_flags.get(i) != flags:
+        was = self._affinity_flags.get(i)
+        if was != flags:
             self._affinity_flags[i] = flags
             self._affinity_cache = None
+            rows = self._affinity_rows
+            for k in (0, 1):
+                rows[k] += flags[k] - (was[k] if was is not None else False)
 
     # -- reads ------------------------------------------------------------------------------
     def scalar_allocatable(self, name: str) -> I64:
@@ -187,6 +194,14 @@ class Snapshot:
 
     def have_pods_with_affinity(self) -> list[NodeInfo]:
         return self._affinity_lists()[0]
+
+    def any_pods_with_affinity(self) -> bool:
+        """Whether :meth:`have_pods_with_affinity` has any (without listing them)."""
+        return self._affinity_rows[0] > 0
+
+    def any_pods_with_required_anti_affinity(self) -> bool:
+        """Whether :meth:`have_pods_with_required_anti_affinity` has any."""
+        return self._affinity_rows[1] > 0
 
     def have_pods_with_required_anti_affinity(self) -> list[NodeInfo]:
         return self._affinity_lists()[1]

@@ -247,7 +247,7 @@ class OpportunisticBatch:
         c = self._usable(fwk, pod, snap)
         if c is None:
             return None
-        if snap.have_pods_with_affinity():
+        if snap.any_pods_with_affinity():
             # Placed pods with (anti-)affinity terms score every node of their topology
             # domains, not only their own: a node's score can move while its generation
             # does not (the property test found stale InterPodAffinity scores reused), so

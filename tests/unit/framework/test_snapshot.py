@@ -67,6 +67,53 @@ def test_affinity_lists_follow_refreshes() -> None:
     assert [ni.name for ni in snap.have_pods_with_required_anti_affinity()] == ["b"]
 
 
+def test_whether_any_node_holds_affinity_pods_follows_adds_removes_and_rebuilds() -> None:
+    """``any_pods_with_*`` (asked every cycle, without listing) say what the lists say
+    through pods coming and going, on several nodes, and a rebuild without those nodes."""
+    anti = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "zone"}]
+        }
+    }
+    pref = {
+        "podAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 1, "podAffinityTerm": {"topologyKey": "zone"}}
+            ]
+        }
+    }
+    a, b, c = make_node("a").info(), make_node("b").info(), make_node("c").info()
+    snap = Snapshot([a, b, c])
+
+    def agree() -> tuple[bool, bool]:
+        any_aff, any_anti = (
+            snap.any_pods_with_affinity(),
+            snap.any_pods_with_required_anti_affinity(),
+        )
+        assert any_aff == bool(snap.have_pods_with_affinity())
+        assert any_anti == bool(snap.have_pods_with_required_anti_affinity())
+        return any_aff, any_anti
+
+    assert agree() == (False, False)
+    p_anti, p_pref = make_pod("x").affinity(anti).pod(), make_pod("y").affinity(pref).pod()
+    a.add_pod(p_anti)
+    snap.refresh_row(a)
+    b.add_pod(p_pref)
+    snap.refresh_row(b)
+    snap.refresh_row(b)  # a refresh that changes nothing counts nothing twice
+    assert agree() == (True, True)
+    a.remove_pod(p_anti)
+    snap.refresh_row(a)
+    assert agree() == (True, False)
+    a.add_pod(p_anti)
+    snap.refresh_row(a)
+    snap.rebuild([c, b])  # a's pods left with it
+    assert agree() == (True, False)
+    b.remove_pod(p_pref)
+    snap.refresh_row(b)
+    assert agree() == (False, False)
+
+
 def test_rebuild_reorders_rows() -> None:
     a, b, c = (make_node(n).alloc(cpu=str(i + 1)).info() for i, n in enumerate("abc"))
     snap = Snapshot([a, b, c])

@@ -361,7 +361,7 @@ class InterPodAffinity(
         if (
             not terms.required_affinity
             and not terms.required_anti
-            and not snap.have_pods_with_required_anti_affinity()
+            and not snap.any_pods_with_required_anti_affinity()
         ):
             # no term on either side (the index, which counts only the snapshot's pods,
             # would hold none either): no catching up its counts for this pod
@@ -491,7 +491,7 @@ class InterPodAffinity(
         if self.args.ignore_preferred_terms_of_existing_pods and not has_pref:
             return Status.skip()
         snap = self._handle.snapshot
-        if not has_pref and not snap.have_pods_with_affinity():
+        if not has_pref and not snap.any_pods_with_affinity():
             return Status.skip()  # as below, without catching the index up first
         index = self._index(snap)
         if not has_pref and not index.has_terms():
