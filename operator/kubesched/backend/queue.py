@@ -50,7 +50,7 @@ from kubesched.backend.queue_events import (
     is_pod_updated,
     pod_update_event,
 )
-from kubesched.backend.queue_gates import PreEnqueueGate
+from kubesched.backend.queue_gates import GatedPool, PreEnqueueGate
 from kubesched.backend.queue_heap import PodHeap
 from kubesched.backend.queue_inflight import InFlightPods
 from kubesched.backend.queue_moves import QueueMoves
@@ -146,7 +146,7 @@ class SchedulingQueue(QueueMoves):
         self._active = PodHeap(None if sort_key is not None else less)
         self._backoff = BackoffQueue(sort_key=sort_key, less=less)
         self._unsched: dict[str, QueuedPodInfo] = {}
-        self._gated: dict[str, QueuedPodInfo] = {}
+        self._gated = GatedPool()
         self._in_flight = InFlightPods()
         self._cycle = 0
         self._move_request_cycle = -1
@@ -226,9 +226,8 @@ class SchedulingQueue(QueueMoves):
             elif is_pod_updated(old, new):
                 flight.requeue = True
             return
-        if (qpi := self._gated.get(uid)) is not None:
+        if (qpi := self._gated.pop(uid)) is not None:
             qpi.pod = new
-            del self._gated[uid]
             mover = self._target_update(qpi, old, new)
             if self._move_to_active(qpi, mover, parked=True):
                 self._notify()
@@ -259,7 +258,7 @@ class SchedulingQueue(QueueMoves):
         uid = pod.uid
         if self._active.remove(uid) is not None or self._backoff.remove(uid) is not None:
             return
-        if self._unsched.pop(uid, None) is None and self._gated.pop(uid, None) is None:
+        if self._unsched.pop(uid, None) is None and self._gated.pop(uid) is None:
             flight = self._in_flight.get(uid)
             if flight is not None:
                 flight.deleted = True
@@ -473,7 +472,7 @@ class SchedulingQueue(QueueMoves):
             self._push_active(qpi)
             self._incoming(ACTIVE, event)
             return True
-        self._gated[qpi.pod.uid] = qpi
+        self._gated.put(qpi)
         if not parked:
             self._incoming(UNSCHEDULABLE, event)
         return False
@@ -497,7 +496,7 @@ class SchedulingQueue(QueueMoves):
         now = self._clock() if now is None else now
         if strategy is Strategy.AFTER_BACKOFF and self._backing_off(qpi, now):
             if self.pop_from_backoff and not self.pre_enqueue.passes(qpi):
-                self._gated[qpi.pod.uid] = qpi  # kube: PreEnqueue as it enters backoffQ
+                self._gated.put(qpi)  # kube: PreEnqueue as it enters backoffQ
                 if not parked:
                     self._incoming(UNSCHEDULABLE, event)
                 return GATED

@@ -20,6 +20,7 @@ from kubesched.backend.queue_events import (
     event_label,
     pod_update_event,
 )
+from kubesched.backend.queue_gates import GatedPool
 from kubesched.backend.queue_inflight import InFlightPods
 from kubesched.framework.interface import ActionType, ClusterEvent, EventResource
 from kubesched.framework.nodeinfo import QueuedPodInfo
@@ -34,7 +35,7 @@ class QueueMoves:
     if TYPE_CHECKING:  # what the SchedulingQueue provides
         _hints: QueueingHints
         _unsched: dict[str, QueuedPodInfo]
-        _gated: dict[str, QueuedPodInfo]
+        _gated: GatedPool
         _backoff: BackoffQueue
         _in_flight: InFlightPods
         _cycle: int
@@ -87,7 +88,7 @@ class QueueMoves:
             if event.resource is EventResource.WILDCARD:
                 pods += self._gated.values()
             elif gaters:
-                pods += [q for q in self._gated.values() if q.gating_plugin in gaters]
+                pods += self._gated.held_by(gaters)
         if pre_check is not None:
             pods = [q for q in pods if pre_check(q.pod)]
         self._move_pods(pods, event, old, new)
@@ -98,7 +99,7 @@ class QueueMoves:
         :class:`~kubesched.backend.queue_set.QueueSet` held while no cycle ran."""
         activated = False
         for uid, qpi in list(self._gated.items()):
-            del self._gated[uid]
+            self._gated.pop(uid)
             activated |= self._move_to_active(qpi, event_label(event), parked=True)
         if activated:
             self._notify()
@@ -119,7 +120,7 @@ class QueueMoves:
         activated = False
         for pod in pods:
             uid = pod.uid
-            qpi = self._unsched.pop(uid, None) or self._gated.pop(uid, None)
+            qpi = self._unsched.pop(uid, None) or self._gated.pop(uid)
             if qpi is not None:
                 activated |= self._move_to_active(qpi, "ForceActivate", parked=True)
                 continue
@@ -181,7 +182,7 @@ class QueueMoves:
             uid = qpi.pod.uid
             if qpi.gated:
                 if self._hints.ungates(qpi, event, old, new):
-                    del self._gated[uid]
+                    self._gated.pop(uid)
                     mover = self._mover(qpi, event, old, new)
                     activated |= self._move_to_active(qpi, mover, parked=True)
                 continue
