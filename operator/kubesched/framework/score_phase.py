@@ -113,7 +113,6 @@ class ScorePhase:
         """NormalizeScore (in place on ``raw``'s arrays), then the range check and the
         weights, each over every plugin in turn as kube-scheduler's NormalizeScores does
         (and words their errors): the total per row and each plugin's weighted scores."""
-        total = np.zeros(n, dtype=np.int64)
         per_plugin: dict[str, npt.NDArray[np.int64]] = {}
         chain = [(p, w, raw[p.name]) for p, w in self.chain_for(state).score if p.name in raw]
         for p, _, scores in chain:
@@ -126,9 +125,9 @@ class ScorePhase:
                 s = Status.as_error(e)
             if s is not None and s.code != Code.SUCCESS:
                 prefix = f'running Normalize on Score plugins: plugin "{p.name}" failed with'
-                return total, per_plugin, wrap_error(prefix, s, p.name)
+                return np.zeros(n, dtype=np.int64), per_plugin, wrap_error(prefix, s, p.name)
         if not chain or n == 0:
-            return total, per_plugin, None
+            return np.zeros(n, dtype=np.int64), per_plugin, None
         matrix = np.array([scores for _, _, scores in chain])
         # one reduction for every bound of every plugin: a negative score viewed unsigned
         # is huge
@@ -137,7 +136,7 @@ class ScorePhase:
                 if scores.max() > MAX_NODE_SCORE or scores.min() < 0:
                     bad = int(scores.max()) if scores.max() > MAX_NODE_SCORE else int(scores.min())
                     return (
-                        total,
+                        np.zeros(n, dtype=np.int64),
                         per_plugin,
                         Status.as_error(
                             f'applying score defaultWeights on Score plugins: plugin "{p.name}" '

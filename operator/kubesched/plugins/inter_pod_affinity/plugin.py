@@ -358,17 +358,16 @@ class InterPodAffinity(
             terms = self._terms.get(pod)
         except ObjectError as e:
             return None, Status.unresolvable(f"parsing pod: {e}", plugin=NAME)
-        if (
-            not terms.required_affinity
-            and not terms.required_anti
-            and not snap.any_pods_with_required_anti_affinity()
-        ):
+        no_own_terms = not terms.required_affinity and not terms.required_anti
+        if no_own_terms and not snap.any_pods_with_required_anti_affinity():
             # no term on either side (the index, which counts only the snapshot's pods,
             # would hold none either): no catching up its counts for this pod
             return None, Status.skip()
         index = self._index(snap)
         with_anti = index.has_required_anti()
-        if not terms.required_affinity and not terms.required_anti and not with_anti:
+        if no_own_terms and not with_anti:
+            # the snapshot's anti-affinity terms are all ones the index leaves out
+            # (they do not compile)
             return None, Status.skip()
         aff = self._resolve(terms.required_affinity)
         anti = self._resolve(terms.required_anti)
