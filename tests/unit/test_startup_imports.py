@@ -6,9 +6,12 @@ A later import that drags one back onto that way fails here."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
+
+import pytest
 
 DEFERRED = (
     "kubesched.framework.dra",  # the allocator, CEL, the claim tracker: ~30 ms
@@ -96,3 +99,46 @@ def test_kubesched_run_defers_dra_and_the_http_server_past_its_first_bind() -> N
     assert got["after_imports"] == [], f"{got['after_imports']}: {WHY}"
     assert got["node"] == "n1"  # the probe did schedule (the default profile, DRA included)
     assert got["after_bind"] == [], f"{got['after_bind']}: {WHY}"
+
+
+# numpy's OpenBLAS, left to itself, starts a worker thread per core as numpy loads, and
+# each spins for about 0.1 s of CPU (kubesched/__init__.py): on two cores shared with the
+# API server, CPU taken from it at every start.
+THREADS = textwrap.dedent(
+    """
+    import json, os, threading
+    import kubesched.cli
+    kubesched.cli._parser("kubesched", "run")
+    import kubesched.operator.run
+    import numpy
+    native = len(os.listdir("/proc/self/task")) - threading.active_count()
+    print(json.dumps({"native": native, "value": os.environ.get("OPENBLAS_NUM_THREADS")}))
+    """
+)
+
+
+def _threads(env: dict[str, str]) -> dict[str, object]:
+    done = subprocess.run(
+        [sys.executable, "-c", THREADS],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])  # type: ignore[no-any-return]
+
+
+@pytest.mark.skipif(
+    not os.path.isdir("/proc/self/task") or (os.cpu_count() or 1) < 2,
+    reason="counts a process's threads in /proc (Linux) on a machine of two cores or more, "
+    "where OpenBLAS would start a worker per core",
+)
+def test_kubesched_starts_no_blas_worker_threads_unless_the_user_asks() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
+    assert _threads(env) == {"native": 0, "value": "1"}
+    # a value the user set is theirs: kept, and OpenBLAS starts its workers
+    got = _threads({**env, "OPENBLAS_NUM_THREADS": "2"})
+    assert got["value"] == "2"
+    assert got["native"] == 1
