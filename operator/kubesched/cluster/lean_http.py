@@ -32,6 +32,7 @@ import collections
 import contextlib
 import ssl
 import urllib.parse
+from collections.abc import Callable
 from typing import Any
 
 from kubesched.cluster.sessions import FD_IN_USE
@@ -81,7 +82,17 @@ class _Conn(asyncio.Protocol):
     was read is kept only until it is parsed: the head once, each whole chunk once (a
     LIST page of megabytes comes in hundreds of reads)."""
 
-    __slots__ = ("_buf", "_head", "_parts", "_waiter", "closed", "idle_since", "transport")
+    __slots__ = (
+        "_buf",
+        "_head",
+        "_parts",
+        "_waiter",
+        "closed",
+        "ended",
+        "idle_since",
+        "on_end",
+        "transport",
+    )
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
@@ -91,11 +102,16 @@ class _Conn(asyncio.Protocol):
         """The chunks of a chunked body read so far (consumed from ``_buf``)."""
         self._waiter: asyncio.Future[tuple[Response, bool]] | None = None
         self.closed = False
+        self.ended: asyncio.Future[None] | None = None
+        """Done when the connection's end has come (:meth:`connection_lost`): its socket
+        is closed. Made by :meth:`connection_made`."""
+        self.on_end: Callable[[_Conn], None] | None = None
         self.idle_since = 0.0
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        self.ended = asyncio.get_running_loop().create_future()
 
     def data_received(self, data: bytes) -> None:
         if self._waiter is None:  # nothing asked: not an answer we could read
@@ -111,6 +127,10 @@ class _Conn(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self.ended is not None and not self.ended.done():
+            self.ended.set_result(None)
+        if self.on_end is not None:
+            self.on_end(self)
         waiter, self._waiter = self._waiter, None
         if waiter is not None and not waiter.done():
             reason = f": {exc}" if exc else ""
@@ -321,7 +341,8 @@ class LeanPool:
         self._count = 0
         """Connections open or being opened (idle ones included), against ``limit``."""
         self._open_conns: set[_Conn] = set()
-        """Every connection made and not yet dropped (idle or in use), for :meth:`close`."""
+        """Every connection made whose end has not come (idle, in use, or dropped and
+        still closing: TLS says goodbye first), for :meth:`close`."""
         self._waiters: collections.deque[asyncio.Future[_Conn | None]] = collections.deque()
         self._closed = False
 
@@ -365,12 +386,14 @@ class LeanPool:
         made after this, raises :class:`LostConnection`."""
         self._closed = True
         self._idle = []
-        for conn in list(self._open_conns):
+        conns = list(self._open_conns)
+        for conn in conns:
             conn.close()
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():
                 waiter.set_exception(LostConnection(_POOL_CLOSED))
+        await _ended(conns)
 
     # -- the pool ---------------------------------------------------------------------------------
     async def _acquire(self) -> _Conn:
@@ -437,6 +460,7 @@ class LeanPool:
             conn.abort()
             raise LostConnection(_POOL_CLOSED)
         self._open_conns.add(conn)
+        conn.on_end = self._open_conns.discard
         return conn
 
     def _release(self, conn: _Conn, keep: bool) -> None:
@@ -455,7 +479,6 @@ class LeanPool:
     def _drop(self, conn: _Conn) -> None:
         conn.close()
         self._count -= 1
-        self._open_conns.discard(conn)
 
     def _wake_one(self) -> None:
         """A place in the pool freed: the first waiter opens a connection of its own."""
@@ -468,3 +491,25 @@ class LeanPool:
     def _remove(self, waiter: asyncio.Future[Any]) -> None:
         with contextlib.suppress(ValueError):
             self._waiters.remove(waiter)
+
+
+CLOSE_WAIT = 0.5
+"""Seconds :meth:`LeanPool.close` waits for its connections' ends before cutting them."""
+
+
+async def _ended(conns: list[_Conn]) -> None:
+    """Return once every connection of ``conns`` has ended (its socket closed). A TLS
+    connection's close first sends the server its goodbye and waits for the server's: a
+    process that ended its event loop sooner left that socket open (Python warns of it as
+    an unclosed transport). One the server does not answer within :data:`CLOSE_WAIT` is
+    cut (no goodbye), which ends at the loop's next turn."""
+    waits = [c.ended for c in conns if c.ended is not None and not c.ended.done()]
+    if not waits:
+        return
+    _, late = await asyncio.wait(waits, timeout=CLOSE_WAIT)
+    if not late:
+        return
+    for conn in conns:
+        if conn.ended is not None and not conn.ended.done():
+            conn.abort()
+    await asyncio.wait(late, timeout=CLOSE_WAIT)

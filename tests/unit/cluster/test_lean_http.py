@@ -6,7 +6,10 @@ sends then)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
 import ssl
+import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -312,6 +315,67 @@ async def test_a_connection_made_while_the_pool_closes_carries_no_request(
         await asyncio.sleep(0.01)
     assert server.requests == []
     assert server.open_now == 0
+
+
+class SlowGoodbye:
+    """A TLS server (a thread, blocking sockets) that answers one request and says its
+    TLS goodbye only when ``goodbye`` is set: as an API server on a loaded machine, late."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        ca, cert, key = server_certificate()
+        (tmp_path / "tls.crt").write_bytes(cert)
+        (tmp_path / "tls.key").write_bytes(key)
+        self.client_ctx = ssl.create_default_context(cadata=ca.decode())
+        self.ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        self.ctx.load_cert_chain(tmp_path / "tls.crt", tmp_path / "tls.key")
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"https://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.goodbye = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        raw, _ = self.listener.accept()
+        with self.ctx.wrap_socket(raw, server_side=True) as tls:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += tls.recv(4096)
+            tls.sendall(ok())
+            self.goodbye.wait(10.0)
+            with contextlib.suppress(OSError, ssl.SSLError):
+                tls.recv(4096)  # the client's goodbye
+                tls.unwrap()  # and ours
+
+    def stop(self) -> None:
+        self.goodbye.set()
+        self.thread.join(10.0)
+        self.listener.close()
+
+
+@pytest.mark.parametrize("late", [0.1, None], ids=["late goodbye", "no goodbye"])
+async def test_close_returns_with_every_tls_socket_closed(
+    tmp_path: Path, late: float | None
+) -> None:
+    """A TLS connection's close waits for the server's goodbye: a close that returned at
+    once left the socket open, and a process whose event loop ended next (``kubesched
+    explain``) leaked it, which Python reports as an unclosed transport. Now ``close``
+    waits for the goodbye, and cuts a connection whose goodbye does not come in
+    :data:`~kubesched.cluster.lean_http.CLOSE_WAIT`."""
+    server = SlowGoodbye(tmp_path)
+    pool = LeanPool(server.url, ssl_context=server.client_ctx)
+    try:
+        assert (await pool.request("GET", "/", None, {}))[0] == 201
+        (conn,) = pool._open_conns
+        assert conn.transport is not None
+        sock = conn.transport.get_extra_info("socket")
+        assert sock.fileno() != -1
+        if late is not None:
+            asyncio.get_running_loop().call_later(late, server.goodbye.set)
+        await pool.close()
+        assert sock.fileno() == -1
+        assert not pool._open_conns
+    finally:
+        await asyncio.to_thread(server.stop)
 
 
 async def test_binds_and_events_over_tls_on_kept_connections(tmp_path: Path) -> None:
