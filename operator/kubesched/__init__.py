@@ -6,7 +6,8 @@ import os
 # loads, and each spins on its core for about 0.1 s waiting for work that never comes
 # (kubesched calls no BLAS routine: its arrays are added, compared and reduced, never
 # multiplied as matrices). On a 2-core node shared with the API server that is CPU taken
-# from it at every start. A value the user set is kept.
+# from it at every start. A value the user set is kept. (The other library setting
+# kubesched makes, PYDANTIC_DISABLE_PLUGINS, is `kubesched run`'s alone: kubesched.cli.main.)
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from kubesched import lazy_kube_client

@@ -34,55 +34,66 @@ WHY = (
     "(docs/DESIGN.md, 'Start-up'); import it where it is first used"
 )
 
-# A fresh interpreter: in the pytest process other tests have imported everything.
-PROBE = textwrap.dedent(
+RUN_IMPORTS = textwrap.dedent(
     """
-    import asyncio, json, sys
-
-    deferred = json.loads(sys.argv[1])
-
-    def loaded():
-        return sorted(
-            m for m in sys.modules if any(m == d or m.startswith(d + ".") for d in deferred)
-        )
-
     # what `kubesched run` imports before its event loop starts (kubesched.cli.main)
     import kubesched.cli, kubesched.cli.early
     kubesched.cli._parser("kubesched", "run")  # imports kubesched.cli.run
     import kubesched.operator.run
-    after_imports = loaded()
-
-    # then a first cycle with the default profile: a plain pod bound on the in-memory cluster
-    from kubesched.cluster.memory import MemoryCluster
-    from kubesched.scheduler.eventhandlers import EventHandlers
-    from kubesched.scheduler.scheduler import Scheduler
-
-    async def first_bind():
-        cluster = MemoryCluster()
-        sched = Scheduler(cluster, cluster)
-        cluster.subscribe(EventHandlers(sched, on_bad_object=print).on_event)
-        cluster.apply({
-            "apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
-            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}},
-        })
-        cluster.apply({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "web", "namespace": "default", "uid": "u1"},
-            "spec": {"schedulerName": "kubesched", "containers": [{"name": "c", "image": "nginx",
-                     "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]},
-        })
-        task = asyncio.create_task(sched.run())
-        for _ in range(500):
-            if cluster.node_of("default/web"):
-                break
-            await asyncio.sleep(0.01)
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        return cluster.node_of("default/web")
-
-    node = asyncio.run(first_bind())
-    print(json.dumps({"after_imports": after_imports, "node": node, "after_bind": loaded()}))
     """
+)
+
+# A fresh interpreter: in the pytest process other tests have imported everything.
+PROBE = (
+    textwrap.dedent(
+        """
+        import asyncio, json, sys
+
+        deferred = json.loads(sys.argv[1])
+
+        def loaded():
+            return sorted(
+                m for m in sys.modules if any(m == d or m.startswith(d + ".") for d in deferred)
+            )
+        """
+    )
+    + RUN_IMPORTS
+    + textwrap.dedent(
+        """
+        after_imports = loaded()
+
+        # then a first cycle with the default profile: a plain pod bound on the in-memory cluster
+        from kubesched.cluster.memory import MemoryCluster
+        from kubesched.scheduler.eventhandlers import EventHandlers
+        from kubesched.scheduler.scheduler import Scheduler
+
+        async def first_bind():
+            cluster = MemoryCluster()
+            sched = Scheduler(cluster, cluster)
+            cluster.subscribe(EventHandlers(sched, on_bad_object=print).on_event)
+            cluster.apply({
+                "apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
+                "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}},
+            })
+            cluster.apply({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "web", "namespace": "default", "uid": "u1"},
+                "spec": {"schedulerName": "kubesched", "containers": [{"name": "c", "image": "nginx",
+                         "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]},
+            })
+            task = asyncio.create_task(sched.run())
+            for _ in range(500):
+                if cluster.node_of("default/web"):
+                    break
+                await asyncio.sleep(0.01)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            return cluster.node_of("default/web")
+
+        node = asyncio.run(first_bind())
+        print(json.dumps({"after_imports": after_imports, "node": node, "after_bind": loaded()}))
+        """
+    )
 )
 
 
@@ -104,12 +115,9 @@ def test_kubesched_run_defers_dra_and_the_http_server_past_its_first_bind() -> N
 # numpy's OpenBLAS, left to itself, starts a worker thread per core as numpy loads, and
 # each spins for about 0.1 s of CPU (kubesched/__init__.py): on two cores shared with the
 # API server, CPU taken from it at every start.
-THREADS = textwrap.dedent(
+THREADS = RUN_IMPORTS + textwrap.dedent(
     """
     import json, os, threading
-    import kubesched.cli
-    kubesched.cli._parser("kubesched", "run")
-    import kubesched.operator.run
     import numpy
     native = len(os.listdir("/proc/self/task")) - threading.active_count()
     print(json.dumps({"native": native, "value": os.environ.get("OPENBLAS_NUM_THREADS")}))

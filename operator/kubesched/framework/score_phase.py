@@ -65,7 +65,7 @@ class ScorePhase:
         """Weighted, normalized total per feasible row and per-plugin weighted scores."""
         raw, s = self.run_raw_score(state, pod, snapshot, rows)
         if s is not None:
-            return np.zeros(len(rows), dtype=np.int64), {}, s
+            return _zero_total(len(rows), {}, s)
         return self.normalize_scores(state, pod, raw, len(rows))
 
     def run_raw_score(
@@ -125,9 +125,9 @@ class ScorePhase:
                 s = Status.as_error(e)
             if s is not None and s.code != Code.SUCCESS:
                 prefix = f'running Normalize on Score plugins: plugin "{p.name}" failed with'
-                return np.zeros(n, dtype=np.int64), per_plugin, wrap_error(prefix, s, p.name)
+                return _zero_total(n, per_plugin, wrap_error(prefix, s, p.name))
         if not chain or n == 0:
-            return np.zeros(n, dtype=np.int64), per_plugin, None
+            return _zero_total(n, per_plugin, None)
         matrix = np.array([scores for _, _, scores in chain])
         # one reduction for every bound of every plugin: a negative score viewed unsigned
         # is huge
@@ -135,8 +135,8 @@ class ScorePhase:
             for p, _, scores in chain:
                 if scores.max() > MAX_NODE_SCORE or scores.min() < 0:
                     bad = int(scores.max()) if scores.max() > MAX_NODE_SCORE else int(scores.min())
-                    return (
-                        np.zeros(n, dtype=np.int64),
+                    return _zero_total(
+                        n,
                         per_plugin,
                         Status.as_error(
                             f'applying score defaultWeights on Score plugins: plugin "{p.name}" '
@@ -148,6 +148,14 @@ class ScorePhase:
         weighted = matrix * np.array([w for _, w, _ in chain], dtype=np.int64)[:, None]
         per_plugin = {p.name: weighted[i] for i, (p, _, _) in enumerate(chain)}
         return weighted.sum(axis=0), per_plugin, None
+
+
+def _zero_total(
+    n: int, per_plugin: dict[str, npt.NDArray[np.int64]], status: Status | None
+) -> tuple[npt.NDArray[np.int64], dict[str, npt.NDArray[np.int64]], Status | None]:
+    """What the Score phase returns without a total: zeros for the
+    ``n`` rows, the weighted scores made so far, and the failure (or None)."""
+    return np.zeros(n, dtype=np.int64), per_plugin, status
 
 
 def _score_error(plugin: str, s: Status) -> Status:
