@@ -369,7 +369,7 @@ class KubeHTTP:
         self._closed = True
         sessions, self._sessions = self._sessions, {}
         lean, self._lean = self._lean, {}
-        for pool in lean.values():
-            await pool.close()
+        # together: each waits for its TLS goodbyes (lean_http.CLOSE_WAIT at most)
+        await asyncio.gather(*(pool.close() for pool in lean.values()))
         for session in sessions.values():
             await session.close()
